@@ -1,0 +1,48 @@
+"""groundlens: grounding triage for LLM agents.
+
+Scores every LLM output deterministically with sentence embeddings (no second LLM) so that humans
+review the riskiest outputs first. SGI is used when the response has a context, DGI when it does
+not. The scores are triage signals for ranking, never verdicts of truth.
+
+Importing this package is cheap: torch and the model load on the first score.
+"""
+
+from groundlens_core import _offline  # noqa: F401  (must run before any Hugging Face import)
+from groundlens_core._version import __version__
+from groundlens_core.bands import BANDS, TRIAGE_NOTE, normalize, triage
+from groundlens_core.calibration import CalibrationResult, bundled_direction, calibrate
+from groundlens_core.embedding import get_embedder
+from groundlens_core.errors import (
+    CalibrationMismatchError,
+    EmbeddingError,
+    GroundlensError,
+    GroundlensInputError,
+    ModelNotFoundError,
+)
+from groundlens_core.results import DGIResult, GroundlensScore, ScoreError, SGIResult
+from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
+
+__all__ = [
+    "__version__",
+    "BANDS",
+    "TRIAGE_NOTE",
+    "CalibrationMismatchError",
+    "CalibrationResult",
+    "DGIResult",
+    "EmbeddingError",
+    "GroundlensError",
+    "GroundlensInputError",
+    "GroundlensScore",
+    "ModelNotFoundError",
+    "SGIResult",
+    "ScoreError",
+    "bundled_direction",
+    "calibrate",
+    "compute_dgi",
+    "compute_sgi",
+    "evaluate",
+    "evaluate_batch",
+    "get_embedder",
+    "normalize",
+    "triage",
+]

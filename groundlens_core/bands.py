@@ -1,0 +1,77 @@
+"""The triage bands: the one place where thresholds live. Every label is derived from here.
+
+| method | flagged (review first) | review (weak pass) | trusted (strong pass) |
+|--------|------------------------|--------------------|-----------------------|
+| SGI    | raw < 0.95             | 0.95 <= raw <= 1.20 | raw > 1.20           |
+| DGI    | raw <= 0.30            | 0.30 < raw <= 0.50  | raw > 0.50           |
+
+SGI's thresholds are the method's (review below 0.95, strong pass above 1.20). DGI's pass mark is
+the method's (pass above 0.30); its strong-pass mark 0.50 is ours, chosen so that DGI can reach all
+three bands (see docs/METHOD in the README). ``flagged`` is true exactly when the band is
+``flagged``. Scores rank outputs for human review; they are not verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+Triage = Literal["trusted", "review", "flagged"]
+Method = Literal["sgi", "dgi"]
+
+TRIAGE_ORDER: tuple[str, ...] = ("flagged", "review", "trusted")  # riskiest first
+EPSILON = 1e-6  # distances below this count as "the same point" (degenerate SGI/DGI)
+SGI_DEGENERATE_HIGH = 10.0  # d(r, ctx) < EPSILON: the response restates its context
+TRIAGE_NOTE = "a triage signal for ranking, not a verdict of truth"
+
+
+@dataclass(frozen=True)
+class Band:
+    method: str
+    review_below: float  # raw values under this (SGI) / at or under this (DGI) are flagged
+    strong_above: float  # raw values over this are trusted
+    inclusive_flag: bool  # DGI: "pass above 0.30" -> 0.30 itself is flagged
+
+    def triage(self, raw: float) -> Triage:
+        if math.isnan(raw):
+            return "flagged"
+        flagged = raw <= self.review_below if self.inclusive_flag else raw < self.review_below
+        if flagged:
+            return "flagged"
+        return "trusted" if raw > self.strong_above else "review"
+
+
+SGI_BAND = Band("sgi", review_below=0.95, strong_above=1.20, inclusive_flag=False)
+DGI_BAND = Band("dgi", review_below=0.30, strong_above=0.50, inclusive_flag=True)
+BANDS: dict[str, Band] = {"sgi": SGI_BAND, "dgi": DGI_BAND}
+
+
+def normalize(method: str, raw: float) -> float:
+    """Map a raw score to [0, 1] for display and sorting: SGI ``tanh(max(0, raw - 0.3))``, DGI ``(raw + 1) / 2``."""
+    if method == "sgi":
+        return math.tanh(max(0.0, raw - 0.3))
+    if method == "dgi":
+        return (raw + 1.0) / 2.0
+    raise ValueError(f"unknown method {method!r}")
+
+
+def triage(method: str, raw: float) -> Triage:
+    return BANDS[method].triage(raw)
+
+
+_SENTENCES = {
+    ("sgi", "flagged"): "SGI {v:.2f} < 0.95: the response is no closer to its context than to the question; it may ignore the context. Review first.",
+    ("sgi", "review"): "SGI {v:.2f} in [0.95, 1.20]: the response leans toward its context, but only weakly. Review when time allows.",
+    ("sgi", "trusted"): "SGI {v:.2f} > 1.20: the response moved well toward its context (strong pass).",
+    ("dgi", "flagged"): "DGI {v:.2f} <= 0.30: the question-to-response step does not point the way grounded answers go. Review first.",
+    ("dgi", "review"): "DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go. Review when time allows.",
+    ("dgi", "trusted"): "DGI {v:.2f} > 0.50: the step points the way grounded answers go (strong pass).",
+}
+
+
+def explain(method: str, raw: float, band: Triage, detail: str = "") -> str:
+    text = _SENTENCES[(method, band)].format(v=raw)
+    if detail:
+        text = f"{text} {detail}"
+    return f"{text} ({TRIAGE_NOTE})"

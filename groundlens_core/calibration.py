@@ -1,0 +1,184 @@
+"""DGI directions: build one from verified grounded pairs, save it, load it, check its embedder.
+
+mu_hat = normalise(mean_i unit(phi(r_i) - phi(q_i))). ``concentration`` is the length of that mean
+before normalising (the mean resultant length, in [0, 1]): 1 when every pair moves the same way,
+near 0 when the pairs agree on nothing. One continuous formula, no thresholds.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from groundlens_core._version import __version__
+from groundlens_core.errors import CalibrationMismatchError, GroundlensInputError
+
+FORMAT = "groundlens-calibration"
+FORMAT_VERSION = 1
+BUNDLED_NAME = "dgi_direction_halueval_general.json"
+
+
+@dataclass(frozen=True)
+class CalibrationResult:
+    direction: tuple[float, ...]
+    n_pairs: int
+    dim: int
+    concentration: float
+    fingerprint: str
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False, compare=True)
+
+    @property
+    def vector(self) -> np.ndarray:
+        return np.asarray(self.direction, dtype=np.float64)
+
+    @property
+    def direction_id(self) -> str:
+        name = self.metadata.get("name")
+        if name:
+            return f"bundled:{name}" if self.metadata.get("bundled") else f"calibration:{name}"
+        digest = hashlib.sha256(np.asarray(self.direction, dtype=np.float64).tobytes()).hexdigest()[:12]
+        return f"calibration:{digest}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "direction": list(self.direction),
+            "n_pairs": self.n_pairs,
+            "dim": self.dim,
+            "concentration": self.concentration,
+            "fingerprint": self.fingerprint,
+            "metadata": self.metadata,
+        }
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        return path
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "CalibrationResult":
+        if data.get("format") != FORMAT:
+            raise GroundlensInputError(f"not a groundlens calibration file (format={data.get('format')!r})")
+        direction = tuple(float(x) for x in data["direction"])
+        if len(direction) != int(data["dim"]) or not np.isfinite(direction).all():
+            raise GroundlensInputError("calibration direction is malformed (wrong length or non-finite values)")
+        return cls(
+            direction=direction,
+            n_pairs=int(data["n_pairs"]),
+            dim=int(data["dim"]),
+            concentration=float(data["concentration"]),
+            fingerprint=str(data["fingerprint"]),
+            metadata=dict(data.get("metadata") or {}),
+        )
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "CalibrationResult":
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise GroundlensInputError(f"calibration file not found: {path}") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise GroundlensInputError(f"calibration file {path} is not valid JSON: {exc}") from None
+        return cls.from_dict(data)
+
+
+def direction_from_vectors(q: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, float, int]:
+    """(mu_hat, concentration, pairs used) from question and response embeddings (float64 math)."""
+    disp = r.astype(np.float64) - q.astype(np.float64)
+    norms = np.linalg.norm(disp, axis=1)
+    keep = norms > 1e-6  # a response identical to its question carries no direction
+    if not keep.any():
+        raise GroundlensInputError("every pair has a response identical to its question; nothing to calibrate on")
+    unit = disp[keep] / norms[keep, None]
+    mean = unit.mean(axis=0)
+    length = float(np.linalg.norm(mean))
+    if length < 1e-12:
+        raise GroundlensInputError("the pairs' displacements cancel out; no direction can be formed")
+    return mean / length, length, int(keep.sum())
+
+
+def read_pairs_csv(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
+    """Rows with non-blank ``question`` and ``response``; a ``label`` column, if present, keeps label 1 only."""
+    path = Path(path)
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            cols = set(reader.fieldnames or [])
+            missing = {"question", "response"} - cols
+            if missing:
+                raise GroundlensInputError(f"{path}: missing column(s) {', '.join(sorted(missing))}; found {', '.join(sorted(cols)) or 'none'}")
+            rows = list(reader)
+    except FileNotFoundError:
+        raise GroundlensInputError(f"file not found: {path}") from None
+    except UnicodeDecodeError as exc:
+        raise GroundlensInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    if "label" in cols:
+        rows = [r for r in rows if str(r.get("label", "")).strip() in ("1", "1.0", "true", "True")]
+    return [(r["question"], r["response"]) for r in rows if (r["question"] or "").strip() and (r["response"] or "").strip()]
+
+
+def calibrate(
+    pairs: Iterable[tuple[str, str]] | None = None,
+    *,
+    csv_path: str | os.PathLike[str] | None = None,
+    embedder=None,
+    metadata: dict[str, Any] | None = None,
+) -> CalibrationResult:
+    """Build a DGI direction from *verified grounded* (question, response) pairs."""
+    from groundlens_core.scoring import embed_many, get_default_embedder
+
+    if (pairs is None) == (csv_path is None):
+        raise GroundlensInputError("calibrate() takes exactly one of pairs=... or csv_path=...")
+    meta = dict(metadata or {})
+    if csv_path is not None:
+        pair_list = read_pairs_csv(csv_path)
+        meta.setdefault("source", str(csv_path))
+        meta.setdefault("source_sha256", hashlib.sha256(Path(csv_path).read_bytes()).hexdigest())
+    else:
+        pair_list = [(str(q), str(r)) for q, r in pairs if str(q).strip() and str(r).strip()]
+    if len(pair_list) < 2:
+        raise GroundlensInputError(f"calibration needs at least 2 grounded pairs with non-blank text; got {len(pair_list)}")
+    emb = embedder or get_default_embedder()
+    vectors = embed_many(emb, [q for q, _ in pair_list] + [r for _, r in pair_list])
+    n = len(pair_list)
+    mu, concentration, used = direction_from_vectors(vectors[:n], vectors[n:])
+    meta.setdefault("groundlens_version", __version__)
+    return CalibrationResult(
+        direction=tuple(float(x) for x in mu),
+        n_pairs=used,
+        dim=int(mu.shape[0]),
+        concentration=concentration,
+        fingerprint=emb.fingerprint,
+        metadata=meta,
+    )
+
+
+def bundled_direction() -> CalibrationResult:
+    """The generic DGI direction shipped with the package (see its metadata for provenance)."""
+    text = resources.files("groundlens_core.data").joinpath(BUNDLED_NAME).read_text(encoding="utf-8")
+    return CalibrationResult.from_dict(json.loads(text))
+
+
+def resolve_calibration(calibration: "CalibrationResult | str | os.PathLike[str] | None", fingerprint: str) -> CalibrationResult:
+    """A calibration object, file path, or None (the bundled direction), checked against ``fingerprint``."""
+    if calibration is None:
+        cal = bundled_direction()
+    elif isinstance(calibration, CalibrationResult):
+        cal = calibration
+    else:
+        cal = CalibrationResult.load(calibration)
+    if cal.fingerprint != fingerprint:
+        raise CalibrationMismatchError(
+            f"this DGI direction was built with embedder {cal.fingerprint}, but scoring uses {fingerprint}; "
+            "re-run `groundlens calibrate` with the current model"
+        )
+    return cal

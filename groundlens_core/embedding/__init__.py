@@ -1,0 +1,49 @@
+"""Sentence embedders: model resolution, the shared per-process instance and a bounded cache."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Sequence
+
+from groundlens_core.embedding.base import Embedder
+from groundlens_core.embedding.cache import CachedEmbedder
+from groundlens_core.embedding.resolve import DEFAULT_MODEL_ID, resolve_model_path
+
+__all__ = ["Embedder", "CachedEmbedder", "get_embedder", "DEFAULT_MODEL_ID", "BACKENDS", "resolve_model_path"]
+
+#: ``packed-torch`` is the default: exact, batch invariant and light to import. ``sentence-transformers``
+#: is the reference it is tested against.
+BACKENDS = ("packed-torch", "sentence-transformers")
+
+_lock = threading.Lock()
+_shared: dict[tuple[str, str], CachedEmbedder] = {}
+
+
+def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | None = None) -> CachedEmbedder:
+    """The process-wide embedder for ``model`` (see :func:`resolve_model_path`), loaded once.
+
+    Thread-safe; the returned object wraps the backend in a bounded LRU cache, so a question or
+    context repeated across an agent run or a batch is embedded once.
+    """
+    backend = backend or os.environ.get("GROUNDLENS_BACKEND") or BACKENDS[0]
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    path, model_id = resolve_model_path(model)
+    key = (str(path), backend)
+    with _lock:
+        if key not in _shared:
+            _shared[key] = CachedEmbedder(_load(backend, path, model_id))
+        return _shared[key]
+
+
+def _load(backend: str, path, model_id: str) -> Embedder:
+    if backend == "packed-torch":
+        from groundlens_core.embedding.packed import PackedMiniLMEmbedder
+
+        return PackedMiniLMEmbedder(path, model_id)
+    from groundlens_core.embedding.st_backend import SentenceTransformerEmbedder
+
+    return SentenceTransformerEmbedder(path, model_id)
+
+

@@ -1,0 +1,294 @@
+"""SGI, DGI and ``evaluate``: the method, on top of any :class:`Embedder`.
+
+SGI = d(phi(r), phi(q)) / d(phi(r), phi(ctx)) with Euclidean d on unit embeddings; DGI = cos of the
+unit displacement phi(r) - phi(q) with a direction mu_hat. All arithmetic after the embedder is
+float64 in a fixed order, so a result depends only on the embeddings, which are batch invariant.
+
+Texts longer than the model window (256 word pieces) are never truncated: they are split into
+pieces. A long question or response is the normalised mean of its pieces; a long context is formed
+per ``long_context``: ``"mean"`` (normalised mean of the pieces) or ``"nearest"`` (the piece nearest
+the response).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from groundlens_core._version import __version__
+from groundlens_core.bands import EPSILON, SGI_DEGENERATE_HIGH, explain, normalize, triage
+from groundlens_core.calibration import CalibrationResult, resolve_calibration
+from groundlens_core.errors import GroundlensError, GroundlensInputError
+from groundlens_core.results import DGIResult, GroundlensScore, ScoreError, SGIResult
+
+LONG_CONTEXT_MODES = ("mean", "nearest")
+DEFAULT_LONG_CONTEXT = "mean"
+MAX_TEXT_CHARS = int(os.environ.get("GROUNDLENS_MAX_CHARS", "200000"))
+
+ContextLike = "str | Sequence[str] | None"
+
+
+def get_default_embedder():
+    from groundlens_core.embedding import get_embedder
+
+    return get_embedder()
+
+
+# ---------------------------------------------------------------- input checks
+
+
+def _check_text(name: str, value: Any) -> str:
+    if value is None:
+        raise GroundlensInputError(f"{name} is missing")
+    if not isinstance(value, str):
+        raise GroundlensInputError(f"{name} must be text, got {type(value).__name__}")
+    if not value.strip():
+        raise GroundlensInputError(f"{name} is blank")
+    if len(value) > MAX_TEXT_CHARS:
+        raise GroundlensInputError(f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
+    return value
+
+
+def join_context(context: Any) -> str | None:
+    """The context as one text, or None when it is absent or blank (-> DGI).
+
+    A list of pieces (documents, tool outputs) is joined with blank lines, blank pieces dropped.
+    """
+    if context is None:
+        return None
+    if isinstance(context, float) and math.isnan(context):
+        return None
+    if isinstance(context, str):
+        pieces = [context]
+    elif isinstance(context, (list, tuple)):
+        pieces = []
+        for p in context:
+            if not isinstance(p, str):
+                raise GroundlensInputError(f"context pieces must be text, got {type(p).__name__}")
+            pieces.append(p)
+    else:
+        raise GroundlensInputError(f"context must be text or a list of texts, got {type(context).__name__}")
+    pieces = [p.strip() for p in pieces if p and p.strip()]
+    if not pieces:
+        return None
+    text = "\n\n".join(pieces)
+    if len(text) > MAX_TEXT_CHARS:
+        raise GroundlensInputError(f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
+    return text
+
+
+# ---------------------------------------------------------------- embedding plan
+
+
+def _pieces(emb, text: str) -> list[str]:
+    if emb.count_tokens(text) <= emb.max_tokens:
+        return [text]
+    return emb.split(text) or [text]
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    n = float(np.linalg.norm(v))
+    return v / n if n > 0 else v
+
+
+def embed_many(emb, texts: Sequence[str]) -> np.ndarray:
+    """phi for each text (float64 rows): long texts are the normalised mean of their pieces."""
+    plans = [_pieces(emb, t) for t in texts]
+    flat = [p for plan in plans for p in plan]
+    vecs = emb.encode(flat).astype(np.float64) if flat else np.zeros((0, emb.dim))
+    out = np.zeros((len(texts), emb.dim), dtype=np.float64)
+    k = 0
+    for i, plan in enumerate(plans):
+        block = vecs[k : k + len(plan)]
+        out[i] = block[0] if len(plan) == 1 else _unit(block.mean(axis=0))
+        k += len(plan)
+    return out
+
+
+@dataclass
+class _Item:
+    question: str
+    response: str
+    context: str | None
+
+
+def _prepare(item: Any) -> _Item:
+    if isinstance(item, Mapping):
+        q, r, c = item.get("question"), item.get("response"), item.get("context")
+    elif isinstance(item, (tuple, list)) and len(item) in (2, 3):
+        q, r = item[0], item[1]
+        c = item[2] if len(item) == 3 else None
+    else:
+        raise GroundlensInputError("each item must be a mapping with question/response[/context] or a (question, response[, context]) tuple")
+    return _Item(_check_text("question", q), _check_text("response", r), join_context(c))
+
+
+# ---------------------------------------------------------------- the math on vectors
+
+
+def sgi_from_vectors(r: np.ndarray, q: np.ndarray, c: np.ndarray) -> tuple[float, float, float]:
+    """(raw SGI, d(r,q), d(r,ctx)) with the method's two degenerate cases."""
+    d_rq = float(np.linalg.norm(r - q))
+    d_rc = float(np.linalg.norm(r - c))
+    if d_rc < EPSILON:
+        return SGI_DEGENERATE_HIGH, d_rq, d_rc
+    if d_rq < EPSILON:
+        return 0.0, d_rq, d_rc
+    return d_rq / d_rc, d_rq, d_rc
+
+
+def dgi_from_vectors(r: np.ndarray, q: np.ndarray, mu: np.ndarray) -> tuple[float, float]:
+    """(raw DGI, ||phi(r) - phi(q)||); a response that embeds like its question scores 0."""
+    disp = r - q
+    norm = float(np.linalg.norm(disp))
+    if norm < EPSILON:
+        return 0.0, norm
+    value = float(np.dot(disp / norm, mu))
+    return max(-1.0, min(1.0, value)), norm
+
+
+def _sgi_result(raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb) -> SGIResult:
+    band = triage("sgi", raw)
+    detail = ""
+    if raw == SGI_DEGENERATE_HIGH and d_rc < EPSILON:
+        detail = "The response restates its context."
+    elif raw == 0.0 and d_rq < EPSILON:
+        detail = "The response restates the question."
+    return SGIResult(
+        method="sgi", value=raw, normalized=normalize("sgi", raw), flagged=band == "flagged", triage=band,
+        explanation=explain("sgi", raw, band, detail), fingerprint=emb.fingerprint, backend=emb.backend,
+        version=__version__, d_response_question=d_rq, d_response_context=d_rc, context_mode=mode, context_chunks=chunks,
+    )
+
+
+def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb) -> DGIResult:
+    band = triage("dgi", raw)
+    detail = "The response restates the question." if norm < EPSILON else ""
+    return DGIResult(
+        method="dgi", value=raw, normalized=normalize("dgi", raw), flagged=band == "flagged", triage=band,
+        explanation=explain("dgi", raw, band, detail), fingerprint=emb.fingerprint, backend=emb.backend,
+        version=__version__, displacement_norm=norm, direction=cal.direction_id,
+    )
+
+
+# ---------------------------------------------------------------- public API
+
+
+def _score_items(items: list[_Item], emb, calibration, long_context: str) -> list[GroundlensScore]:
+    if long_context not in LONG_CONTEXT_MODES:
+        raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
+    cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
+    # one plan for the whole batch: every distinct text (and context piece) is encoded once
+    qr_texts = [t for it in items for t in (it.question, it.response)]
+    ctx_plans = {it.context: _pieces(emb, it.context) for it in items if it.context is not None}
+    qr_vecs = embed_many(emb, qr_texts)
+    piece_texts = list(dict.fromkeys(p for plan in ctx_plans.values() for p in plan))
+    piece_vecs = dict(zip(piece_texts, emb.encode(piece_texts).astype(np.float64))) if piece_texts else {}
+    out: list[GroundlensScore] = []
+    for i, it in enumerate(items):
+        q, r = qr_vecs[2 * i], qr_vecs[2 * i + 1]
+        if it.context is None:
+            raw, norm = dgi_from_vectors(r, q, cal.vector)
+            out.append(_dgi_result(raw, norm, cal, emb))
+            continue
+        plan = ctx_plans[it.context]
+        if len(plan) == 1:
+            c, mode = piece_vecs[plan[0]], "whole"
+        elif long_context == "mean":
+            c, mode = _unit(np.mean([piece_vecs[p] for p in plan], axis=0)), "mean"
+        else:
+            dists = [float(np.linalg.norm(r - piece_vecs[p])) for p in plan]
+            c, mode = piece_vecs[plan[int(np.argmin(dists))]], "nearest"
+        raw, d_rq, d_rc = sgi_from_vectors(r, q, c)
+        out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb))
+    return out
+
+
+def evaluate(
+    question: str,
+    response: str,
+    context: "str | Sequence[str] | None" = None,
+    *,
+    embedder=None,
+    calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
+    long_context: str = DEFAULT_LONG_CONTEXT,
+) -> GroundlensScore:
+    """Score one response: SGI when ``context`` is non-blank, else DGI. Raises on bad input."""
+    item = _Item(_check_text("question", question), _check_text("response", response), join_context(context))
+    return _score_items([item], embedder or get_default_embedder(), calibration, long_context)[0]
+
+
+def compute_sgi(question: str, response: str, context: "str | Sequence[str]", *, embedder=None,
+                long_context: str = DEFAULT_LONG_CONTEXT) -> SGIResult:
+    """SGI of a response given its context (which must be non-blank)."""
+    ctx = join_context(context)
+    if ctx is None:
+        raise GroundlensInputError("context is blank; SGI needs a context (use compute_dgi or evaluate)")
+    item = _Item(_check_text("question", question), _check_text("response", response), ctx)
+    return _score_items([item], embedder or get_default_embedder(), None, long_context)[0]  # type: ignore[return-value]
+
+
+def compute_dgi(question: str, response: str, *, embedder=None,
+                calibration: "CalibrationResult | str | os.PathLike[str] | None" = None) -> DGIResult:
+    """DGI of a response against ``calibration`` (default: the bundled generic direction)."""
+    item = _Item(_check_text("question", question), _check_text("response", response), None)
+    return _score_items([item], embedder or get_default_embedder(), calibration, DEFAULT_LONG_CONTEXT)[0]  # type: ignore[return-value]
+
+
+def evaluate_batch(
+    items: Iterable[Any],
+    *,
+    embedder=None,
+    calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
+    long_context: str = DEFAULT_LONG_CONTEXT,
+    errors: str = "record",
+    chunk_size: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[GroundlensScore | ScoreError]:
+    """Score many items, results in input order.
+
+    Items are mappings (``question``, ``response``, optional ``context``) or tuples. The unique
+    texts of each chunk of ``chunk_size`` items are embedded together. With ``errors="record"``
+    a bad row becomes a :class:`ScoreError` and every other row is still scored; with
+    ``errors="raise"`` the first bad row raises.
+    """
+    if errors not in ("record", "raise"):
+        raise ValueError("errors must be 'record' or 'raise'")
+    emb = embedder or get_default_embedder()
+    raw_items = list(items)
+    results: list[GroundlensScore | ScoreError | None] = [None] * len(raw_items)
+    prepared: list[tuple[int, _Item]] = []
+    for i, item in enumerate(raw_items):
+        try:
+            prepared.append((i, _prepare(item)))
+        except GroundlensError as exc:
+            if errors == "raise":
+                raise
+            results[i] = ScoreError(index=i, error=str(exc))
+    done = len(raw_items) - len(prepared)
+    for start in range(0, len(prepared), chunk_size):
+        chunk = prepared[start : start + chunk_size]
+        try:
+            scored = _score_items([it for _, it in chunk], emb, calibration, long_context)
+        except GroundlensError as exc:
+            if errors == "raise":
+                raise
+            scored = [_score_one_or_error(idx, it, emb, calibration, long_context) for idx, it in chunk]
+        for (idx, _), res in zip(chunk, scored):
+            results[idx] = res
+        done += len(chunk)
+        if progress is not None:
+            progress(done, len(raw_items))
+    return results  # type: ignore[return-value]
+
+
+def _score_one_or_error(idx: int, item: _Item, emb, calibration, long_context: str) -> GroundlensScore | ScoreError:
+    """Fallback when a chunk failed as a whole: find which rows fail, keep the others."""
+    try:
+        return _score_items([item], emb, calibration, long_context)[0]
+    except GroundlensError as exc:
+        return ScoreError(index=idx, error=str(exc))
