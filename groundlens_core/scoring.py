@@ -274,7 +274,7 @@ def evaluate_batch(
         chunk = prepared[start : start + chunk_size]
         try:
             scored = _score_items([it for _, it in chunk], emb, calibration, long_context)
-        except GroundlensError as exc:
+        except Exception:
             if errors == "raise":
                 raise
             scored = [_score_one_or_error(idx, it, emb, calibration, long_context) for idx, it in chunk]
@@ -292,3 +292,5 @@ def _score_one_or_error(idx: int, item: _Item, emb, calibration, long_context: s
         return _score_items([item], emb, calibration, long_context)[0]
     except GroundlensError as exc:
         return ScoreError(index=idx, error=str(exc))
+    except Exception as exc:  # a bug or a broken model must not cost the other rows
+        return ScoreError(index=idx, error=f"{type(exc).__name__}: {exc}")

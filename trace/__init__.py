@@ -1,0 +1,21 @@
+"""Traces of agent runs: the data model, the recorder, and the JSON / OpenTelemetry / HTML exports.
+
+Knows the scoring core, never a framework.
+"""
+
+from groundlens_core.trace.model import SCHEMA_VERSION, STEP_KINDS, STEP_METHODS, ContextPiece, Step, Trace, Usage
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "STEP_KINDS",
+    "STEP_METHODS",
+    "CallRecord",
+    "ContextPiece",
+    "Recorder",
+    "Step",
+    "Trace",
+    "TraceListener",
+    "Usage",
+    "context_pieces",
+]

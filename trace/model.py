@@ -1,0 +1,295 @@
+"""The trace data model every plugin writes into and every exporter reads.
+
+A :class:`Trace` is one root run of an agent (a graph invocation, a crew kickoff, a team run); a
+:class:`Step` is one thing that happened in it: an LLM call (scored), a tool call turn, a tool or
+retriever result (context for later steps). Both serialise to plain JSON that round-trips exactly;
+``schema.json`` beside this file describes the format.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping
+
+from groundlens_core._version import __version__
+
+SCHEMA_VERSION = "1.0"
+STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
+STEP_METHODS = ("sgi", "dgi", "skipped", "error")
+#: riskiest first: what a human should look at before the rest
+RISK_ORDER = {"error": 0, "flagged": 1, "review": 2, "trusted": 3, None: 4}
+
+# A text field is either the text itself or, after redaction or cutting, a dict:
+#   {"redacted": true, "sha256": "...", "length": N}       (text dropped)
+#   {"text": "first N chars", "truncated": true, "length": N}  (text cut)
+Text = Any
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def to_iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return datetime.fromtimestamp(ts, timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def plain_text(value: Text) -> str:
+    """The readable text of a (possibly redacted or cut) text field."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if value.get("redacted"):
+        return f"[redacted: {value.get('length', 0)} chars, sha256 {str(value.get('sha256', ''))[:12]}]"
+    return str(value.get("text", ""))
+
+
+@dataclass(frozen=True)
+class ContextPiece:
+    """One piece of context and where it came from: ``tool:<name>``, ``retriever``, ``state:<key>``,
+    ``argument:<name>``, ``override``."""
+
+    text: Text
+    source: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "text": self.text}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "ContextPiece":
+        return cls(text=d.get("text"), source=str(d.get("source", "")))
+
+
+@dataclass(frozen=True)
+class Usage:
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    total_tokens: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Usage | None":
+        if d is None:
+            return None
+        return cls(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"))
+
+
+@dataclass(frozen=True)
+class Step:
+    id: str
+    index: int
+    node: str
+    kind: str  # one of STEP_KINDS
+    method: str  # one of STEP_METHODS
+    parent_id: str | None = None
+    score: dict[str, Any] | None = None  # GroundlensScore.to_dict() when method is sgi/dgi
+    triage: str | None = None  # trusted / review / flagged / error; None when skipped
+    question: Text = None
+    context: tuple[ContextPiece, ...] = ()
+    response: Text = None
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage | None = None
+    started_at: str | None = None  # the LLM call's start (UTC ISO 8601)
+    ended_at: str | None = None
+    llm_latency_ms: float | None = None  # the framework's call, as the adapter saw it
+    scoring_latency_ms: float | None = None  # our scoring, off the agent's thread
+    error: str | None = None
+    skip_reason: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    # convenient views of the score
+    @property
+    def value(self) -> float | None:
+        return None if self.score is None else self.score.get("value")
+
+    @property
+    def normalized(self) -> float | None:
+        return None if self.score is None else self.score.get("normalized")
+
+    @property
+    def flagged(self) -> bool:
+        return self.triage == "flagged"
+
+    @property
+    def explanation(self) -> str | None:
+        return None if self.score is None else self.score.get("explanation")
+
+    @property
+    def label(self) -> str:
+        """``SGI=1.30 trusted``, ``skipped``, ``error``: what summaries print."""
+        if self.method in ("sgi", "dgi") and self.value is not None:
+            return f"{self.method.upper()}={self.value:.2f} {self.triage}"
+        return self.method
+
+    def risk_key(self) -> tuple:
+        norm = self.normalized
+        return (RISK_ORDER.get(self.triage if self.method != "error" else "error", 4), norm if norm is not None else 2.0, self.index)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "index": self.index,
+            "parent_id": self.parent_id,
+            "node": self.node,
+            "kind": self.kind,
+            "method": self.method,
+            "score": self.score,
+            "triage": self.triage,
+            "question": self.question,
+            "context": [c.to_dict() for c in self.context],
+            "response": self.response,
+            "model": self.model,
+            "provider": self.provider,
+            "usage": None if self.usage is None else self.usage.to_dict(),
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "llm_latency_ms": self.llm_latency_ms,
+            "scoring_latency_ms": self.scoring_latency_ms,
+            "error": self.error,
+            "skip_reason": self.skip_reason,
+            "metadata": self.metadata,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Step":
+        return cls(
+            id=d["id"], index=int(d["index"]), parent_id=d.get("parent_id"), node=d["node"], kind=d["kind"],
+            method=d["method"], score=d.get("score"), triage=d.get("triage"), question=d.get("question"),
+            context=tuple(ContextPiece.from_dict(c) for c in d.get("context") or ()), response=d.get("response"),
+            model=d.get("model"), provider=d.get("provider"), usage=Usage.from_dict(d.get("usage")),
+            started_at=d.get("started_at"), ended_at=d.get("ended_at"), llm_latency_ms=d.get("llm_latency_ms"),
+            scoring_latency_ms=d.get("scoring_latency_ms"), error=d.get("error"), skip_reason=d.get("skip_reason"),
+            metadata=dict(d.get("metadata") or {}),
+        )
+
+
+@dataclass
+class Trace:
+    id: str
+    name: str
+    framework: str
+    started_at: str
+    ended_at: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    steps: list[Step] = field(default_factory=list)
+    fingerprint: str | None = None  # embedder that scored the steps
+    status: str = "ok"  # "ok" | "error" (the agent raised; steps so far are kept)
+    error: str | None = None
+    schema_version: str = SCHEMA_VERSION
+    package_version: str = __version__
+
+    # ------------------------------------------------------------ views
+
+    def scored_steps(self) -> list[Step]:
+        return [s for s in self.steps if s.method in ("sgi", "dgi")]
+
+    def counts(self) -> dict[str, int]:
+        """Steps per triage band, plus ``skipped`` and ``error``."""
+        out = {"trusted": 0, "review": 0, "flagged": 0, "skipped": 0, "error": 0}
+        for s in self.steps:
+            key = s.triage if s.method in ("sgi", "dgi") else s.method
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def riskiest(self, n: int | None = None, *, scored_only: bool = False) -> list[Step]:
+        """Errors first, then flagged, review and trusted steps, lowest score first."""
+        steps = self.scored_steps() if scored_only else [s for s in self.steps if s.method != "skipped"]
+        ordered = sorted(steps, key=Step.risk_key)
+        return ordered if n is None else ordered[:n]
+
+    def summary(self, *, riskiest_first: bool = False, limit: int = 8) -> str:
+        """``3 steps | 2 trusted, 1 flagged | retriever [SGI=1.30 trusted], answer [DGI=0.21 flagged]``."""
+        counts = self.counts()
+        parts = [f"{counts[k]} {k}" for k in ("trusted", "review", "flagged", "error", "skipped") if counts.get(k)]
+        shown = self.riskiest() if riskiest_first else [s for s in self.steps if s.method != "skipped"]
+        items = [f"{s.node} [{s.label}]" for s in shown[:limit]]
+        if len(shown) > limit:
+            items.append(f"... {len(shown) - limit} more")
+        head = f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}"
+        return " | ".join(x for x in (head, ", ".join(parts), ", ".join(items)) if x)
+
+    # ------------------------------------------------------------ JSON
+
+    def to_dict(self, *, redact: bool = False, max_text_chars: int | None = None) -> dict[str, Any]:
+        """Plain data. ``redact`` keeps a SHA-256 and length instead of every text; ``max_text_chars``
+        cuts long texts, recording their full length."""
+        steps = [s.to_dict() for s in self.steps]
+        if redact or max_text_chars is not None:
+            steps = [_shrink_step(d, redact, max_text_chars) for d in steps]
+        return {
+            "schema_version": self.schema_version,
+            "package_version": self.package_version,
+            "id": self.id,
+            "name": self.name,
+            "framework": self.framework,
+            "started_at": self.started_at,
+            "ended_at": self.ended_at,
+            "status": self.status,
+            "error": self.error,
+            "fingerprint": self.fingerprint,
+            "metadata": self.metadata,
+            "steps": steps,
+        }
+
+    def to_json(self, *, indent: int | None = 2, redact: bool = False, max_text_chars: int | None = None) -> str:
+        return json.dumps(self.to_dict(redact=redact, max_text_chars=max_text_chars), indent=indent, ensure_ascii=False, allow_nan=False)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "Trace":
+        return cls(
+            id=d["id"], name=d["name"], framework=d["framework"], started_at=d["started_at"], ended_at=d.get("ended_at"),
+            metadata=dict(d.get("metadata") or {}), steps=[Step.from_dict(s) for s in d.get("steps") or ()],
+            fingerprint=d.get("fingerprint"), status=d.get("status", "ok"), error=d.get("error"),
+            schema_version=d.get("schema_version", SCHEMA_VERSION), package_version=d.get("package_version", __version__),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "Trace":
+        return cls.from_dict(json.loads(text))
+
+    def save(self, path, **kwargs) -> None:
+        from pathlib import Path
+
+        Path(path).write_text(self.to_json(**kwargs) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path) -> "Trace":
+        from pathlib import Path
+
+        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+
+
+_TEXT_FIELDS = ("question", "response", "error")
+
+
+def shrink_text(value: Text, redact: bool, max_chars: int | None) -> Text:
+    if not isinstance(value, str):
+        return value
+    if redact:
+        return {"redacted": True, "sha256": hashlib.sha256(value.encode("utf-8")).hexdigest(), "length": len(value)}
+    if max_chars is not None and len(value) > max_chars:
+        return {"text": value[:max_chars], "truncated": True, "length": len(value)}
+    return value
+
+
+def _shrink_step(d: dict[str, Any], redact: bool, max_chars: int | None) -> dict[str, Any]:
+    d = dict(d)
+    for key in ("question", "response"):
+        d[key] = shrink_text(d[key], redact, max_chars)
+    d["context"] = [{"source": c["source"], "text": shrink_text(c["text"], redact, max_chars)} for c in d["context"]]
+    return d
+
+
+def new_id() -> str:
+    import uuid
+
+    return uuid.uuid4().hex

@@ -1,0 +1,322 @@
+"""The recorder: the one API every framework plugin writes through.
+
+An adapter translates a framework event into a :class:`CallRecord` and hands it to
+:meth:`Recorder.record`, which only appends to a queue and returns. A background worker scores
+queued calls in small batches (SGI when the call had context, DGI otherwise), turns each into a
+:class:`Step` and notifies listeners (the live OpenTelemetry exporter). Nothing raised by scoring or
+by a listener ever reaches the agent: failures become ``error`` steps and log warnings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol, Sequence
+
+from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
+
+log = logging.getLogger("groundlens.recorder")
+
+_BATCH_MAX = 64
+
+
+@dataclass
+class CallRecord:
+    """What an adapter saw of one framework event: plain data, no framework objects."""
+
+    trace_key: str  # the root run this call belongs to
+    node: str  # graph node, agent role, function name
+    kind: str = "llm"  # llm | tool_call | tool | retrieval | agent
+    question: str | None = None
+    context: Sequence[ContextPiece] = ()
+    response: str | None = None
+    model: str | None = None
+    provider: str | None = None
+    usage: Usage | None = None
+    started_at: float | None = None  # time.time() of the framework call's start
+    ended_at: float | None = None
+    step_id: str | None = None  # a framework run id, if it has one
+    parent_id: str | None = None
+    error: str | None = None  # the framework call itself failed
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class TraceListener(Protocol):
+    """Exporters that follow a trace live. Called on the recorder's worker thread."""
+
+    def on_trace_start(self, trace: Trace) -> None: ...
+
+    def on_step(self, trace: Trace, step: Step) -> None: ...
+
+    def on_trace_end(self, trace: Trace) -> None: ...
+
+
+def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
+    """Normalise strings, ``(text, source)`` pairs and pieces into ContextPieces, dropping blanks and repeats."""
+    out: list[ContextPiece] = []
+    seen: set[tuple[str, str]] = set()
+    for item in items:
+        if isinstance(item, ContextPiece):
+            piece = item
+        elif isinstance(item, tuple) and len(item) == 2:
+            piece = ContextPiece(text=str(item[0]), source=str(item[1]))
+        else:
+            piece = ContextPiece(text=str(item), source=default_source)
+        if not isinstance(piece.text, str) or not piece.text.strip():
+            continue
+        key = (piece.text, piece.source)
+        if key not in seen:
+            seen.add(key)
+            out.append(piece)
+    return tuple(out)
+
+
+class Recorder:
+    """Collects traces for one plugin instance and scores their LLM calls off the caller's thread.
+
+    Thread-safe: ``record`` may be called from any thread or asyncio task at once.
+    """
+
+    def __init__(
+        self,
+        framework: str,
+        *,
+        name: str | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        max_traces: int = 100,
+    ):
+        self.framework = framework
+        self.name = name or framework
+        self._embedder = embedder
+        self._calibration = calibration
+        self._long_context = long_context
+        self._listeners = list(listeners)
+        self._max_traces = max_traces
+        self._lock = threading.RLock()
+        self._traces: dict[str, Trace] = {}
+        self._order: list[str] = []  # trace keys, oldest first
+        self._next_index: dict[str, int] = {}
+        self._queue: queue.Queue = queue.Queue()
+        self._pending = 0
+        self._idle = threading.Condition(self._lock)
+        self._worker: threading.Thread | None = None
+
+    # ------------------------------------------------------------ caller side (cheap)
+
+    def add_listener(self, listener: TraceListener) -> None:
+        with self._lock:
+            self._listeners.append(listener)
+
+    def start_trace(self, key: str, *, name: str | None = None, metadata: dict[str, Any] | None = None) -> None:
+        """Open a trace for root run ``key`` (done implicitly by the first ``record``)."""
+        with self._lock:
+            if key in self._traces:
+                if metadata:
+                    self._traces[key].metadata.update(metadata)
+                return
+            trace = Trace(id=new_id(), name=name or self.name, framework=self.framework, started_at=utc_now(),
+                          metadata=dict(metadata or {}))
+            self._traces[key] = trace
+            self._order.append(key)
+            self._next_index[key] = 0
+            while len(self._order) > self._max_traces:
+                old = self._order.pop(0)
+                self._traces.pop(old, None)
+                self._next_index.pop(old, None)
+        self._submit(("start", key))
+
+    def record(self, call: CallRecord) -> str:
+        """Queue one call; returns its step id at once. Never raises into the caller."""
+        try:
+            self.start_trace(call.trace_key)
+            with self._lock:
+                index = self._next_index.get(call.trace_key, 0)
+                self._next_index[call.trace_key] = index + 1
+            step_id = call.step_id or new_id()
+            self._submit(("call", call, index, step_id))
+            return step_id
+        except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
+            log.exception("groundlens: could not record a call")
+            return ""
+
+    def end_trace(self, key: str, *, error: str | None = None) -> None:
+        """Mark root run ``key`` finished (``error``: the agent raised; the steps so far are kept)."""
+        with self._lock:
+            if key not in self._traces:
+                return
+        self._submit(("end", key, error, utc_now()))
+
+    def _submit(self, item: tuple) -> None:
+        with self._lock:
+            self._pending += 1
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
+                self._worker.start()
+        self._queue.put(item)
+
+    # ------------------------------------------------------------ reading
+
+    def flush(self, timeout: float | None = 120.0) -> bool:
+        """Wait until every queued call is scored. Returns False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._idle:
+            while self._pending:
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self._idle.wait(left)
+        return True
+
+    def get_trace(self, key: str | None = None, *, wait: bool = True) -> Trace | None:
+        """The trace of root run ``key`` (default: the latest), after pending scores are done."""
+        if wait:
+            self.flush()
+        with self._lock:
+            if key is None:
+                if not self._order:
+                    return None
+                key = self._order[-1]
+            trace = self._traces.get(key)
+            return None if trace is None else dataclasses.replace(trace, steps=list(trace.steps), metadata=dict(trace.metadata))
+
+    def get_traces(self, *, wait: bool = True) -> list[Trace]:
+        if wait:
+            self.flush()
+        with self._lock:
+            return [dataclasses.replace(self._traces[k], steps=list(self._traces[k].steps)) for k in self._order]
+
+    def trace_keys(self) -> list[str]:
+        with self._lock:
+            return list(self._order)
+
+    # ------------------------------------------------------------ worker
+
+    def _run(self) -> None:
+        while True:
+            items = [self._queue.get()]
+            while len(items) < _BATCH_MAX:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._process(items)
+            except Exception:  # pragma: no cover - last line of defence
+                log.exception("groundlens: worker failed on a batch")
+            finally:
+                with self._idle:
+                    self._pending -= len(items)
+                    if self._pending <= 0:
+                        self._pending = 0
+                        self._idle.notify_all()
+
+    def _process(self, items: list[tuple]) -> None:
+        calls = [it for it in items if it[0] == "call"]
+        scored = self._score_calls([it[1] for it in calls])
+        by_id = {id(it): res for it, res in zip(calls, scored)}
+        for it in items:
+            if it[0] == "start":
+                self._notify("on_trace_start", self._traces.get(it[1]))
+            elif it[0] == "call":
+                _, call, index, step_id = it
+                step = self._make_step(call, index, step_id, *by_id[id(it)])
+                with self._lock:
+                    trace = self._traces.get(call.trace_key)
+                    if trace is None:
+                        continue
+                    trace.steps.append(step)
+                    if step.score is not None and trace.fingerprint is None:
+                        trace.fingerprint = step.score.get("fingerprint")
+                self._notify("on_step", trace, step)
+            elif it[0] == "end":
+                _, key, error, ended = it
+                with self._lock:
+                    trace = self._traces.get(key)
+                    if trace is None:
+                        continue
+                    trace.ended_at = ended
+                    if error:
+                        trace.status, trace.error = "error", error
+                self._notify("on_trace_end", trace)
+
+    def _notify(self, method: str, *args: Any) -> None:
+        if args and args[0] is None:
+            return
+        for listener in list(self._listeners):
+            fn = getattr(listener, method, None)
+            if fn is None:
+                continue
+            try:
+                fn(*args)
+            except Exception as exc:
+                log.warning("groundlens: listener %s.%s failed: %s", type(listener).__name__, method, exc)
+
+    @staticmethod
+    def decide(call: CallRecord) -> tuple[str, str | None]:
+        """(method, reason) for a call, the same for every framework: ``score`` or ``skipped``/``error``."""
+        if call.kind not in STEP_KINDS:
+            return "error", f"unknown step kind {call.kind!r}"
+        if call.error:
+            return "error", call.error
+        if call.kind == "tool_call":
+            return "skipped", "the model only called tools"
+        if call.kind in ("tool", "retrieval"):
+            return "skipped", "a tool or retriever result: context for later steps, not scored"
+        if not isinstance(call.response, str) or not call.response.strip():
+            return "skipped", "no response text"
+        if not isinstance(call.question, str) or not call.question.strip():
+            return "skipped", "no question found for this call"
+        return "score", None
+
+    def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, dict | None, float | None]]:
+        """(method, reason, score dict, scoring ms) per call; the scorable ones in one batch."""
+        decisions = [self.decide(c) for c in calls]
+        todo = [i for i, (m, _) in enumerate(decisions) if m == "score"]
+        out: list[tuple[str, str | None, dict | None, float | None]] = [(m, r, None, None) for m, r in decisions]
+        if not todo:
+            return out
+        t0 = time.perf_counter()
+        try:
+            from groundlens_core.scoring import evaluate_batch
+
+            kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration, "errors": "record"}
+            if self._long_context:
+                kwargs["long_context"] = self._long_context
+            items = [{"question": calls[i].question, "response": calls[i].response,
+                      "context": [p.text for p in calls[i].context if isinstance(p.text, str)]} for i in todo]
+            results = evaluate_batch(items, **kwargs)
+        except Exception as exc:
+            log.warning("groundlens: scoring failed: %s", exc)
+            results = [exc] * len(todo)
+        ms = (time.perf_counter() - t0) * 1000.0 / len(todo)
+        for i, res in zip(todo, results):
+            if isinstance(res, Exception):
+                out[i] = ("error", f"{type(res).__name__}: {res}", None, ms)
+            elif getattr(res, "method", None) == "error":
+                out[i] = ("error", res.error, None, ms)
+            else:
+                out[i] = (res.method, None, res.to_dict(), ms)
+        return out
+
+    @staticmethod
+    def _make_step(call: CallRecord, index: int, step_id: str, method: str, reason: str | None,
+                   score: dict | None, scoring_ms: float | None) -> Step:
+        llm_ms = None
+        if call.started_at is not None and call.ended_at is not None:
+            llm_ms = max(0.0, (call.ended_at - call.started_at) * 1000.0)
+        triage = score["triage"] if score else ("error" if method == "error" else None)
+        return Step(
+            id=step_id, index=index, parent_id=call.parent_id, node=call.node, kind=call.kind, method=method,
+            score=score, triage=triage, question=call.question, context=context_pieces(call.context),
+            response=call.response, model=call.model, provider=call.provider, usage=call.usage,
+            started_at=to_iso(call.started_at), ended_at=to_iso(call.ended_at), llm_latency_ms=llm_ms,
+            scoring_latency_ms=scoring_ms, error=reason if method == "error" else None,
+            skip_reason=reason if method == "skipped" else None, metadata=dict(call.metadata),
+        )
