@@ -43,6 +43,10 @@ class CallRecord:
     parent_id: str | None = None
     error: str | None = None  # the framework call itself failed
     metadata: dict[str, Any] = field(default_factory=dict)
+    # An adapter that had to score in line (e.g. to annotate a result it returns) passes the score
+    # here so the recorder keeps it instead of scoring the same call a second time.
+    score: dict[str, Any] | None = None  # GroundlensScore.to_dict()
+    scoring_latency_ms: float | None = None  # how long that in-line scoring took
 
 
 class TraceListener(Protocol):
@@ -278,8 +282,14 @@ class Recorder:
     def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, dict | None, float | None]]:
         """(method, reason, score dict, scoring ms) per call; the scorable ones in one batch."""
         decisions = [self.decide(c) for c in calls]
-        todo = [i for i, (m, _) in enumerate(decisions) if m == "score"]
         out: list[tuple[str, str | None, dict | None, float | None]] = [(m, r, None, None) for m, r in decisions]
+        todo = []
+        for i, (m, _) in enumerate(decisions):
+            pre = calls[i].score
+            if m == "score" and isinstance(pre, dict) and pre.get("method") in ("sgi", "dgi"):
+                out[i] = (pre["method"], None, dict(pre), calls[i].scoring_latency_ms)  # scored in line already
+            elif m == "score":
+                todo.append(i)
         if not todo:
             return out
         t0 = time.perf_counter()
