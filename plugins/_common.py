@@ -101,3 +101,61 @@ def short(value: Any, limit: int = 300) -> str:
     except Exception:
         text = f"<{type(value).__name__}>"
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# ---------------------------------------------------------------- chat messages (LangChain objects,
+# OpenAI-style dicts, ``(role, text)`` tuples), read by duck typing
+
+USER_ROLES = frozenset({"human", "user"})
+AI_ROLES = frozenset({"ai", "assistant"})
+
+
+def message_role(message: Any) -> str:
+    """``human``/``user``/``ai``/``assistant``/``system``/``tool``... of a message object, dict or tuple."""
+    if isinstance(message, Mapping):
+        return str(message.get("role") or message.get("type") or "").lower()
+    if isinstance(message, tuple) and len(message) == 2:
+        return str(message[0]).lower()
+    role = getattr(message, "type", None)
+    if role == "chat":  # LangChain's ChatMessage keeps its role separately
+        role = getattr(message, "role", role)
+    return str(role or getattr(message, "role", "") or "").lower()
+
+
+def message_text(message: Any) -> str:
+    """The text of a message object, dict, ``(role, text)`` tuple or plain string ("" when none)."""
+    if isinstance(message, str):
+        return message
+    if isinstance(message, Mapping):
+        content = message.get("content")
+    elif isinstance(message, tuple) and len(message) == 2:
+        content = message[1]
+    else:
+        content = getattr(message, "content", None)
+    return as_text(content) or ""
+
+
+def last_user_index(messages: Sequence[Any]) -> int | None:
+    """Index of the last user (human) message, or None."""
+    for i in range(len(messages) - 1, -1, -1):
+        if message_role(messages[i]) in USER_ROLES:
+            return i
+    return None
+
+
+def last_user_question(messages: Sequence[Any]) -> str | None:
+    """The text of the last user message: the question a model call answers, without the system
+    prompt or context the framework put around it."""
+    i = last_user_index(messages)
+    text = None if i is None else message_text(messages[i]).strip()
+    return text or None
+
+
+def last_ai_text(messages: Sequence[Any]) -> str | None:
+    """The text of the last model message that has text."""
+    for message in reversed(list(messages)):
+        if message_role(message) in AI_ROLES:
+            text = message_text(message).strip()
+            if text:
+                return text
+    return None
