@@ -1,0 +1,494 @@
+"""Semantic Kernel: a function-invocation filter that scores what prompt functions return.
+
+Register it once::
+
+    from semantic_kernel.filters import FilterTypes
+    from groundlens_core.plugins.semantic_kernel import GroundlensFilter
+
+    guard = GroundlensFilter()                     # mode="annotate" | "replace" | "raise"
+    kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, guard)
+    result = await kernel.invoke(answer, input="What is ...?")
+    result.metadata["groundlens"]                  # the score: SGI with context, DGI without
+    print(guard.get_trace().summary())
+
+What is scored: the result of every prompt function (``KernelFunctionFromPrompt``). Its question is
+the first of ``question_arguments`` found in the function's arguments, else the last user message of
+the chat history the function sent. Its context is every tool result (``FunctionResultContent``) in
+that chat history, the values of ``context_arguments``, and the outputs of native functions that ran
+earlier in the same trace. Native functions (``KernelFunctionFromMethod``) are not scored: they are
+recorded as ``tool`` steps and their outputs become context for later prompt functions.
+
+A trace is one top-level ``kernel.invoke`` (with every function it calls through automatic function
+calling), or everything inside ``with guard.trace("name"):``.
+
+The score is a triage signal for ranking answers for human review, not a verdict of truth. Nothing
+raised inside groundlens reaches the kernel: failures are logged and recorded as ``error`` steps and
+the function result passes through untouched. The only exception this filter raises on purpose is
+:class:`GroundlensFlaggedError`, in ``mode="raise"``. Note that ``kernel.invoke`` wraps exceptions in
+``KernelInvokeException``; :meth:`GroundlensFlaggedError.find` digs it out of the chain.
+
+Streaming invocations (``kernel.invoke_stream``) are recorded and scored in the background once the
+stream is consumed; their result cannot be annotated or guarded, since it was already returned.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+
+from groundlens_core.plugins._common import CONTEXT_NAMES, QUESTION_NAMES, as_text, first_text, merge_pieces, pieces_from_value, short
+from groundlens_core.plugins._lazy import require
+from groundlens_core.trace.model import ContextPiece, Trace, Usage, new_id
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+
+if TYPE_CHECKING:  # pragma: no cover
+    from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
+
+log = logging.getLogger("groundlens.semantic_kernel")
+
+FRAMEWORK = "semantic_kernel"
+MODES = ("annotate", "replace", "raise")
+DEFAULT_REPLACEMENT = (
+    "This answer was held back for human review: groundlens ranked it as weakly grounded. "
+    "(A triage signal, not a verdict of truth.)"
+)
+
+
+class GroundlensFlaggedError(Exception):
+    """Raised in ``mode="raise"`` when a prompt function's answer is flagged.
+
+    Carries the score (``.score``, a dict), the function's name and the answer that was held back.
+    """
+
+    def __init__(self, message: str, *, score: dict[str, Any], function_name: str, response: str, step_id: str | None = None):
+        super().__init__(message)
+        self.score = score
+        self.function_name = function_name
+        self.response = response
+        self.step_id = step_id
+
+    @classmethod
+    def find(cls, exc: BaseException | None) -> "GroundlensFlaggedError | None":
+        """This error inside ``exc``'s cause/context chain (``kernel.invoke`` wraps it), or None."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, cls):
+                return exc
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+
+@dataclass
+class _Run:
+    """One trace in progress: its key, and the native-function outputs seen so far."""
+
+    key: str
+    context: list[ContextPiece] = field(default_factory=list)
+
+
+_RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("groundlens_sk_run", default=None)
+_PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("groundlens_sk_parent", default=None)
+
+
+class GroundlensFilter:
+    """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context.
+
+    Args:
+        mode: ``"annotate"`` (default) only adds the score to ``result.metadata[metadata_key]``;
+            ``"replace"`` also swaps a flagged answer for ``replacement`` (the original is kept in
+            ``result.metadata[metadata_key + "_guard"]``); ``"raise"`` raises
+            :class:`GroundlensFlaggedError` for a flagged answer.
+        question_arguments / context_arguments: kernel argument names that hold the question / the
+            context, in order of preference.
+        recorder: share a :class:`Recorder` with other adapters; by default the filter has its own.
+        embedder, calibration, long_context: passed to the scoring core.
+    """
+
+    def __init__(
+        self,
+        *,
+        mode: str = "annotate",
+        replacement: str = DEFAULT_REPLACEMENT,
+        question_arguments: Sequence[str] = QUESTION_NAMES,
+        context_arguments: Sequence[str] = CONTEXT_NAMES,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        name: str | None = None,
+        metadata_key: str = "groundlens",
+    ):
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        require("semantic_kernel", "semantic-kernel", "Semantic Kernel")
+        self.mode = mode
+        self.replacement = replacement
+        self.question_arguments = tuple(question_arguments)
+        self.context_arguments = tuple(context_arguments)
+        self.metadata_key = metadata_key
+        self._embedder = embedder
+        self._calibration = calibration
+        self._long_context = long_context
+        self.recorder = recorder or Recorder(FRAMEWORK, name=name, embedder=embedder, calibration=calibration,
+                                             long_context=long_context, listeners=listeners)
+
+    # ------------------------------------------------------------ traces
+
+    @contextlib.contextmanager
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+        """Group several ``kernel.invoke`` calls into one trace; yields its key."""
+        run = _Run(key=new_id())
+        self.recorder.start_trace(run.key, name=name, metadata=metadata)
+        token = _RUN.set(run)
+        error: str | None = None
+        try:
+            yield run.key
+        except BaseException as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
+            _RUN.reset(token)
+            self.recorder.end_trace(run.key, error=error)
+
+    def get_trace(self, key: str | None = None) -> Trace | None:
+        """The trace ``key`` (default: the latest), once its pending scores are done."""
+        return self.recorder.get_trace(key)
+
+    def get_traces(self) -> list[Trace]:
+        return self.recorder.get_traces()
+
+    def flush(self, timeout: float | None = 120.0) -> bool:
+        return self.recorder.flush(timeout)
+
+    # ------------------------------------------------------------ the filter
+
+    async def __call__(self, context: "FunctionInvocationContext", next: Callable[[Any], Awaitable[None]]) -> None:
+        run, owner_token = self._enter(context)
+        step_id = new_id()
+        parent_id = _PARENT.get()
+        parent_token = _PARENT.set(step_id)
+        started = time.time()
+        try:
+            await next(context)
+        except Exception as exc:
+            _PARENT.reset(parent_token)
+            self._safely(self._record_failure, context, run, step_id, parent_id, started, exc)
+            self._leave(run, owner_token, error=f"{type(exc).__name__}: {exc}")
+            raise
+        _PARENT.reset(parent_token)
+        ended = time.time()
+        flagged: GroundlensFlaggedError | None = None
+        try:
+            flagged = await self._after(context, run, step_id, parent_id, started, ended)
+        except Exception as exc:  # our bug or a broken embedder: never the kernel's problem
+            log.warning("groundlens: could not score %s: %s", _function_name(context), exc, exc_info=True)
+            self._safely(self._record_error, context, run, step_id, parent_id, started, ended, f"groundlens failed: {type(exc).__name__}: {exc}")
+        finally:
+            # a deliberate raise still ends the invocation abnormally: the trace says so
+            self._leave(run, owner_token, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
+        if flagged is not None:
+            raise flagged
+
+    # ------------------------------------------------------------ internals
+
+    def _enter(self, context: Any) -> tuple[_Run, contextvars.Token | None]:
+        run = _RUN.get()
+        if run is not None:
+            return run, None
+        run = _Run(key=new_id())
+        try:
+            self.recorder.start_trace(run.key, name=_function_name(context))
+        except Exception:  # pragma: no cover - defensive
+            log.warning("groundlens: could not start a trace", exc_info=True)
+        return run, _RUN.set(run)
+
+    def _leave(self, run: _Run, owner_token: contextvars.Token | None, *, error: str | None) -> None:
+        if owner_token is None:
+            return
+        try:
+            _RUN.reset(owner_token)
+        except ValueError:  # pragma: no cover - a different context; nothing to undo
+            pass
+        self._safely(self.recorder.end_trace, run.key, error=error)
+
+    @staticmethod
+    def _safely(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except Exception:
+            log.warning("groundlens: %s failed", getattr(fn, "__name__", fn), exc_info=True)
+            return None
+
+    def _is_prompt_function(self, function: Any) -> bool:
+        sk_prompt = require("semantic_kernel.functions.kernel_function_from_prompt", "semantic-kernel", "Semantic Kernel")
+        return isinstance(function, sk_prompt.KernelFunctionFromPrompt)
+
+    async def _after(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
+                     ended: float) -> GroundlensFlaggedError | None:
+        if context.result is None:
+            return None
+        node = _function_name(context)
+        if not self._is_prompt_function(context.function):
+            self._record_native(context, run, step_id, parent_id, started, ended, node)
+            return None
+
+        question, q_source = self._question(context)
+        pieces = self._context(context, run)
+        base = dict(trace_key=run.key, node=node, question=question, context=pieces, started_at=started,
+                    ended_at=ended, step_id=step_id, parent_id=parent_id)
+        meta: dict[str, Any] = {"function_kind": "prompt"}
+        if q_source:
+            meta["question_source"] = q_source
+
+        if context.is_streaming:
+            self._wrap_stream(context, base, meta)
+            return None
+
+        value = context.result.value
+        messages = value if isinstance(value, list) else [value]
+        first = messages[0] if messages else None
+        response = _message_text(first)
+        model, usage = _model_and_usage(first)
+        if _only_function_calls(first):
+            self.recorder.record(CallRecord(kind="tool_call", response=None, model=model, usage=usage, metadata=meta,
+                                            **base))
+            return None
+        if not (response and response.strip() and question and question.strip()):
+            self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta, **base))
+            return None
+
+        t0 = time.perf_counter()
+        score = await asyncio.to_thread(self._evaluate, question, response, [p.text for p in pieces])
+        scoring_ms = (time.perf_counter() - t0) * 1000.0
+        score_dict = score.to_dict()
+        context.result.metadata[self.metadata_key] = score_dict
+
+        flagged_error: GroundlensFlaggedError | None = None
+        if score.flagged and self.mode == "replace":
+            context.result = self._replaced(context.result, response, score_dict)
+            meta["guard"] = "replaced"
+        elif score.flagged and self.mode == "raise":
+            meta["guard"] = "raised"
+            flagged_error = GroundlensFlaggedError(
+                f"groundlens flagged the answer of {node} ({score.method.upper()}={score.value:.2f}): "
+                f"{score.explanation}",
+                score=score_dict, function_name=node, response=response, step_id=step_id,
+            )
+        self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta,
+                                        score=score_dict, scoring_latency_ms=scoring_ms, **base))
+        return flagged_error
+
+    def _evaluate(self, question: str, response: str, context: list[str]) -> Any:
+        from groundlens_core.scoring import evaluate
+
+        kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration}
+        if self._long_context:
+            kwargs["long_context"] = self._long_context
+        return evaluate(question, response, context or None, **kwargs)
+
+    def _question(self, context: Any) -> tuple[str | None, str | None]:
+        """(question, where it came from): an argument, else the last user message sent."""
+        args = context.arguments
+        hit = first_text(args, self.question_arguments)
+        if hit:
+            return hit[1], f"argument:{hit[0]}"
+        history = context.result.metadata.get("messages") if context.result is not None else None
+        text = _last_user_text(history)
+        if text:
+            return text, "chat_history"
+        for value in (args or {}).values():
+            text = _last_user_text(value)
+            if text:
+                return text, "chat_history"
+        prompt = getattr(context.result, "rendered_prompt", None) if context.result is not None else None
+        if isinstance(prompt, str) and prompt.strip():
+            return prompt, "rendered_prompt"
+        return None, None
+
+    def _context(self, context: Any, run: _Run) -> list[ContextPiece]:
+        history = context.result.metadata.get("messages") if context.result is not None else None
+        tool_results = _function_results(history)
+        from_args: list[ContextPiece] = []
+        args = context.arguments or {}
+        for name in self.context_arguments:
+            try:
+                value = args.get(name)
+            except Exception:
+                value = None
+            from_args.extend(pieces_from_value(value, f"argument:{name}"))
+        return merge_pieces(tool_results, from_args, list(run.context))
+
+    def _replaced(self, result: Any, original: str, score: dict[str, Any]) -> Any:
+        from semantic_kernel.contents import AuthorRole, ChatMessageContent
+        from semantic_kernel.functions.function_result import FunctionResult
+
+        value = result.value
+        first = value[0] if isinstance(value, list) and value else None
+        message = ChatMessageContent(role=AuthorRole.ASSISTANT, content=self.replacement,
+                                     ai_model_id=getattr(first, "ai_model_id", None))
+        metadata = dict(result.metadata)
+        metadata[self.metadata_key] = score
+        metadata[f"{self.metadata_key}_guard"] = {"mode": "replace", "action": "replaced",
+                                                  "original_response": original, "original_value": value}
+        return FunctionResult(function=result.function, value=[message], rendered_prompt=result.rendered_prompt,
+                              metadata=metadata)
+
+    def _record_native(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
+                       ended: float, node: str) -> None:
+        text = _result_text(context.result)
+        if text and text.strip():
+            run.context.append(ContextPiece(text=text, source=f"tool:{node}"))
+        args = {k: short(v) for k, v in (context.arguments or {}).items() if not isinstance(v, (list, dict)) or len(v) < 20}
+        self.recorder.record(CallRecord(
+            trace_key=run.key, node=node, kind="tool", response=text, started_at=started, ended_at=ended,
+            step_id=step_id, parent_id=parent_id, metadata={"function_kind": "native", "arguments": args},
+        ))
+
+    def _record_failure(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
+                        exc: BaseException) -> None:
+        kind = "llm" if self._is_prompt_function(context.function) else "tool"
+        self.recorder.record(CallRecord(
+            trace_key=run.key, node=_function_name(context), kind=kind, started_at=started, ended_at=time.time(),
+            step_id=step_id, parent_id=parent_id, error=f"the function raised {type(exc).__name__}: {exc}",
+        ))
+
+    def _record_error(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
+                      ended: float, error: str) -> None:
+        self.recorder.record(CallRecord(
+            trace_key=run.key, node=_function_name(context), kind="llm", started_at=started, ended_at=ended,
+            step_id=step_id, parent_id=parent_id, error=error, response=_result_text(context.result),
+        ))
+
+    def _wrap_stream(self, context: Any, base: dict[str, Any], meta: dict[str, Any]) -> None:
+        """Pass the stream through untouched; record (and score in the background) once it ends."""
+        inner = context.result.value
+        if not hasattr(inner, "__aiter__"):
+            self.recorder.record(CallRecord(kind="llm", response=_result_text(context.result), metadata=meta, **base))
+            return
+        recorder = self.recorder
+        meta = dict(meta, streaming=True)
+
+        async def passthrough() -> AsyncIterator[Any]:
+            parts: list[str] = []
+            model = None
+            failed: str | None = None
+            try:
+                async for chunk in inner:
+                    try:
+                        for msg in chunk if isinstance(chunk, list) else [chunk]:
+                            if str(getattr(getattr(msg, "role", None), "value", getattr(msg, "role", ""))) in ("assistant", ""):
+                                text = _message_text(msg)
+                                if text:
+                                    parts.append(text)
+                                model = model or getattr(msg, "ai_model_id", None)
+                    except Exception:  # pragma: no cover - defensive
+                        log.debug("groundlens: unreadable stream chunk", exc_info=True)
+                    yield chunk
+            except Exception as exc:
+                failed = f"the stream raised {type(exc).__name__}: {exc}"
+                raise
+            finally:
+                try:
+                    recorder.record(CallRecord(kind="llm", response="".join(parts) or None, model=model, error=failed,
+                                               metadata=meta, **dict(base, ended_at=time.time())))
+                except Exception:  # pragma: no cover - defensive
+                    log.warning("groundlens: could not record a stream", exc_info=True)
+
+        context.result.value = passthrough()
+
+
+# ---------------------------------------------------------------- reading SK objects
+
+
+def _function_name(context: Any) -> str:
+    fn = getattr(context, "function", None)
+    return str(getattr(fn, "fully_qualified_name", None) or getattr(fn, "name", None) or "function")
+
+
+def _role(message: Any) -> str:
+    role = getattr(message, "role", None)
+    return str(getattr(role, "value", role) or "")
+
+
+def _message_text(message: Any) -> str | None:
+    if message is None:
+        return None
+    if isinstance(message, str):
+        return message
+    content = getattr(message, "content", None)
+    if isinstance(content, str) and content:
+        return content
+    text = getattr(message, "text", None)
+    if isinstance(text, str) and text:
+        return text
+    return content if isinstance(content, str) else None
+
+
+def _only_function_calls(message: Any) -> bool:
+    items = getattr(message, "items", None) or []
+    names = {type(i).__name__ for i in items}
+    return bool(names) and names <= {"FunctionCallContent"} and not (_message_text(message) or "").strip()
+
+
+def _model_and_usage(message: Any) -> tuple[str | None, Usage | None]:
+    model = getattr(message, "ai_model_id", None)
+    meta = getattr(message, "metadata", None) or {}
+    raw = meta.get("usage") if isinstance(meta, dict) else None
+    usage = None
+    if raw is not None:
+        get = raw.get if isinstance(raw, dict) else (lambda k: getattr(raw, k, None))
+        inp = get("prompt_tokens") or get("input_tokens")
+        out = get("completion_tokens") or get("output_tokens")
+        total = get("total_tokens") or ((inp or 0) + (out or 0) if inp is not None or out is not None else None)
+        usage = Usage(inp, out, total)
+    return (str(model) if model else None), usage
+
+
+def _history_messages(history: Any) -> list[Any]:
+    messages = getattr(history, "messages", None)
+    return list(messages) if isinstance(messages, list) else []
+
+
+def _last_user_text(history: Any) -> str | None:
+    for message in reversed(_history_messages(history)):
+        if _role(message) == "user":
+            text = _message_text(message)
+            if text and text.strip():
+                return text
+    return None
+
+
+def _function_results(history: Any) -> list[ContextPiece]:
+    """Every tool result (``FunctionResultContent``) in a chat history, as context pieces."""
+    out: list[ContextPiece] = []
+    for message in _history_messages(history):
+        for item in getattr(message, "items", None) or []:
+            if type(item).__name__ != "FunctionResultContent":
+                continue
+            name = getattr(item, "name", None) or getattr(item, "function_name", None) or "function"
+            out.extend(pieces_from_value(getattr(item, "result", None), f"tool:{name}"))
+    return out
+
+
+def _result_text(result: Any) -> str | None:
+    if result is None:
+        return None
+    value = getattr(result, "value", None)
+    text = as_text(value)
+    if text is not None:
+        return text
+    try:
+        text = str(result)
+    except Exception:
+        return None
+    return text or None
+
+
+__all__ = ["DEFAULT_REPLACEMENT", "MODES", "GroundlensFilter", "GroundlensFlaggedError"]
