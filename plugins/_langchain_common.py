@@ -1,0 +1,651 @@
+"""The LangChain callback translation shared by the LangGraph and LangChain plugins: one implementation.
+
+:class:`GroundlensCallbackBase` is a ``BaseCallbackHandler`` that turns LangChain run events into
+:class:`~groundlens_core.trace.CallRecord` s for a :class:`~groundlens_core.trace.Recorder`:
+
+* every root run (``parent_run_id`` None, or a parent this handler never saw) is one trace, keyed by
+  the root run id; every run id maps to its root, so concurrent invocations never mix;
+* an LLM call is read at its start (question, context, node, model) and recorded at its end (response,
+  usage); the recorder scores it on its own thread (SGI with context, DGI without);
+* tool and retriever runs are recorded as ``tool``/``retrieval`` steps (not scored: they are context).
+
+Where a call's context comes from, in this order (each piece keeps its source):
+
+``override``        ``config={"metadata": {"groundlens_context": "..." | [...]}}`` (added to the rest)
+``tool:<name>``     tool messages after the last human message of the model's input
+``retriever``       documents returned by retrievers earlier in the same root run and branch
+``state:<key>``     values of the state keys ``context_keys`` the node received, or that earlier
+                    graph nodes (earlier supersteps, never a parallel branch) wrote
+
+``config={"metadata": {"groundlens_question": "..."}}`` replaces the question (by default the last
+human message of the model's input: never the system prompt or the context pasted around it).
+
+Callback methods only translate and append; nothing here embeds text on the caller's thread, and no
+exception leaves a callback method (it is logged and recorded as an ``error`` step instead).
+Scores are triage signals for ranking outputs for human review, not verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Sequence
+
+from groundlens_core.plugins._common import (
+    as_text,
+    last_user_index,
+    merge_pieces,
+    message_role,
+    message_text,
+    pieces_from_value,
+    short,
+)
+from groundlens_core.plugins._lazy import require
+from groundlens_core.trace.model import ContextPiece, Trace, Usage
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+
+try:  # the base class only; nothing else from LangChain is needed at import time
+    from langchain_core.callbacks import BaseCallbackHandler as _HandlerBase
+
+    _LANGCHAIN_ERROR: ImportError | None = None
+except ImportError as _exc:  # the plugin module still imports; instantiating says what to install
+
+    class _HandlerBase:  # type: ignore[no-redef]
+        pass
+
+    _LANGCHAIN_ERROR = _exc
+
+#: config metadata keys a user can set to give a call's context / question explicitly
+CONTEXT_OVERRIDE_KEY = "groundlens_context"
+QUESTION_OVERRIDE_KEY = "groundlens_question"
+DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
+
+_MODEL_KEYS = ("model", "model_name", "model_id", "deployment_name", "azure_deployment")
+_MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
+_INTERRUPTS = ("GraphInterrupt", "NodeInterrupt", "Interrupt")
+
+
+# ---------------------------------------------------------------- per-run bookkeeping
+
+
+@dataclass
+class _Task:
+    """One LangGraph task (a node execution), known by its checkpoint namespace."""
+
+    ns: str
+    step: int | None
+    start_seq: int
+    end_seq: int | None = None
+    inputs: list[ContextPiece] = field(default_factory=list)  # state keys the node received
+    outputs: list[ContextPiece] = field(default_factory=list)  # state keys the node wrote
+
+
+@dataclass
+class _Root:
+    key: str
+    name: str
+    run_ids: list[str] = field(default_factory=list)
+    seq: int = 0
+    tasks: dict[str, _Task] = field(default_factory=dict)
+    task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
+    root_pieces: list[ContextPiece] = field(default_factory=list)  # context keys of the root input
+    retrieved: list[tuple[str, ContextPiece]] = field(default_factory=list)  # (task ns, document)
+    tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
+
+    def tick(self) -> int:
+        self.seq += 1
+        return self.seq
+
+
+@dataclass
+class _Run:
+    root: str
+    ns: str
+    node: str
+    started_at: float
+    name: str = ""
+    # LLM runs
+    questions: list[str | None] = field(default_factory=list)
+    contexts: list[list[ContextPiece]] = field(default_factory=list)
+    model: str | None = None
+    provider: str | None = None
+    # tool / retriever runs
+    input_text: str | None = None
+    tool_call_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def _guarded(method: Callable) -> Callable:
+    """Run a callback method so that nothing it raises reaches the framework: log it and record an
+    ``error`` step in the run's trace instead."""
+
+    name = method.__name__
+
+    @functools.wraps(method)
+    def wrapper(self: "GroundlensCallbackBase", *args: Any, **kwargs: Any) -> None:
+        try:
+            method(self, *args, **kwargs)
+        except Exception as exc:
+            self._internal_error(name, exc, kwargs.get("run_id"))
+        return None
+
+    return wrapper
+
+
+# ---------------------------------------------------------------- small readers
+
+
+def _md_str(metadata: Mapping[str, Any], key: str) -> str | None:
+    value = metadata.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def node_path(ns: str, metadata: Mapping[str, Any]) -> str | None:
+    """``parent/child`` from a checkpoint namespace ``parent:<task id>|child:<task id>``."""
+    if ns:
+        names = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
+        names = [n for n in names if n]
+        if names:
+            return "/".join(names)
+    return _md_str(metadata, "langgraph_node")
+
+
+def _serialized_name(serialized: Any) -> str | None:
+    if isinstance(serialized, Mapping):
+        name = serialized.get("name")
+        if isinstance(name, str) and name:
+            return name
+        ids = serialized.get("id")
+        if isinstance(ids, list) and ids and isinstance(ids[-1], str):
+            return ids[-1]
+    return None
+
+
+def _model_name(*sources: Any) -> str | None:
+    for src in sources:
+        if isinstance(src, Mapping):
+            for key in _MODEL_KEYS:
+                value = src.get(key)
+                if isinstance(value, str) and value:
+                    return value
+    return None
+
+
+def _usage(message: Any, llm_output: Any) -> Usage | None:
+    um = getattr(message, "usage_metadata", None)
+    if isinstance(um, Mapping) and um:
+        return Usage(um.get("input_tokens"), um.get("output_tokens"), um.get("total_tokens"))
+    tu = llm_output.get("token_usage") or llm_output.get("usage") if isinstance(llm_output, Mapping) else None
+    if isinstance(tu, Mapping) and tu:
+        return Usage(tu.get("prompt_tokens", tu.get("input_tokens")), tu.get("completion_tokens", tu.get("output_tokens")),
+                     tu.get("total_tokens"))
+    return None
+
+
+def _tool_name_for(messages: Sequence[Any], index: int) -> str:
+    """The tool that produced ``messages[index]``: its ``name``, else the matching earlier tool call."""
+    msg = messages[index]
+    name = msg.get("name") if isinstance(msg, Mapping) else getattr(msg, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    call_id = msg.get("tool_call_id") if isinstance(msg, Mapping) else getattr(msg, "tool_call_id", None)
+    if call_id:
+        for prev in reversed(messages[:index]):
+            for call in getattr(prev, "tool_calls", None) or []:
+                if isinstance(call, Mapping) and call.get("id") == call_id and call.get("name"):
+                    return str(call["name"])
+    return "tool"
+
+
+def tool_message_pieces(messages: Sequence[Any]) -> list[ContextPiece]:
+    """Tool outputs the model saw for its current question: tool messages after the last human message."""
+    start = last_user_index(messages)
+    out = []
+    for i in range(0 if start is None else start + 1, len(messages)):
+        if message_role(messages[i]) in ("tool", "function"):
+            text = message_text(messages[i]).strip()
+            if text:
+                out.append(ContextPiece(text=text, source=f"tool:{_tool_name_for(messages, i)}"))
+    return out
+
+
+def _tool_output_text(output: Any) -> str | None:
+    """Readable text of what a tool returned (a ToolMessage, a Command, a string, anything)."""
+    if output is None:
+        return None
+    if isinstance(output, str):
+        return output
+    if hasattr(output, "content"):
+        return message_text(output)
+    update = getattr(output, "update", None)  # langgraph Command
+    if isinstance(update, Mapping):
+        msgs = update.get("messages")
+        if isinstance(msgs, (list, tuple)):
+            return "\n\n".join(t for t in (message_text(m) for m in msgs) if t) or None
+    return as_text(output) or short(output, 2000)
+
+
+def _is_interrupt(error: BaseException) -> bool:
+    return any(cls.__name__ in _INTERRUPTS for cls in type(error).__mro__)
+
+
+# ---------------------------------------------------------------- the handler
+
+
+class GroundlensCallbackBase(_HandlerBase):
+    """Records every LLM call of a LangChain / LangGraph run as a trace step, scored off-thread.
+
+    Subclasses set :attr:`framework` and :attr:`logger_name`. One instance serves any number of
+    invocations, concurrently (threads or asyncio); each root run is its own trace.
+    """
+
+    framework = "langchain"
+    logger_name = "groundlens.langchain"
+    extra = "langchain"
+
+    # our methods are cheap and thread-safe: run them in line (in order, no executor hop) in async runs
+    run_inline = True
+    raise_error = False
+
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        calibration: Any = None,
+        context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
+        embedder: Any = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        long_context: str | None = None,
+        max_traces: int = 100,
+    ):
+        if _LANGCHAIN_ERROR is not None:
+            require("langchain_core.callbacks", self.extra, "langchain-core")
+        super().__init__()
+        self.name = name
+        self.context_keys = tuple(context_keys)
+        self.log = logging.getLogger(self.logger_name)
+        self.recorder = Recorder(self.framework, name=name, embedder=embedder, calibration=calibration,
+                                 long_context=long_context, listeners=listeners, max_traces=max_traces)
+        if tracer_provider is not None:
+            otel = require("groundlens_core.trace.otel", "otel", "the OpenTelemetry exporter")
+            self.recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
+        self._lock = threading.Lock()
+        self._runs: dict[str, _Run] = {}
+        self._roots: dict[str, _Root] = {}
+
+    # ------------------------------------------------------------ reading the traces
+
+    def get_trace(self, key: str | None = None, *, wait: bool = True) -> Trace | None:
+        """The trace of root run ``key`` (default: the latest invocation), once its scores are in."""
+        return self.recorder.get_trace(key, wait=wait)
+
+    def get_traces(self, *, wait: bool = True) -> list[Trace]:
+        """Every kept trace, oldest first."""
+        return self.recorder.get_traces(wait=wait)
+
+    def flush(self, timeout: float | None = 120.0) -> bool:
+        """Wait until every recorded call is scored."""
+        return self.recorder.flush(timeout)
+
+    def add_listener(self, listener: TraceListener) -> None:
+        self.recorder.add_listener(listener)
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def _open_run(self, run_id: Any, parent_run_id: Any, metadata: Mapping[str, Any] | None, name: str,
+                  inputs: Any = None, tags: Any = None) -> _Run:
+        """Register a run under its root (opening a new trace for a root run) and its LangGraph task."""
+        rid = str(run_id)
+        md = metadata or {}
+        ns = md.get("langgraph_checkpoint_ns")
+        ns = ns if isinstance(ns, str) else ""
+        new_root: _Root | None = None
+        with self._lock:
+            parent = self._runs.get(str(parent_run_id)) if parent_run_id is not None else None
+            if parent is None:
+                new_root = _Root(key=rid, name=self.name or name or self.framework)
+                self._roots[rid] = new_root
+                if len(self._roots) > _MAX_OPEN_ROOTS:
+                    self._drop_root(next(iter(self._roots)))
+                root_key = rid
+            else:
+                root_key = parent.root
+            root = self._roots.get(root_key)
+            if root is not None:
+                root.run_ids.append(rid)
+                if ns and ns not in root.tasks:  # the first run of a task is the node's own run
+                    step = md.get("langgraph_step")
+                    task = _Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick())
+                    task.inputs = self._state_pieces(inputs)
+                    root.tasks[ns] = task
+                    root.task_runs[rid] = ns
+                elif new_root is not None and inputs is not None:
+                    root.root_pieces = self._state_pieces(inputs)
+            run = _Run(root=root_key, ns=ns, node=node_path(ns, md) or name or "run", started_at=time.time(), name=name)
+            self._runs[rid] = run
+        if new_root is not None:
+            meta: dict[str, Any] = {"root_run_id": rid, "root_run_name": name}
+            for key in ("thread_id", "langgraph_thread_id"):
+                if md.get(key) is not None:
+                    meta["thread_id"] = str(md[key])
+            if tags:
+                meta["tags"] = [str(t) for t in tags][:20]
+            self.recorder.start_trace(rid, name=new_root.name, metadata=meta)
+        return run
+
+    def _drop_root(self, key: str) -> None:
+        root = self._roots.pop(key, None)
+        if root is not None:
+            for rid in root.run_ids:
+                self._runs.pop(rid, None)
+
+    def _close_run(self, run_id: Any) -> tuple[_Run | None, bool]:
+        """Forget a finished run; (its run, whether it was a root run). Ends the root's trace bookkeeping."""
+        rid = str(run_id)
+        with self._lock:
+            run = self._runs.get(rid)
+            if run is None:
+                return None, False
+            if run.root == rid:
+                self._drop_root(rid)
+                return run, True
+            root = self._roots.get(run.root)
+            if root is not None:
+                ns = root.task_runs.pop(rid, None)
+                if ns is not None and ns in root.tasks:
+                    root.tasks[ns].end_seq = root.tick()
+            return run, False
+
+    def _state_pieces(self, value: Any) -> list[ContextPiece]:
+        """``state:<key>`` pieces of the configured context keys in a state, an update, a Command or a list of them."""
+        if value is None or not self.context_keys:
+            return []
+        if isinstance(value, (list, tuple)):
+            out: list[ContextPiece] = []
+            for item in value[:64]:
+                if isinstance(item, Mapping) or hasattr(item, "update"):
+                    out.extend(self._state_pieces(item))
+            return out
+        if not isinstance(value, Mapping):
+            update = getattr(value, "update", None)  # langgraph Command(update=...)
+            if update is not None and not callable(update):
+                return self._state_pieces(update)
+        out = []
+        for key in self.context_keys:
+            if isinstance(value, Mapping):
+                item = value.get(key)
+            elif isinstance(value, (str, bytes, int, float)):
+                return []
+            else:
+                item = getattr(value, key, None)
+            if item is not None:
+                out.extend(pieces_from_value(item, f"state:{key}"))
+        return out
+
+    @staticmethod
+    def _earlier(root: _Root, x: str, t: str) -> bool:
+        """Whether what task ``x`` produced was there when task ``t`` ran: ``x`` is ``t``, its ancestor
+        or descendant, or ``x``'s branch ran in an earlier superstep. Parallel branches never see each other."""
+        if not x or not t or x == t:
+            return True
+        xs, ts = x.split("|"), t.split("|")
+        for i in range(min(len(xs), len(ts))):
+            if xs[i] == ts[i]:
+                continue
+            xa, ta = root.tasks.get("|".join(xs[: i + 1])), root.tasks.get("|".join(ts[: i + 1]))
+            if xa is None or ta is None:
+                return False
+            if xa.step is not None and ta.step is not None:
+                return xa.step < ta.step
+            return xa.end_seq is not None and xa.end_seq < ta.start_seq
+        return True  # one is inside the other
+
+    def _collected_context(self, root: _Root | None, ns: str) -> list[ContextPiece]:
+        """Retriever documents and state values visible to a call in task ``ns`` (caller holds the lock)."""
+        if root is None:
+            return []
+        retrieved = [p for task_ns, p in root.retrieved if self._earlier(root, task_ns, ns)]
+        state: list[ContextPiece] = list(root.root_pieces)
+        own = root.tasks.get(ns) if ns else None
+        if own is not None:
+            state.extend(own.inputs)
+        for task in root.tasks.values():
+            if task.outputs and task.end_seq is not None and task.ns != ns and self._earlier(root, task.ns, ns):
+                state.extend(task.outputs)
+        return merge_pieces(retrieved, state)
+
+    def _internal_error(self, method: str, exc: BaseException, run_id: Any) -> None:
+        """A bug or a surprise in our translation: log it, record an error step, never raise."""
+        try:
+            self.log.warning("groundlens: %s failed inside %s: %s: %s", type(self).__name__, method,
+                             type(exc).__name__, exc, exc_info=True)
+            rid = str(run_id) if run_id is not None else None
+            with self._lock:
+                run = self._runs.get(rid) if rid else None
+            key = run.root if run is not None else (rid or "groundlens-internal")
+            self.recorder.record(CallRecord(
+                trace_key=key, node=run.node if run is not None else "groundlens", kind="agent",
+                error=f"groundlens could not read this event ({method}): {type(exc).__name__}: {exc}",
+                started_at=time.time(), ended_at=time.time(), metadata={"internal_error": True, "callback": method},
+            ))
+        except Exception:  # pragma: no cover - the very last line of defence
+            pass
+
+    def _end_root(self, key: str, error: BaseException | None = None) -> None:
+        if error is not None and _is_interrupt(error):
+            self.recorder.start_trace(key, metadata={"interrupted": True})
+            error = None
+        self.recorder.end_trace(key, error=None if error is None else f"{type(error).__name__}: {error}")
+
+    # ------------------------------------------------------------ chains (graph, nodes, sequences)
+
+    @_guarded
+    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
+                       tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        name = kwargs.get("name") or _serialized_name(serialized) or "chain"
+        self._open_run(run_id, parent_run_id, metadata, name, inputs=inputs, tags=tags)
+
+    @_guarded
+    def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
+        rid = str(run_id)
+        with self._lock:
+            run = self._runs.get(rid)
+            root = self._roots.get(run.root) if run is not None else None
+            if root is not None and rid in root.task_runs:
+                task = root.tasks.get(root.task_runs[rid])
+                if task is not None:
+                    task.outputs = self._state_pieces(outputs)
+        run, is_root = self._close_run(run_id)
+        if is_root and run is not None:
+            self._end_root(run.root)
+
+    @_guarded
+    def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        run, is_root = self._close_run(run_id)
+        if is_root and run is not None:
+            self._end_root(run.root, error)
+
+    # ------------------------------------------------------------ LLM calls
+
+    def _start_llm(self, serialized: Any, message_lists: Sequence[Sequence[Any]] | None, prompts: Sequence[str] | None,
+                   run_id: Any, parent_run_id: Any, tags: Any, metadata: Any, kwargs: Mapping[str, Any]) -> None:
+        md = metadata or {}
+        name = kwargs.get("name") or _serialized_name(serialized) or "llm"
+        run = self._open_run(run_id, parent_run_id, md, name, tags=tags)
+        serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
+        run.model = _model_name(kwargs.get("invocation_params"), serial_kwargs) or _md_str(md, "ls_model_name")
+        run.provider = _md_str(md, "ls_provider")
+        override_q = md.get(QUESTION_OVERRIDE_KEY)
+        override_ctx = pieces_from_value(md.get(CONTEXT_OVERRIDE_KEY), "override")
+        with self._lock:
+            collected = self._collected_context(self._roots.get(run.root), run.ns)
+        if message_lists is not None:
+            for messages in message_lists:
+                messages = list(messages or ())
+                q = override_q if isinstance(override_q, str) and override_q.strip() else None
+                if q is None:
+                    i = last_user_index(messages)
+                    q = (message_text(messages[i]).strip() or None) if i is not None else None
+                run.questions.append(q)
+                run.contexts.append(merge_pieces(override_ctx, tool_message_pieces(messages), collected))
+        else:
+            for prompt in prompts or ():
+                q = override_q if isinstance(override_q, str) and override_q.strip() else prompt
+                run.questions.append(q)
+                run.contexts.append(merge_pieces(override_ctx, collected))
+        for key in ("langgraph_step", "langgraph_node"):
+            if key in md:
+                run.metadata[key] = md[key]
+
+    @_guarded
+    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
+                            tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        self._start_llm(serialized, messages, None, run_id, parent_run_id, tags, metadata, kwargs)
+
+    @_guarded
+    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None,
+                     tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        self._start_llm(serialized, None, prompts, run_id, parent_run_id, tags, metadata, kwargs)
+
+    @_guarded
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        ended = time.time()
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        rid = str(run_id)
+        llm_output = getattr(response, "llm_output", None)
+        generations = getattr(response, "generations", None) or []
+        for i, gens in enumerate(generations):
+            question = run.questions[i] if i < len(run.questions) else (run.questions[0] if run.questions else None)
+            context = run.contexts[i] if i < len(run.contexts) else (run.contexts[0] if run.contexts else [])
+            for j, gen in enumerate(gens or ()):
+                message = getattr(gen, "message", None)
+                text = (message_text(message) if message is not None else getattr(gen, "text", "")) or ""
+                tool_calls = [c for c in (getattr(message, "tool_calls", None) or []) if isinstance(c, Mapping)]
+                kind = "tool_call" if tool_calls and not text.strip() else "llm"
+                resp_md = getattr(message, "response_metadata", None)
+                model = run.model or _model_name(llm_output, resp_md)
+                meta = dict(run.metadata)
+                if tool_calls:
+                    meta["tool_calls"] = [{"name": c.get("name"), "id": c.get("id"), "args": short(c.get("args"), 300)}
+                                          for c in tool_calls]
+                if len(generations) > 1 or len(gens) > 1:
+                    meta["generation"] = [i, j]
+                step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
+                if kind == "tool_call":
+                    with self._lock:
+                        root = self._roots.get(run.root)
+                        if root is not None:
+                            for c in tool_calls:
+                                if c.get("id"):
+                                    root.tool_call_steps[str(c["id"])] = step_id
+                self.recorder.record(CallRecord(
+                    trace_key=run.root, node=run.node, kind=kind, question=question, context=tuple(context),
+                    response=text if text.strip() else None, model=model, provider=run.provider,
+                    usage=_usage(message, llm_output), started_at=run.started_at, ended_at=ended, step_id=step_id,
+                    metadata=meta,
+                ))
+        if is_root:
+            self._end_root(run.root)
+
+    @_guarded
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        ended = time.time()
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        self.recorder.record(CallRecord(
+            trace_key=run.root, node=run.node, kind="llm", question=run.questions[0] if run.questions else None,
+            context=tuple(run.contexts[0]) if run.contexts else (), model=run.model, provider=run.provider,
+            started_at=run.started_at, ended_at=ended, step_id=str(run_id),
+            error=f"{type(error).__name__}: {error}", metadata=dict(run.metadata),
+        ))
+        if is_root:
+            self._end_root(run.root, error)
+
+    # ------------------------------------------------------------ tools
+
+    @_guarded
+    def on_tool_start(self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None,
+                      tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        name = kwargs.get("name") or _serialized_name(serialized) or "tool"
+        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
+        run.name = name
+        run.input_text = input_str if isinstance(input_str, str) else short(input_str, 2000)
+        call_id = kwargs.get("tool_call_id")
+        run.tool_call_id = str(call_id) if call_id else None
+
+    def _tool_record(self, run: _Run, run_id: Any, **fields: Any) -> CallRecord:
+        with self._lock:
+            root = self._roots.get(run.root)
+            parent = root.tool_call_steps.get(run.tool_call_id) if root is not None and run.tool_call_id else None
+        meta = {"tool": run.name}
+        if run.tool_call_id:
+            meta["tool_call_id"] = run.tool_call_id
+        return CallRecord(trace_key=run.root, node=run.node, kind="tool", question=run.input_text,
+                          started_at=run.started_at, ended_at=time.time(), step_id=str(run_id), parent_id=parent,
+                          metadata=meta, **fields)
+
+    @_guarded
+    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        self.recorder.record(self._tool_record(run, run_id, response=_tool_output_text(output)))
+        if is_root:
+            self._end_root(run.root)
+
+    @_guarded
+    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        self.recorder.record(self._tool_record(run, run_id, error=f"{type(error).__name__}: {error}"))
+        if is_root:
+            self._end_root(run.root, error)
+
+    # ------------------------------------------------------------ retrievers
+
+    @_guarded
+    def on_retriever_start(self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None,
+                           tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+        name = kwargs.get("name") or _serialized_name(serialized) or "retriever"
+        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
+        run.name = name
+        run.input_text = query if isinstance(query, str) else short(query, 2000)
+
+    @_guarded
+    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        pieces = pieces_from_value(list(documents or ()), "retriever")
+        with self._lock:
+            root = self._roots.get(run.root)
+            if root is not None:
+                root.retrieved.extend((run.ns, p) for p in pieces)
+        self.recorder.record(CallRecord(
+            trace_key=run.root, node=run.node, kind="retrieval", question=run.input_text, context=tuple(pieces),
+            started_at=run.started_at, ended_at=time.time(), step_id=str(run_id),
+            metadata={"retriever": run.name, "documents": len(pieces)},
+        ))
+        if is_root:
+            self._end_root(run.root)
+
+    @_guarded
+    def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return
+        self.recorder.record(CallRecord(
+            trace_key=run.root, node=run.node, kind="retrieval", question=run.input_text,
+            started_at=run.started_at, ended_at=time.time(), step_id=str(run_id),
+            error=f"{type(error).__name__}: {error}", metadata={"retriever": run.name},
+        ))
+        if is_root:
+            self._end_root(run.root, error)

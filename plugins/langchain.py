@@ -1,0 +1,187 @@
+"""LangChain: an evaluator for LangSmith / openevals-style experiments and a callback for runnables.
+
+    from groundlens_core.plugins.langchain import GroundlensEvaluator, GroundlensCallback
+
+    ev = GroundlensEvaluator()
+    ev(inputs={"question": q}, outputs={"answer": a}, reference_outputs={"context": docs})
+    # -> {"key": "groundlens", "score": 0.83, "comment": "...", "metadata": {"method": "sgi", ...}}
+
+    cb = GroundlensCallback()
+    (prompt | model).invoke({...}, config={"callbacks": [cb]})   # also create_agent agents
+    print(cb.get_trace().summary())
+
+The evaluator scores one (question, response[, context]) per call, synchronously; the callback
+writes the same trace model as the LangGraph plugin (it is the same translation), scoring off the
+caller's thread. Scores are triage signals for ranking outputs for human review, not verdicts of
+truth. A missing question or response gives ``score=None`` with a comment, never an exception.
+Needs ``pip install "groundlens-core[langchain]"`` for the callback; the evaluator needs no LangChain.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping, Sequence
+
+from groundlens_core.plugins._common import as_text, last_ai_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.plugins._langchain_common import (
+    CONTEXT_OVERRIDE_KEY,
+    DEFAULT_CONTEXT_KEYS,
+    QUESTION_OVERRIDE_KEY,
+    GroundlensCallbackBase,
+)
+
+__all__ = [
+    "CONTEXT_OVERRIDE_KEY",
+    "DEFAULT_CONTEXT_KEYS",
+    "QUESTION_OVERRIDE_KEY",
+    "GroundlensCallback",
+    "GroundlensEvaluator",
+]
+
+log = logging.getLogger("groundlens.langchain")
+
+QUESTION_KEYS: tuple[str, ...] = ("question", "input", "query", "prompt", "user_input", "messages")
+RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "result", "generation", "text", "messages")
+
+
+class GroundlensCallback(GroundlensCallbackBase):
+    """A LangChain callback handler for plain runnables (``prompt | model``, a chat model's
+    ``invoke``) and for agents built with ``langchain.agents.create_agent``. Each root run is one
+    trace; the node of a step is the LangGraph node when there is one, else the chat model's name.
+    Same constructor as :class:`groundlens_core.plugins.langgraph.GroundlensLangGraphCallback`."""
+
+    framework = "langchain"
+    logger_name = "groundlens.langchain"
+    extra = "langchain"
+
+
+# ---------------------------------------------------------------- the evaluator
+
+
+def _question_from(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, (list, tuple)):
+        return last_user_question(list(value))
+    text = as_text(value)
+    return text.strip() if text and text.strip() else None
+
+
+def _response_from(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, (list, tuple)):
+        if value and all(message_role(m) for m in value if not isinstance(m, str)):
+            return last_ai_text(list(value))
+        text = as_text(list(value))
+        return text.strip() if text and text.strip() else None
+    if isinstance(value, Mapping) and "messages" in value:
+        return _response_from(value["messages"])
+    text = as_text(value)
+    return text.strip() if text and text.strip() else None
+
+
+def _find(mapping: Any, keys: Sequence[str], read) -> tuple[str | None, str | None]:
+    """(key, text) of the first of ``keys`` in ``mapping`` that ``read`` turns into text."""
+    if isinstance(mapping, str):
+        return None, read(mapping)
+    if not isinstance(mapping, Mapping):
+        return None, None
+    for key in keys:
+        if key in mapping:
+            text = read(mapping[key])
+            if text:
+                return key, text
+    return None, None
+
+
+class GroundlensEvaluator:
+    """Scores a run's answer for grounding: SGI against the context when one is found, else DGI.
+
+    Call it LangSmith/openevals style (``inputs=``, ``outputs=``, ``reference_outputs=`` dicts), with
+    :meth:`evaluate_run` (``run``, ``example`` objects with ``.inputs``/``.outputs``), or as a
+    LangChain string evaluator (:meth:`evaluate_strings`). The score is the normalised value in
+    [0, 1] (higher = better grounded): a triage signal for review order, not a verdict of truth.
+    """
+
+    def __init__(self, *, key: str = "groundlens", calibration: Any = None, embedder: Any = None,
+                 context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS, question_keys: Sequence[str] = QUESTION_KEYS,
+                 response_keys: Sequence[str] = RESPONSE_KEYS):
+        self.key = key
+        self.calibration = calibration
+        self.embedder = embedder
+        self.context_keys = tuple(context_keys)
+        self.question_keys = tuple(question_keys)
+        self.response_keys = tuple(response_keys)
+
+    # -------------------------------------------------------- finding the texts
+
+    def _context(self, *sources: Any) -> tuple[list[str], str | None]:
+        for where, source in zip(("inputs", "outputs", "reference_outputs"), sources):
+            if not isinstance(source, Mapping):
+                continue
+            for key in self.context_keys:
+                texts = [p.text for p in pieces_from_value(source.get(key), key)]
+                if texts:
+                    return texts, f"{where}.{key}"
+        return [], None
+
+    def _score(self, question: str | None, response: str | None, context: list[str], found: dict[str, Any]) -> dict[str, Any]:
+        """``(score dict or None, comment, metadata)`` for the texts found; never raises."""
+        missing = [name for name, value in (("question", question), ("response", response)) if not value]
+        if missing:
+            return {"score": None, "comment": f"groundlens: no {' or '.join(missing)} found "
+                    f"(looked for question keys {list(self.question_keys)} in inputs and response keys "
+                    f"{list(self.response_keys)} in outputs)", "metadata": {"method": None, **found}}
+        try:
+            from groundlens_core.scoring import evaluate
+
+            res = evaluate(question, response, context=context or None, calibration=self.calibration, embedder=self.embedder)
+        except Exception as exc:
+            log.warning("groundlens: evaluator could not score: %s: %s", type(exc).__name__, exc)
+            return {"score": None, "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
+                    "metadata": {"method": "error", **found}}
+        meta = {"method": res.method, "value": res.value, "normalized": res.normalized, "triage": res.triage,
+                "flagged": res.flagged, "fingerprint": res.fingerprint, **found}
+        return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
+
+    # -------------------------------------------------------- the three call styles
+
+    def __call__(self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any) -> dict[str, Any]:
+        """openevals / LangSmith evaluator shape: ``{"key", "score", "comment", "metadata"}``."""
+        try:
+            q_key, question = _find(inputs, self.question_keys, _question_from)
+            r_key, response = _find(outputs, self.response_keys, _response_from)
+            context, c_from = self._context(inputs, outputs, reference_outputs)
+            found = {"question_key": q_key, "response_key": r_key, "context_from": c_from, "context_pieces": len(context)}
+            out = self._score(question, response, context, found)
+        except Exception as exc:  # odd inputs must not break an experiment
+            log.warning("groundlens: evaluator failed: %s: %s", type(exc).__name__, exc)
+            out = {"score": None, "comment": f"groundlens: could not read the run: {type(exc).__name__}: {exc}", "metadata": {}}
+        return {"key": self.key, **out}
+
+    def evaluate_run(self, run: Any, example: Any = None) -> dict[str, Any]:
+        """LangSmith ``RunEvaluator`` style: ``run.inputs``/``run.outputs``; ``example.outputs`` are the reference."""
+        return self(inputs=getattr(run, "inputs", None), outputs=getattr(run, "outputs", None),
+                    reference_outputs=getattr(example, "outputs", None) if example is not None else None)
+
+    def evaluate_strings(self, *, prediction: str, input: str | None = None, reference: Any = None, **kwargs: Any) -> dict[str, Any]:
+        """LangChain string-evaluator style; ``reference`` is the context (text or list of texts).
+
+        Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI/DGI), ``reasoning``, ``method``,
+        ``triage`` and ``flagged``."""
+        try:
+            context = [p.text for p in pieces_from_value(reference, "reference")]
+            out = self._score(input.strip() if isinstance(input, str) and input.strip() else None,
+                              prediction.strip() if isinstance(prediction, str) and prediction.strip() else None,
+                              context, {"context_pieces": len(context)})
+        except Exception as exc:
+            out = {"score": None, "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}", "metadata": {}}
+        meta = out.get("metadata") or {}
+        return {"score": out["score"], "value": meta.get("value"), "reasoning": out["comment"],
+                "method": meta.get("method"), "triage": meta.get("triage"), "flagged": meta.get("flagged")}
+
+    async def aevaluate_strings(self, **kwargs: Any) -> dict[str, Any]:
+        import asyncio
+
+        return await asyncio.to_thread(lambda: self.evaluate_strings(**kwargs))

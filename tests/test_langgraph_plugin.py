@@ -1,0 +1,511 @@
+"""The LangGraph callback on real graphs: StateGraph + ToolNode, create_agent, Send fan-outs,
+subgraphs, sync/async/stream, concurrency, failures. Fake chat models, the real MiniLM embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import operator
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, Callable, TypedDict
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.tools import tool
+from langgraph.graph import END, START, MessagesState, StateGraph
+from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.types import Send
+
+from groundlens_core import calibrate
+from groundlens_core.plugins import _langchain_common
+from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+
+SYSTEM = "You are a careful assistant. Always answer in one sentence."
+
+DOCS = [
+    Document(page_content="The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris.",
+             metadata={"id": "eiffel"}),
+    Document(page_content="The Great Wall of China is more than 21,000 kilometres long.", metadata={"id": "wall"}),
+    Document(page_content="Photosynthesis converts sunlight, water and carbon dioxide into glucose and oxygen.",
+             metadata={"id": "photo"}),
+]
+
+
+# ---------------------------------------------------------------- fakes
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """A fake chat model whose answer is a function of its input messages (so parallel branches
+    get their own answers), optionally slow; ``bind_tools`` is a no-op so agents can use it."""
+
+    respond: Any = None
+    delay: float = 0.0
+    messages: Any = iter(())
+
+    def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
+        if self.delay:
+            time.sleep(self.delay)
+        out = self.respond(messages) if self.respond is not None else next(self.messages)
+        msg = AIMessage(content=out) if isinstance(out, str) else out
+        return ChatResult(generations=[ChatGeneration(message=msg)])
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+
+def scripted(*replies: AIMessage | str, respond: Callable | None = None, delay: float = 0.0) -> ScriptedModel:
+    return ScriptedModel(messages=iter(list(replies)), respond=respond, delay=delay)
+
+
+class KeywordRetriever(BaseRetriever):
+    """Documents sharing at least one content word with the query."""
+
+    docs: list[Document]
+    k: int = 2
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        words = {w.strip("?.,").lower() for w in query.split() if len(w) > 3}
+        scored = [(len(words & {w.strip("?.,").lower() for w in d.page_content.split()}), i, d) for i, d in enumerate(self.docs)]
+        return [d for n, _, d in sorted(scored, key=lambda t: (-t[0], t[1])) if n > 0][: self.k]
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The current weather in a city."""
+    return f"In {city} it is sunny and 24 degrees Celsius with a light breeze."
+
+
+def last_human(messages: list[BaseMessage]) -> str:
+    return next(m.content for m in reversed(messages) if m.type == "human")
+
+
+@pytest.fixture(scope="session")
+def cal():
+    """A DGI direction from a few grounded pairs, so DGI tests don't depend on the bundled file."""
+    pairs = [
+        ("What is the capital of France?", "The capital of France is Paris."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+        ("What is the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
+        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+        ("How long is a marathon?", "A marathon is 42.195 kilometres long."),
+    ]
+    return calibrate(pairs)
+
+
+def llm_steps(trace):
+    return [s for s in trace.steps if s.kind == "llm"]
+
+
+# ---------------------------------------------------------------- graphs
+
+
+def tool_agent_graph(model):
+    def agent(state: MessagesState):
+        return {"messages": [model.invoke([SystemMessage(SYSTEM)] + state["messages"])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("agent", agent)
+    g.add_node("tools", ToolNode([get_weather]))
+    g.add_edge(START, "agent")
+    g.add_conditional_edges("agent", tools_condition)
+    g.add_edge("tools", "agent")
+    return g.compile()
+
+
+class RagState(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    answer: str
+
+
+def rag_graph(model, retriever):
+    def retrieve(state: RagState):
+        return {"documents": retriever.invoke(state["question"])}
+
+    def answer(state: RagState):
+        msg = model.invoke([SystemMessage(SYSTEM + "\nContext:\n" + "\n".join(d.page_content for d in state["documents"])),
+                            HumanMessage(state["question"])])
+        return {"answer": msg.content}
+
+    g = StateGraph(RagState)
+    g.add_node("retrieve", retrieve)
+    g.add_node("answer", answer)
+    g.add_edge(START, "retrieve")
+    g.add_edge("retrieve", "answer")
+    g.add_edge("answer", END)
+    return g.compile()
+
+
+class QAState(TypedDict, total=False):
+    question: str
+    context: str
+    answer: str
+
+
+def qa_graph(model):
+    def answer(state: QAState):
+        return {"answer": model.invoke([SystemMessage(SYSTEM), HumanMessage(state["question"])]).content}
+
+    g = StateGraph(QAState)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", END)
+    return g.compile()
+
+
+# ---------------------------------------------------------------- tests
+
+
+def test_stategraph_with_toolnode_records_tool_turn_tool_and_grounded_answer():
+    model = scripted(
+        AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1"}]),
+        AIMessage(content="In Paris it is sunny and 24 degrees with a light breeze.",
+                  usage_metadata={"input_tokens": 40, "output_tokens": 12, "total_tokens": 52},
+                  response_metadata={"model_name": "scripted-1"}),
+    )
+    cb = GroundlensLangGraphCallback()
+    out = tool_agent_graph(model).invoke({"messages": [HumanMessage("What is the weather in Paris today?")]},
+                                         config={"callbacks": [cb]})
+    assert out["messages"][-1].content.startswith("In Paris")
+    trace = cb.get_trace()
+    assert trace.framework == "langgraph" and trace.status == "ok" and trace.ended_at
+    assert [(s.node, s.kind, s.method) for s in trace.steps] == [
+        ("agent", "tool_call", "skipped"), ("tools", "tool", "skipped"), ("agent", "llm", "sgi")]
+    turn, tool_step, answer = trace.steps
+    assert turn.metadata["tool_calls"][0]["name"] == "get_weather"
+    assert tool_step.metadata["tool"] == "get_weather" and "sunny" in tool_step.response
+    assert tool_step.parent_id == turn.id  # the tool result hangs under the turn that asked for it
+    assert answer.question == "What is the weather in Paris today?"  # the human message, not the system prompt
+    assert SYSTEM not in answer.question
+    assert [c.source for c in answer.context] == ["tool:get_weather"]
+    assert answer.model == "scripted-1"
+    assert answer.usage.input_tokens == 40 and answer.usage.total_tokens == 52
+    assert answer.llm_latency_ms is not None and answer.llm_latency_ms >= 0
+    assert answer.triage in ("trusted", "review", "flagged") and answer.score["fingerprint"] == trace.fingerprint
+
+
+def test_rag_graph_grounded_answer_outscores_ungrounded_one_trace_per_invocation():
+    retriever = KeywordRetriever(docs=DOCS)
+    grounded = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris."
+    ungrounded = "My favourite pasta recipe uses garlic, basil and plenty of parmesan cheese."
+    model = scripted(grounded, ungrounded)
+    graph = rag_graph(model, retriever)
+    cb = GroundlensLangGraphCallback(name="rag")
+    graph.invoke({"question": "How tall is the Eiffel Tower?"}, config={"callbacks": [cb]})
+    graph.invoke({"question": "How tall is the Eiffel Tower?"}, config={"callbacks": [cb]})
+    traces = cb.get_traces()
+    assert len(traces) == 2 and all(t.name == "rag" for t in traces)
+    assert cb.get_trace().id == traces[-1].id  # the latest run
+    for t in traces:
+        assert [(s.node, s.kind, s.method) for s in t.steps][:1] == [("retrieve", "retrieval", "skipped")]
+        assert t.steps[0].question == "How tall is the Eiffel Tower?"
+        assert any("Eiffel" in c.text for c in t.steps[0].context)
+    good, bad = llm_steps(traces[0])[0], llm_steps(traces[1])[0]
+    for step in (good, bad):
+        assert step.node == "answer" and step.method == "sgi"
+        assert step.question == "How tall is the Eiffel Tower?"
+        assert "retriever" in {c.source for c in step.context}
+        assert any("330 metres" in c.text for c in step.context)
+    assert good.value > bad.value
+    assert good.normalized > bad.normalized
+    assert cb.get_trace(traces[1].metadata["root_run_id"]).id == traces[1].id
+
+
+def test_no_context_gives_dgi_and_state_context_gives_sgi(cal):
+    model = scripted(respond=lambda msgs: "Water boils at 100 degrees Celsius at sea level.")
+    graph = qa_graph(model)
+    cb = GroundlensLangGraphCallback(calibration=cal)
+    graph.invoke({"question": "At what temperature does water boil?"}, config={"callbacks": [cb]})
+    graph.invoke({"question": "At what temperature does water boil?",
+                  "context": "At sea level, pure water boils at 100 degrees Celsius."}, config={"callbacks": [cb]})
+    no_ctx, with_ctx = (llm_steps(t)[0] for t in cb.get_traces())
+    assert no_ctx.method == "dgi" and no_ctx.context == ()
+    assert with_ctx.method == "sgi"
+    assert [c.source for c in with_ctx.context] == ["state:context"]
+
+
+def test_metadata_overrides_question_and_adds_context():
+    model = scripted(respond=lambda msgs: "Photosynthesis turns sunlight, water and CO2 into glucose and oxygen.")
+    cb = GroundlensLangGraphCallback()
+    qa_graph(model).invoke(
+        {"question": "Explain, briefly please, this thing."},
+        config={"callbacks": [cb], "metadata": {"groundlens_question": "What does photosynthesis produce?",
+                                                "groundlens_context": [DOCS[2].page_content]}},
+    )
+    step = llm_steps(cb.get_trace())[0]
+    assert step.question == "What does photosynthesis produce?"
+    assert [(c.source, c.text) for c in step.context] == [("override", DOCS[2].page_content)]
+    assert step.method == "sgi"
+
+
+def test_custom_context_keys():
+    class S(TypedDict, total=False):
+        question: str
+        evidence: str
+        answer: str
+
+    model = scripted(respond=lambda msgs: "It is 330 metres tall.")
+
+    def answer(state: S):
+        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
+
+    g = StateGraph(S)
+    g.add_node("answer", answer)
+    g.add_edge(START, "answer")
+    graph = g.compile()
+    cb = GroundlensLangGraphCallback(context_keys=("evidence",))
+    graph.invoke({"question": "How tall is the Eiffel Tower?", "evidence": DOCS[0].page_content}, config={"callbacks": [cb]})
+    assert [c.source for c in llm_steps(cb.get_trace())[0].context] == ["state:evidence"]
+
+
+class FanState(TypedDict, total=False):
+    topics: list[str]
+    answers: Annotated[list[str], operator.add]
+
+
+class BranchState(TypedDict):
+    topic: str
+    context: str
+
+
+ANSWERS = {
+    "eiffel": ("How tall is the Eiffel Tower?", DOCS[0].page_content, "The Eiffel Tower is 330 metres tall."),
+    "wall": ("How long is the Great Wall of China?", DOCS[1].page_content, "The Great Wall is over 21,000 km long."),
+    "photo": ("What does photosynthesis produce?", DOCS[2].page_content, "It produces glucose and oxygen."),
+}
+
+
+def fanout_graph(model):
+    def fan(state: FanState):
+        return [Send("write", {"topic": t, "context": ANSWERS[t][1]}) for t in state["topics"]]
+
+    def write(state: BranchState):
+        q = ANSWERS[state["topic"]][0]
+        return {"answers": [model.invoke([SystemMessage("Context: " + state["context"]), HumanMessage(q)]).content]}
+
+    g = StateGraph(FanState)
+    g.add_node("write", write)
+    g.add_conditional_edges(START, fan, ["write"])
+    g.add_edge("write", END)
+    return g.compile()
+
+
+def _answer_for(msgs):
+    q = last_human(msgs)
+    return next(a for (qq, _, a) in ANSWERS.values() if qq == q)
+
+
+def _check_fanout(trace):
+    steps = llm_steps(trace)
+    assert len(steps) == 3 and {s.node for s in steps} == {"write"}
+    for s in steps:
+        topic = next(t for t, (q, _, _) in ANSWERS.items() if q == s.question)
+        q, ctx, a = ANSWERS[topic]
+        assert s.response == a
+        assert [(c.source, c.text) for c in s.context] == [("state:context", ctx)]  # its own branch only
+        assert s.method == "sgi"
+
+
+def test_send_fanout_branches_keep_their_own_question_and_context_threads():
+    model = scripted(respond=_answer_for, delay=0.05)  # slow enough that the branches overlap
+    cb = GroundlensLangGraphCallback()
+    out = fanout_graph(model).invoke({"topics": list(ANSWERS)}, config={"callbacks": [cb]})
+    assert len(out["answers"]) == 3
+    _check_fanout(cb.get_trace())
+
+
+async def test_send_fanout_branches_keep_their_own_context_async():
+    model = scripted(respond=_answer_for, delay=0.05)
+    cb = GroundlensLangGraphCallback()
+    await fanout_graph(model).ainvoke({"topics": list(ANSWERS)}, config={"callbacks": [cb]})
+    _check_fanout(cb.get_trace())
+
+
+def test_subgraph_node_path_and_retriever_context_inside_it():
+    retriever = KeywordRetriever(docs=DOCS)
+    model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
+
+    class Sub(TypedDict, total=False):
+        question: str
+        documents: list[Document]
+        answer: str
+
+    def retrieve(state: Sub):
+        return {"documents": retriever.invoke(state["question"])}
+
+    def write(state: Sub):
+        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
+
+    sg = StateGraph(Sub)
+    sg.add_node("retrieve", retrieve)
+    sg.add_node("write", write)
+    sg.add_edge(START, "retrieve")
+    sg.add_edge("retrieve", "write")
+    research = sg.compile()
+
+    g = StateGraph(Sub)
+    g.add_node("research", research)
+    g.add_edge(START, "research")
+    g.add_edge("research", END)
+    cb = GroundlensLangGraphCallback()
+    g.compile().invoke({"question": "How long is the Great Wall of China?"}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert [(s.node, s.kind) for s in trace.steps] == [("research/retrieve", "retrieval"), ("research/write", "llm")]
+    step = trace.steps[1]
+    assert step.method == "sgi" and step.question == "How long is the Great Wall of China?"
+    assert {c.source for c in step.context} == {"retriever"}  # state:documents holds the same texts
+    assert any("21,000" in c.text for c in step.context)
+
+
+def test_graph_that_raises_keeps_the_steps_so_far():
+    model = scripted(respond=lambda msgs: "Paris is the capital of France.")
+
+    def answer(state: QAState):
+        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
+
+    def publish(state: QAState):
+        raise RuntimeError("publishing service is down")
+
+    g = StateGraph(QAState)
+    g.add_node("answer", answer)
+    g.add_node("publish", publish)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", "publish")
+    cb = GroundlensLangGraphCallback()
+    with pytest.raises(RuntimeError, match="publishing service"):
+        g.compile().invoke({"question": "What is the capital of France?",
+                            "context": "Paris is the capital and largest city of France."}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert trace.status == "error" and "publishing service is down" in trace.error
+    assert [(s.node, s.method) for s in trace.steps] == [("answer", "sgi")]
+
+
+def test_llm_error_is_an_error_step():
+    class Broken(ScriptedModel):
+        def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+            raise ConnectionError("provider unreachable")
+
+    cb = GroundlensLangGraphCallback()
+    with pytest.raises(ConnectionError):
+        qa_graph(Broken()).invoke({"question": "Anyone there?"}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert trace.status == "error"
+    [step] = trace.steps
+    assert step.method == "error" and step.triage == "error" and "provider unreachable" in step.error
+    assert step.question == "Anyone there?" and step.node == "answer"
+
+
+def test_internal_failure_never_reaches_the_graph(monkeypatch, caplog, cal):
+    def boom(*args, **kwargs):
+        raise ValueError("simulated groundlens bug")
+
+    monkeypatch.setattr(_langchain_common, "tool_message_pieces", boom)
+    model = scripted(AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c9"}]),
+                     "In Oslo it is sunny and 24 degrees.")
+    cb = GroundlensLangGraphCallback(calibration=cal)
+    with caplog.at_level("WARNING", logger="groundlens.langgraph"):
+        out = tool_agent_graph(model).invoke({"messages": [HumanMessage("Weather in Oslo?")]}, config={"callbacks": [cb]})
+    assert out["messages"][-1].content == "In Oslo it is sunny and 24 degrees."  # the graph's result is intact
+    assert len(out["messages"]) == 4
+    trace = cb.get_trace()
+    errors = [s for s in trace.steps if s.method == "error"]
+    assert len(errors) == 2 and all(s.metadata.get("internal_error") for s in errors)
+    assert all("simulated groundlens bug" in s.error and s.node == "agent" for s in errors)
+    assert any(s.kind == "tool" for s in trace.steps)  # the rest is still recorded
+    assert trace.status == "ok"
+    assert any("simulated groundlens bug" in r.getMessage() for r in caplog.records)
+
+
+def test_stream_and_with_config_one_trace_per_invocation():
+    model = scripted(respond=lambda msgs: f"Answer to: {last_human(msgs)}")
+    cb = GroundlensLangGraphCallback()
+    graph = qa_graph(model).with_config(callbacks=[cb])
+    chunks = list(graph.stream({"question": "What is the first question?"}))
+    assert chunks and "answer" in chunks[-1]
+    graph.invoke({"question": "What is the second question?"})
+    list(qa_graph(model).stream({"question": "What is the third question?"}, config={"callbacks": [cb]},
+                                stream_mode="messages"))
+    traces = cb.get_traces()
+    assert [llm_steps(t)[0].question for t in traces] == [
+        "What is the first question?", "What is the second question?", "What is the third question?"]
+    assert all(t.ended_at and t.status == "ok" for t in traces)
+    assert llm_steps(traces[2])[0].response == "Answer to: What is the third question?"
+
+
+async def test_concurrent_async_invocations_and_astream_stay_separate(cal):
+    model = scripted(respond=lambda msgs: f"Answer to: {last_human(msgs)}", delay=0.02)
+    cb = GroundlensLangGraphCallback(calibration=cal)
+    graph = qa_graph(model)
+    questions = [f"What is question number {i}?" for i in range(4)]
+
+    async def streamed(q):
+        return [c async for c in graph.astream({"question": q}, config={"callbacks": [cb]})]
+
+    await asyncio.gather(*(graph.ainvoke({"question": q}, config={"callbacks": [cb]}) for q in questions[:3]),
+                         streamed(questions[3]))
+    traces = cb.get_traces()
+    assert len(traces) == 4
+    for t in traces:
+        [step] = t.steps
+        assert step.response == f"Answer to: {step.question}"
+        assert step.method == "dgi"
+    assert sorted(llm_steps(t)[0].question for t in traces) == sorted(questions)
+
+
+def test_concurrent_invocations_from_a_thread_pool():
+    retriever = KeywordRetriever(docs=DOCS, k=1)
+    model = scripted(respond=lambda msgs: f"Answer to: {last_human(msgs)}", delay=0.02)
+    graph = rag_graph(model, retriever)
+    cb = GroundlensLangGraphCallback()
+    qs = [ANSWERS[t][0] for t in ANSWERS] * 2
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda q: graph.invoke({"question": q}, config={"callbacks": [cb]}), qs))
+    traces = cb.get_traces()
+    assert len(traces) == len(qs)
+    for t in traces:
+        retrieval, step = t.steps
+        assert retrieval.question == step.question
+        expected_doc = next(ctx for (q, ctx, _) in ANSWERS.values() if q == step.question)
+        assert [c.text for c in step.context] == [expected_doc]  # its own retrieval, not a neighbour's
+
+
+def test_create_agent_with_tools():
+    from langchain.agents import create_agent
+
+    model = scripted(
+        AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Rome"}, "id": "call-7"}]),
+        AIMessage(content="In Rome it is sunny and 24 degrees Celsius."),
+    )
+    agent = create_agent(model=model, tools=[get_weather], system_prompt=SYSTEM)
+    cb = GroundlensLangGraphCallback()
+    agent.invoke({"messages": [{"role": "user", "content": "How is the weather in Rome?"}]}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert [(s.node, s.kind, s.method) for s in trace.steps] == [
+        ("model", "tool_call", "skipped"), ("tools", "tool", "skipped"), ("model", "llm", "sgi")]
+    final = trace.steps[-1]
+    assert final.question == "How is the weather in Rome?"
+    assert [c.source for c in final.context] == ["tool:get_weather"]
+    assert "1 trusted" in trace.summary() or "1 review" in trace.summary() or "1 flagged" in trace.summary()
+
+
+def test_plugin_imports_without_langchain_and_says_what_to_install():
+    code = (
+        "import sys\n"
+        "sys.modules['langchain_core'] = None\n"
+        "from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback\n"
+        "try:\n"
+        "    GroundlensLangGraphCallback()\n"
+        "except ImportError as e:\n"
+        "    print('HINT', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert 'pip install "groundlens-core[langgraph]"' in out.stdout
