@@ -1,0 +1,205 @@
+"""The LangChain plugin: the evaluator (openevals / LangSmith / string-evaluator shapes) and the
+callback on plain runnables and create_agent agents. Fake models, the real MiniLM embedder."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.documents import Document
+from langchain_core.language_models.fake import FakeListLLM
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.prompts import ChatPromptTemplate
+from langchain_core.retrievers import BaseRetriever
+from langchain_core.runnables import RunnablePassthrough
+from langchain_core.tools import tool
+
+from groundlens_core import calibrate
+from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator
+
+QUESTION = "How tall is the Eiffel Tower?"
+CONTEXT = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris."
+GROUNDED = "The Eiffel Tower is 330 metres tall."
+UNGROUNDED = "My favourite pasta recipe uses garlic, basil and plenty of parmesan cheese."
+
+
+class ScriptedModel(GenericFakeChatModel):
+    """Fake chat model: answers with ``respond(messages)`` or the next scripted message; can return
+    several generations per call; ``bind_tools`` is a no-op so create_agent can use it."""
+
+    respond: Any = None
+    n: int = 1
+    messages: Any = iter(())
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
+        gens = []
+        for i in range(self.n):
+            out = self.respond(messages) if self.respond is not None else next(self.messages)
+            gens.append(ChatGeneration(message=AIMessage(content=out) if isinstance(out, str) else out))
+        return ChatResult(generations=gens)
+
+    def bind_tools(self, tools, **kwargs):
+        return self
+
+
+class StaticRetriever(BaseRetriever):
+    docs: list[Document]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
+        return list(self.docs)
+
+
+@pytest.fixture(scope="session")
+def cal():
+    pairs = [
+        ("What is the capital of France?", "The capital of France is Paris."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+        ("What is the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
+        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+    ]
+    return calibrate(pairs)
+
+
+# ---------------------------------------------------------------- evaluator
+
+
+def test_evaluator_openevals_shape_and_grounded_beats_ungrounded():
+    ev = GroundlensEvaluator()
+    good = ev(inputs={"question": QUESTION}, outputs={"answer": GROUNDED}, reference_outputs={"context": CONTEXT})
+    bad = ev(inputs={"question": QUESTION}, outputs={"answer": UNGROUNDED}, reference_outputs={"context": CONTEXT})
+    for res in (good, bad):
+        assert set(res) == {"key", "score", "comment", "metadata"} and res["key"] == "groundlens"
+        assert res["metadata"]["method"] == "sgi" and res["metadata"]["context_from"] == "reference_outputs.context"
+        assert 0.0 <= res["score"] <= 1.0 and res["score"] == res["metadata"]["normalized"]
+        assert res["metadata"]["triage"] in ("trusted", "review", "flagged")
+        assert res["metadata"]["fingerprint"] and "not a verdict of truth" in res["comment"]
+    assert good["score"] > bad["score"] and good["metadata"]["value"] > bad["metadata"]["value"]
+
+
+def test_evaluator_reads_messages_documents_and_inputs_context(cal):
+    ev = GroundlensEvaluator(key="grounding", calibration=cal)
+    res = ev(
+        inputs={"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": QUESTION}],
+                "documents": [Document(page_content=CONTEXT)]},
+        outputs={"messages": [{"role": "user", "content": QUESTION}, {"role": "assistant", "content": GROUNDED}]},
+    )
+    assert res["key"] == "grounding" and res["metadata"]["method"] == "sgi"
+    assert res["metadata"]["question_key"] == "messages" and res["metadata"]["context_from"] == "inputs.documents"
+    no_ctx = ev(inputs={"input": QUESTION}, outputs={"output": GROUNDED})
+    assert no_ctx["metadata"]["method"] == "dgi" and no_ctx["score"] is not None
+
+
+def test_evaluator_missing_fields_give_none_and_a_comment():
+    ev = GroundlensEvaluator()
+    no_q = ev(inputs={"something": "else"}, outputs={"answer": GROUNDED})
+    assert no_q["score"] is None and "no question" in no_q["comment"]
+    no_r = ev(inputs={"question": QUESTION}, outputs={})
+    assert no_r["score"] is None and "no response" in no_r["comment"]
+    weird = ev(inputs=42, outputs=None, reference_outputs=object())
+    assert weird["score"] is None and weird["key"] == "groundlens"
+
+
+def test_evaluate_run_and_evaluate_strings():
+    ev = GroundlensEvaluator()
+    run = SimpleNamespace(inputs={"query": QUESTION}, outputs={"response": GROUNDED})
+    example = SimpleNamespace(inputs={"query": QUESTION}, outputs={"docs": [CONTEXT]})
+    res = ev.evaluate_run(run, example)
+    assert res["metadata"]["method"] == "sgi" and res["score"] is not None
+    s_good = ev.evaluate_strings(prediction=GROUNDED, input=QUESTION, reference=CONTEXT)
+    s_bad = ev.evaluate_strings(prediction=UNGROUNDED, input=QUESTION, reference=[CONTEXT])
+    for s in (s_good, s_bad):
+        assert {"score", "value", "reasoning"} <= set(s) and s["method"] == "sgi"
+    assert s_good["score"] > s_bad["score"] and s_good["value"] > s_bad["value"]
+    missing = ev.evaluate_strings(prediction=GROUNDED)
+    assert missing["score"] is None and "no question" in missing["reasoning"]
+
+
+# ---------------------------------------------------------------- callback on runnables
+
+
+def test_callback_on_retriever_prompt_model_chain():
+    retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
+    model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
+    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
+             "question": RunnablePassthrough()} | prompt | model
+    cb = GroundlensCallback()
+    out = chain.invoke(QUESTION, config={"callbacks": [cb]})
+    assert out.content == GROUNDED
+    trace = cb.get_trace()
+    assert trace.framework == "langchain" and trace.status == "ok" and trace.ended_at
+    assert [(s.kind, s.method) for s in trace.steps] == [("retrieval", "skipped"), ("llm", "sgi")]
+    step = trace.steps[1]
+    assert step.node == "writer"  # the chat model's name outside a graph
+    assert step.question == QUESTION  # the human message, not the system prompt holding the context
+    assert [(c.source, c.text) for c in step.context] == [("retriever", CONTEXT)]
+
+
+def test_callback_on_a_bare_chat_model_and_every_generation(cal):
+    cb = GroundlensCallback(calibration=cal)
+    model = ScriptedModel(respond=lambda msgs: GROUNDED)
+    model.invoke([SystemMessage("Be brief."), HumanMessage(QUESTION)], config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    [step] = trace.steps
+    assert step.node == "ScriptedModel" and step.method == "dgi" and step.question == QUESTION
+    assert trace.ended_at  # the model run was the root
+
+    multi = ScriptedModel(respond=lambda msgs: GROUNDED, n=2)
+    multi.invoke([HumanMessage(QUESTION)], config={"callbacks": [cb], "metadata": {"groundlens_context": CONTEXT}})
+    steps = cb.get_trace().steps
+    assert len(steps) == 2 and [s.metadata["generation"] for s in steps] == [[0, 0], [0, 1]]
+    assert all(s.method == "sgi" and s.context[0].source == "override" for s in steps)
+    assert len({s.id for s in steps}) == 2
+
+
+def test_callback_on_a_completion_llm_and_chain_input_context():
+    llm = FakeListLLM(responses=[GROUNDED])
+    prompt = ChatPromptTemplate.from_template("{question}")
+    cb = GroundlensCallback()
+    (prompt | llm).invoke({"question": QUESTION, "context": CONTEXT}, config={"callbacks": [cb]})
+    [step] = cb.get_trace().steps
+    assert step.method == "sgi" and QUESTION in step.question
+    assert [(c.source, c.text) for c in step.context] == [("state:context", CONTEXT)]
+
+
+def test_callback_on_create_agent():
+    from langchain.agents import create_agent
+
+    @tool
+    def tower_height(name: str) -> str:
+        """The height of a famous tower."""
+        return CONTEXT
+
+    model = ScriptedModel(messages=iter([
+        AIMessage(content="", tool_calls=[{"name": "tower_height", "args": {"name": "Eiffel"}, "id": "t1"}]),
+        AIMessage(content=GROUNDED),
+    ]))
+    agent = create_agent(model=model, tools=[tower_height], system_prompt="Use your tools.")
+    cb = GroundlensCallback()
+    agent.invoke({"messages": [HumanMessage(QUESTION)]}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert trace.framework == "langchain"
+    assert [(s.node, s.kind, s.method) for s in trace.steps] == [
+        ("model", "tool_call", "skipped"), ("tools", "tool", "skipped"), ("model", "llm", "sgi")]
+    final = trace.steps[-1]
+    assert final.question == QUESTION and [c.source for c in final.context] == ["tool:tower_height"]
+
+
+def test_callback_methods_are_cheap_on_the_callers_thread():
+    """Scoring happens on the recorder's worker: a chain returns long before its scores are in."""
+    cb = GroundlensCallback()
+    model = ScriptedModel(respond=lambda msgs: GROUNDED)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        model.invoke([HumanMessage(QUESTION)], config={"callbacks": [cb], "metadata": {"groundlens_context": CONTEXT}})
+    caller = time.perf_counter() - t0
+    traces = cb.get_traces()
+    assert len(traces) == 5 and all(t.steps[0].method == "sgi" for t in traces)
+    assert all(t.steps[0].scoring_latency_ms is not None for t in traces)
+    assert caller < 5.0
