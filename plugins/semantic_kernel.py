@@ -188,7 +188,8 @@ class GroundlensFilter:
         try:
             flagged = await self._after(context, run, step_id, parent_id, started, ended)
         except Exception as exc:  # our bug or a broken embedder: never the kernel's problem
-            log.warning("groundlens: could not score %s: %s", _function_name(context), exc, exc_info=True)
+            log.warning("groundlens: could not score %s: %s: %s", _function_name(context), type(exc).__name__, exc)
+            log.debug("groundlens: scoring failure", exc_info=True)
             self._safely(self._record_error, context, run, step_id, parent_id, started, ended, f"groundlens failed: {type(exc).__name__}: {exc}")
         finally:
             # a deliberate raise still ends the invocation abnormally: the trace says so
