@@ -1,0 +1,504 @@
+"""CrewAI plugin on real crews, offline: real Agent/Task/Crew objects driven by a scripted BaseLLM,
+in ReAct-text and native function-calling modes, scored with the real embedding model."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+# CrewAI phones home and writes under $HOME: switch that off BEFORE crewai is imported. HOME points
+# at a temporary folder while crewai imports (it reads some paths then) and while these tests run
+# (see the `crewai_home` fixture); it is put back afterwards so other test modules see the real one.
+# OTEL_SDK_DISABLED is deliberately left alone: setting it would switch off our OTel exporter too.
+_CREWAI_HOME = tempfile.mkdtemp(prefix="groundlens-crewai-home-")
+atexit.register(shutil.rmtree, _CREWAI_HOME, True)
+for _k, _v in {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false",
+               "CREWAI_DISABLE_VERSION_CHECK": "true", "CREWAI_STORAGE_DIR": "groundlens-tests"}.items():
+    os.environ[_k] = _v
+_REAL_HOME = os.environ.get("HOME")
+os.environ["HOME"] = _CREWAI_HOME
+try:
+    crewai = pytest.importorskip("crewai")
+    from crewai import Agent, Crew, Task
+    from crewai.hooks.dispatch import InterceptionPoint, get_hooks
+    from crewai.llms.base_llm import BaseLLM
+    from crewai.tools import BaseTool, tool
+finally:
+    if _REAL_HOME is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = _REAL_HOME
+
+from groundlens_core import calibrate, evaluate, get_embedder  # noqa: E402
+from groundlens_core.plugins.crewai import (  # noqa: E402
+    SELF_CHECK_TOOL_NAME,
+    GroundlensCrewListener,
+    GroundlensTool,
+    node_name,
+    self_check,
+)
+from groundlens_core.trace import Trace  # noqa: E402
+
+QUESTION = "How tall is the Eiffel Tower? Answer with its height in metres."
+SOURCE = "The Eiffel Tower in Paris is 330 metres tall, including its antennas. It was completed in 1889."
+DRAFT = "I think the Eiffel Tower is very tall, maybe the tallest tower in metres."  # ignores the source
+REVISED = "The Eiffel Tower is about 330 metres tall, counting its antennas."
+FACTS = {"eiffel": SOURCE, "louvre": "The Louvre in Paris is the world's most-visited museum; it opened in 1793."}
+
+
+# ------------------------------------------------------------------ fixtures and helpers
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crewai_home():
+    """Run this module's crews with HOME in a temporary folder."""
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = _CREWAI_HOME
+    yield _CREWAI_HOME
+    if old is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = old
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    """A DGI direction from a few grounded pairs (real model), so DGI steps do not depend on a data file."""
+    get_embedder()  # load the model once, outside the timed crew runs
+    return calibrate([
+        ("What is the capital of France?", "Paris is the capital of France."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+        ("What is the boiling point of water at sea level?", "Water boils at 100 degrees Celsius at sea level."),
+        ("Which planet is known as the red planet?", "Mars is known as the red planet."),
+    ])
+
+
+@pytest.fixture
+def listener(calibration):
+    with GroundlensCrewListener(calibration=calibration) as gl:
+        yield gl
+
+
+def _content(message) -> str:
+    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", message)
+    return content if isinstance(content, str) else json.dumps(content, default=str)
+
+
+def last_observation(messages) -> str:
+    """The text of the last tool result the agent saw (ReAct: an 'Observation:'; native: a tool message)."""
+    for message in reversed(messages):
+        if isinstance(message, dict) and message.get("role") == "tool":
+            return _content(message)
+        text = _content(message)
+        if "Observation:" in text:
+            return text.split("Observation:", 1)[1]
+    return ""
+
+
+class ScriptedLLM(BaseLLM):
+    """Returns its scripted replies in order; a callable reply sees the messages (so it can react to
+    a tool's observation). ``native=True`` makes crewai use native function calling."""
+
+    script: list = []
+    native: bool = False
+    calls: list = []
+
+    def call(self, messages, tools=None, callbacks=None, available_functions=None, from_task=None,
+             from_agent=None, response_model=None):
+        self.calls.append({"messages": list(messages) if isinstance(messages, list) else messages, "tools": tools})
+        if not self.script:
+            raise AssertionError("scripted LLM ran out of replies")
+        item = self.script.pop(0)
+        return item(messages) if callable(item) else item
+
+    def supports_function_calling(self) -> bool:
+        return self.native
+
+    def supports_stop_words(self) -> bool:
+        return not self.native
+
+    def get_context_window_size(self) -> int:
+        return 16384
+
+    def get_input_tokens_count(self, messages, *args, **kwargs) -> int:  # quiet crewai's estimate warning
+        return sum(len(_content(m)) for m in messages) // 4 if isinstance(messages, list) else len(str(messages)) // 4
+
+
+def scripted(*replies, native=False) -> ScriptedLLM:
+    return ScriptedLLM(model="scripted-test-model", script=list(replies), native=native, calls=[])
+
+
+def action(tool_name: str, args: dict) -> str:
+    return f"Thought: I should use {tool_name}.\nAction: {tool_name}\nAction Input: {json.dumps(args)}"
+
+
+def final(text: str) -> str:
+    return f"Thought: I now know the final answer\nFinal Answer: {text}"
+
+
+def tool_call(name: str, args: dict, call_id: str) -> list:
+    return [{"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]
+
+
+class LookupCounter:
+    def __init__(self):
+        self.calls: list[str] = []
+
+
+def make_lookup(counter: LookupCounter | None = None):
+    @tool("lookup")
+    def lookup(query: str) -> str:
+        """Look up a fact about a Paris landmark by keyword (e.g. 'eiffel')."""
+        if counter is not None:
+            counter.calls.append(query)
+        for key, text in FACTS.items():
+            if key in query.lower():
+                return text
+        return "No fact found."
+
+    return lookup
+
+
+class BrokenTool(BaseTool):
+    name: str = "broken_lookup"
+    description: str = "A lookup that always fails."
+
+    def _run(self, query: str = "") -> str:
+        raise RuntimeError("backend unavailable")
+
+
+def crew_of(agent, task, **kwargs) -> Crew:
+    return Crew(agents=[agent], tasks=[task], verbose=False, **kwargs)
+
+
+def researcher(llm, tools, **kwargs) -> Agent:
+    return Agent(role="Researcher", goal="Answer questions about Paris landmarks from sources.",
+                 backstory="A careful researcher.", llm=llm, tools=tools, verbose=False, **kwargs)
+
+
+def height_task(agent) -> Task:
+    return Task(description=QUESTION, expected_output="The height in metres.", agent=agent)
+
+
+# ------------------------------------------------------------------ packaging
+
+
+def test_plugin_imports_without_crewai_and_names_the_extra():
+    code = (
+        "import sys\n"
+        "for m in ('crewai', 'crewai.tools', 'crewai.hooks', 'crewai.hooks.dispatch'): sys.modules[m] = None\n"
+        "import groundlens_core.plugins.crewai as p\n"
+        "for make in (lambda: p.GroundlensTool, lambda: p.GroundlensCrewListener()):\n"
+        "    try:\n"
+        "        make()\n"
+        "    except ImportError as exc:\n"
+        "        print('HINT:', exc)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    hints = [line for line in out.stdout.splitlines() if line.startswith("HINT:")]
+    assert len(hints) == 2
+    assert all('pip install "groundlens-core[crewai]"' in h for h in hints)
+
+
+def test_tool_is_a_crewai_base_tool_with_answer_required():
+    tool_obj = GroundlensTool()
+    assert isinstance(tool_obj, BaseTool)
+    assert tool_obj.name == SELF_CHECK_TOOL_NAME
+    assert "final answer" in tool_obj.description.lower()
+    schema = tool_obj.args_schema.model_json_schema()
+    assert schema["required"] == ["answer"]
+    assert {"answer", "question", "context"} <= set(schema["properties"])
+    assert tool_obj.cache_function({"answer": "x"}, "result") is False
+
+
+@pytest.mark.parametrize("bad", [None, "", "   ", {"text": "a dict"}, ["a", "list"], True])
+def test_tool_with_missing_or_non_text_answer_says_what_to_pass(bad, calibration):
+    tool_obj = GroundlensTool(calibration=calibration)
+    out = tool_obj.run() if bad is None else tool_obj.run(answer=bad, question=QUESTION)
+    assert isinstance(out, str)
+    assert "answer" in out and "draft" in out
+
+
+def test_tool_scores_explicit_arguments_and_orders_answers(calibration):
+    grounded = self_check(REVISED, QUESTION, SOURCE, calibration=calibration)
+    ignoring = self_check(DRAFT, QUESTION, SOURCE, calibration=calibration)
+    assert grounded.splitlines()[1] == "OK to answer."
+    assert ignoring.splitlines()[1].startswith("FLAGGED: re-read the retrieved source")
+    assert "SGI=" in grounded and "not a verdict of truth" in grounded
+    no_context = self_check(REVISED, QUESTION, calibration=calibration)
+    assert "DGI=" in no_context and "without source text" in no_context
+    # and without a question or a task to take it from, it asks for one instead of guessing
+    assert "question" in self_check(REVISED, calibration=calibration)
+
+
+# ------------------------------------------------------------------ the self-check loop
+
+
+def revise_if_flagged(messages) -> str:
+    """The agent's reaction to its self-check: revise when flagged, else answer with the draft."""
+    if "FLAGGED" in last_observation(messages):
+        return action(SELF_CHECK_TOOL_NAME, {"answer": REVISED})
+    return final(DRAFT)
+
+
+def test_react_agent_self_checks_is_flagged_and_revises(listener):
+    llm = scripted(
+        action("lookup", {"query": "eiffel"}),
+        action(SELF_CHECK_TOOL_NAME, {"answer": DRAFT}),
+        revise_if_flagged,
+        final(REVISED),
+    )
+    agent = researcher(llm, [make_lookup(), listener.self_check_tool()])
+    t0 = time.perf_counter()
+    out = crew_of(agent, height_task(agent)).kickoff()
+    elapsed = time.perf_counter() - t0
+
+    assert out.raw == REVISED
+    observations = [last_observation(c["messages"]) for c in llm.calls]
+    assert "FLAGGED: re-read the retrieved source" in observations[2]
+    assert "OK to answer." in observations[3]
+    assert elapsed < 30, f"a scripted crew run took {elapsed:.1f}s"
+
+    trace = listener.get_trace()
+    assert trace.framework == "crewai" and trace.ended_at and trace.status == "ok"
+    node = node_name(agent, height_task(agent))
+    assert [s.kind for s in trace.steps] == ["tool_call", "tool", "tool_call", "tool", "tool_call", "tool", "llm"]
+    assert {s.node for s in trace.steps if s.kind in ("llm", "tool_call")} == {node}
+    assert all(s.method == "skipped" for s in trace.steps[:-1])
+    answer = trace.steps[-1]
+    assert answer.method == "sgi" and answer.response == REVISED and answer.question == QUESTION
+    # the lookup result is context; the self-check's own verdicts never are
+    assert [p.source for p in answer.context] == ["tool:lookup"]
+    assert answer.context[0].text == SOURCE
+    checks = [s for s in trace.steps if s.kind == "tool" and s.metadata.get("self_check")]
+    assert len(checks) == 2 and "FLAGGED" in checks[0].response
+    # the revision is better grounded than the draft the tool flagged
+    assert answer.value > evaluate(QUESTION, DRAFT, SOURCE).value
+    assert answer.triage != "flagged"
+
+
+def test_native_function_calling_agent_self_checks_and_revises(listener):
+    def revise_native(messages):
+        if "FLAGGED" in last_observation(messages):
+            return tool_call(SELF_CHECK_TOOL_NAME, {"answer": REVISED}, "call-3")
+        return DRAFT
+
+    llm = scripted(
+        tool_call("lookup", {"query": "eiffel"}, "call-1"),
+        tool_call(SELF_CHECK_TOOL_NAME, {"answer": DRAFT}, "call-2"),
+        revise_native,
+        REVISED,
+        native=True,
+    )
+    agent = researcher(llm, [make_lookup(), listener.self_check_tool()])
+    out = crew_of(agent, height_task(agent)).kickoff()
+
+    assert out.raw == REVISED
+    assert llm.calls[0]["tools"], "crewai did not use native function calling"
+    assert "FLAGGED" in last_observation(llm.calls[2]["messages"])
+    trace = listener.get_trace()
+    assert [s.kind for s in trace.steps] == ["tool_call", "tool", "tool_call", "tool", "tool_call", "tool", "llm"]
+    assert all(s.metadata.get("mode") == "native" for s in trace.steps if s.kind in ("tool_call", "llm"))
+    answer = trace.steps[-1]
+    assert answer.method == "sgi" and answer.response == REVISED
+    assert [p.source for p in answer.context] == ["tool:lookup"]
+
+
+def test_self_check_without_context_uses_the_agents_earlier_tool_results(listener):
+    seen = {}
+
+    def remember(messages):
+        seen["obs"] = last_observation(messages)
+        return final(REVISED)
+
+    llm = scripted(action("lookup", {"query": "eiffel"}), action(SELF_CHECK_TOOL_NAME, {"answer": REVISED}), remember)
+    agent = researcher(llm, [make_lookup(), listener.self_check_tool()])
+    crew_of(agent, height_task(agent)).kickoff()
+    assert "SGI=" in seen["obs"] and "tool:lookup" in seen["obs"]
+
+
+# ------------------------------------------------------------------ crews
+
+
+def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
+    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
+    writer_llm = scripted(final("At 330 metres including antennas, the Eiffel Tower, completed in 1889, is tall."))
+    res = researcher(research_llm, [make_lookup()])
+    writer = Agent(role="Writer", goal="Write short summaries.", backstory="A concise writer.", llm=writer_llm,
+                   verbose=False)
+    t1 = Task(description="Find the height of the Eiffel Tower.", expected_output="A fact.", agent=res)
+    t2 = Task(description="Write one sentence about the Eiffel Tower's height.", expected_output="A sentence.",
+              agent=writer, context=[t1])
+    crew = Crew(agents=[res, writer], tasks=[t1, t2], verbose=False)
+    crew.kickoff()
+
+    trace = listener.get_trace()
+    llm_steps = [s for s in trace.steps if s.kind == "llm"]
+    assert [s.node for s in llm_steps] == [node_name(res, t1), node_name(writer, t2)]
+    assert {s.metadata["agent_role"] for s in trace.steps} == {"Researcher", "Writer"}
+    assert trace.metadata["agents"] == ["Researcher", "Writer"]
+    research_answer, writer_answer = llm_steps
+    assert research_answer.question == t1.description and writer_answer.question == t2.description
+    assert [p.source for p in research_answer.context] == ["tool:lookup"]
+    # the writer got no tool results, but the researcher's output as task context
+    assert [p.source for p in writer_answer.context] == ["task:context"]
+    assert SOURCE in writer_answer.context[0].text
+    assert research_answer.method == writer_answer.method == "sgi"
+
+    # one trace per kickoff
+    research_llm.script.extend([action("lookup", {"query": "eiffel"}), final(SOURCE)])
+    writer_llm.script.append(final("The Eiffel Tower is 330 metres tall."))
+    crew.kickoff()
+    traces = listener.get_traces()
+    assert len(traces) == 2 and traces[0].id != traces[1].id
+    assert [s.kind for s in traces[1].steps] == [s.kind for s in traces[0].steps]
+
+
+def test_failing_tool_still_leaves_a_trace(listener):
+    llm = scripted(action("broken_lookup", {"query": "eiffel"}),
+                   final("I could not look it up, but the Eiffel Tower is probably around 300 metres tall."))
+    agent = researcher(llm, [BrokenTool()])
+    out = crew_of(agent, height_task(agent)).kickoff()
+    assert "300 metres" in out.raw
+
+    trace = listener.get_trace()
+    assert trace is not None and trace.ended_at
+    failed = [s for s in trace.steps if s.kind == "tool"]
+    assert len(failed) == 1 and failed[0].method == "error" and "backend unavailable" in failed[0].error
+    answer = trace.steps[-1]
+    assert answer.kind == "llm" and answer.context == ()  # an error message is not a source
+    assert answer.method == "dgi"
+    assert trace.counts()["error"] == 1
+
+
+def test_failing_llm_marks_the_trace_as_error(listener):
+    def boom(messages):
+        raise RuntimeError("model endpoint down")
+
+    llm = scripted(action("lookup", {"query": "eiffel"}), boom)
+    agent = researcher(llm, [make_lookup()], max_retry_limit=0)
+    with pytest.raises(Exception):
+        crew_of(agent, height_task(agent)).kickoff()
+    trace = listener.get_trace()
+    assert trace.status == "error" and "model endpoint down" in (trace.error or "")
+    assert [s.kind for s in trace.steps] == ["tool_call", "tool"]
+
+
+def test_self_check_with_empty_answer_in_a_crew_tells_the_agent_and_the_task_goes_on(listener):
+    seen = {}
+
+    def after_empty(messages):
+        seen["obs"] = last_observation(messages)
+        return final(REVISED)
+
+    llm = scripted(action(SELF_CHECK_TOOL_NAME, {"answer": ""}), after_empty)
+    agent = researcher(llm, [listener.self_check_tool()])
+    out = crew_of(agent, height_task(agent)).kickoff()
+    assert out.raw == REVISED
+    assert "Call this tool again with `answer`" in seen["obs"]
+
+
+def test_crew_cache_never_serves_a_stale_self_check(listener):
+    counter = LookupCounter()
+    obs = []
+
+    def note(reply):
+        def step(messages):
+            obs.append(last_observation(messages))
+            return reply
+        return step
+
+    llm = scripted(
+        action(SELF_CHECK_TOOL_NAME, {"answer": REVISED}),  # no sources yet
+        note(action("lookup", {"query": "eiffel"})),
+        note(action("lookup", {"query": "eiffel"})),  # same lookup again: the crew cache serves it
+        note(action(SELF_CHECK_TOOL_NAME, {"answer": REVISED})),  # same arguments, new context
+        note(final(REVISED)),
+    )
+    agent = researcher(llm, [make_lookup(counter), listener.self_check_tool()])
+    crew = crew_of(agent, height_task(agent), cache=True)
+    crew.kickoff()
+
+    assert counter.calls == ["eiffel"], "the crew cache was not active, so this test proves nothing"
+    first_check, second_check = obs[0], obs[3]
+    assert "DGI=" in first_check and "without source text" in first_check
+    assert "SGI=" in second_check and "tool:lookup" in second_check
+
+
+# ------------------------------------------------------------------ scoping and exports
+
+
+def _ours(gl) -> set:
+    return set(gl._hooks.values())
+
+
+def test_close_removes_every_hook_and_listeners_see_only_their_kickoffs(calibration):
+    def run(gl=None):
+        tools = [make_lookup()] + ([gl.self_check_tool()] if gl else [])
+        llm.script.extend([action("lookup", {"query": "eiffel"}), final(REVISED)])
+        crew_of(agent, task).kickoff()
+
+    llm = scripted()
+    agent = researcher(llm, [make_lookup()])
+    task = height_task(agent)
+    run()  # the agent's executor now exists, created before any listener
+    assert agent.agent_executor is not None
+
+    gl = GroundlensCrewListener(calibration=calibration)
+    run(gl)
+    trace = gl.get_trace()
+    assert trace is not None and [s.kind for s in trace.steps] == ["tool_call", "tool", "llm"]
+    gl.close()
+
+    points = [InterceptionPoint.EXECUTION_START, InterceptionPoint.EXECUTION_END, InterceptionPoint.PRE_MODEL_CALL,
+              InterceptionPoint.POST_MODEL_CALL, InterceptionPoint.PRE_TOOL_CALL, InterceptionPoint.POST_TOOL_CALL]
+    assert not any(h in _ours(gl) for p in points for h in get_hooks(p))
+    executor = agent.agent_executor
+    assert not any(h in _ours(gl) for h in executor.before_llm_call_hooks + executor.after_llm_call_hooks)
+    run()
+    assert len(gl.get_traces()) == 1
+
+
+def test_trace_exports_json_round_trip_listeners_and_html(calibration, tmp_path):
+    events = []
+
+    class Collect:
+        def on_trace_start(self, trace):
+            events.append("start")
+
+        def on_step(self, trace, step):
+            events.append(step.kind)
+
+        def on_trace_end(self, trace):
+            events.append("end")
+
+    with GroundlensCrewListener(calibration=calibration, listeners=[Collect()]) as gl:
+        llm = scripted(action("lookup", {"query": "eiffel"}), final(REVISED))
+        agent = researcher(llm, [make_lookup()])
+        crew_of(agent, height_task(agent)).kickoff()
+        trace = gl.get_trace()
+    assert events == ["start", "tool_call", "tool", "llm", "end"]
+
+    path = tmp_path / "crewai_trace.json"
+    trace.save(path)
+    loaded = Trace.load(path)
+    assert loaded.to_dict() == trace.to_dict()
+    assert json.loads(path.read_text())["framework"] == "crewai"
+    redacted = json.loads(trace.to_json(redact=True))
+    assert REVISED not in json.dumps(redacted)
+
+    html = pytest.importorskip("groundlens_core.trace.html")
+    out = html.write_html(trace, tmp_path / "crewai_trace.html")
+    assert Path(out).exists() and "Researcher" in Path(out).read_text(encoding="utf-8")
