@@ -1,0 +1,337 @@
+"""The HTML triage report in a real headless Chromium: no errors, no network, no XSS, and the
+filters, sorting and details work, also with 5,000 steps.
+
+Uses Debian's /usr/bin/chromium driven by Playwright (never `playwright install`). Without the
+browser the tests skip, except on CI (CI=true) where they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Step, Trace
+from groundlens_core.trace.html import write_html
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
+BOUND_S = 5.0  # generous: the page must stay usable on a slow 2-core CI runner
+
+# each sets window.__xss or opens a dialog if it ever runs
+PAYLOADS = [
+    "<script>window.__xss = 1; alert(1)</script>",
+    '"><img src=x onerror="window.__xss=2;alert(2)">',
+    "</script><script>window.__xss = 3</script>",
+    "<svg onload=window.__xss=4>",
+]
+RESPONSE_XSS = "Unrelated: " + PAYLOADS[0] + " and " + PAYLOADS[1]
+CONTEXT = "The Eiffel Tower is 330 metres tall and stands in Paris, France. It was completed in 1889."
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        message = f"{CHROMIUM} is missing: install it with `apt-get install -y chromium`"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+class Page:
+    """A page plus everything it reported: console errors, page errors, dialogs, requests."""
+
+    def __init__(self, browser, path: Path, width: int = 1400, height: int = 1000):
+        self.page = browser.new_page(viewport={"width": width, "height": height})
+        self.console_errors: list[str] = []
+        self.page_errors: list[str] = []
+        self.dialogs: list[str] = []
+        self.requests: list[str] = []
+        self.page.on("console", lambda m: self.console_errors.append(m.text) if m.type in ("error", "warning") else None)
+        self.page.on("pageerror", lambda e: self.page_errors.append(str(e)))
+        self.page.on("dialog", self._dialog)
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        t0 = time.perf_counter()
+        self.page.goto(path.resolve().as_uri(), wait_until="load")
+        self.page.wait_for_selector("html[data-gl-ready]", state="attached", timeout=30_000)
+        self.load_s = time.perf_counter() - t0
+
+    def _dialog(self, dialog) -> None:
+        self.dialogs.append(dialog.message)
+        dialog.dismiss()
+
+    def assert_clean(self) -> None:
+        assert self.console_errors == [], self.console_errors
+        assert self.page_errors == [], self.page_errors
+        assert self.dialogs == [], self.dialogs
+        assert self.page.evaluate("window.__xss") is None
+        external = [u for u in self.requests if not u.startswith(("file://", "data:"))]
+        assert external == [], external
+
+    def visible_rows(self) -> list[dict]:
+        return self.page.evaluate("""() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row'))
+            .filter(tr => !tr.hidden).map(tr => ({id: tr.dataset.id, band: tr.dataset.band, node: tr.dataset.node,
+                method: tr.dataset.method, score: tr.dataset.score === '' ? null : Number(tr.dataset.score)}))""")
+
+    def timed(self, action_js: str) -> float:
+        """Milliseconds for a synchronous UI action including the style/layout it causes."""
+        return self.page.evaluate(f"""() => {{ const t = performance.now(); {action_js};
+            void document.body.offsetHeight; return performance.now() - t; }}""")
+
+
+# ---------------------------------------------------------------- the small report (real scoring)
+
+
+@pytest.fixture(scope="module")
+def small_report(tmp_path_factory) -> tuple[Path, Trace]:
+    rec = Recorder("langgraph", name="tower-bot " + PAYLOADS[3])
+    t = time.time()
+    ctx = [ContextPiece(CONTEXT, "tool:wiki"), ContextPiece("Opening hours: 9:00 to 23:45.", PAYLOADS[1])]
+    q = "How tall is the Eiffel Tower?"
+    rec.record(CallRecord("r", "retrieve", kind="retrieval", context=ctx))
+    rec.record(CallRecord("r", "answer", question=q, context=ctx, response="The Eiffel Tower in Paris is 330 metres tall.",
+                          model="test-model", started_at=t, ended_at=t + 0.4, metadata={"grounded": True}))
+    rec.record(CallRecord("r", "answer", question=q, context=ctx,
+                          response="Bananas are an excellent source of potassium and grow in tropical climates.",
+                          model="test-model", metadata={"grounded": False}))
+    rec.record(CallRecord("r", PAYLOADS[1], question=PAYLOADS[0], context=ctx, response=RESPONSE_XSS, model=PAYLOADS[2]))
+    rec.record(CallRecord("r", "tools", kind="tool_call", question=q))
+    rec.record(CallRecord("r", "broken", question=q, response="x", error="RuntimeError: " + PAYLOADS[2]))
+    rec.end_trace("r")
+    trace = rec.get_trace("r")
+    # hand-built DGI steps, so that the method filter has both methods whatever the bundled direction
+    extra = [Step(id=f"dgi{i}", index=10 + i, node="planner", kind="llm", method="dgi", triage=band,
+                  score={"method": "dgi", "value": v, "normalized": (v + 1) / 2, "triage": band, "flagged": band == "flagged",
+                         "explanation": f"DGI {v:.2f} (a triage signal for ranking, not a verdict of truth)",
+                         "displacement_norm": 0.9, "direction": "bundled:test"},
+                  question=f"plan step {i}", response=f"plan answer {i}")
+             for i, (v, band) in enumerate([(0.1, "flagged"), (0.4, "review"), (0.7, "trusted")])]
+    trace.steps.extend(extra)
+    path = write_html(trace, tmp_path_factory.mktemp("html") / "report.html")
+    return path, trace
+
+
+@pytest.fixture()
+def page(browser, small_report):
+    p = Page(browser, small_report[0])
+    yield p
+    p.page.close()
+
+
+def test_loads_without_errors_or_network_and_xss_stays_text(page, small_report):
+    page.assert_clean()
+    text = page.page.inner_text("#gl-rows")
+    assert "<script>window.__xss = 1; alert(1)</script>" in text
+    assert '"><img src=x onerror="window.__xss=2;alert(2)">' in text
+    assert page.page.locator("#gl-rows img, #gl-rows script, #gl-rows svg").count() == 0
+    assert "<svg onload=window.__xss=4>" in page.page.inner_text("h1")
+    assert "not verdicts of truth" in page.page.inner_text("#gl-note")
+    assert page.page.locator("#gl-rows tr.gl-row").count() == len(small_report[1].steps)
+
+
+def test_expanding_a_row_shows_its_details_as_text(page, small_report):
+    row = page.page.locator("#gl-rows tr.gl-row", has_text="Unrelated:")
+    row.locator(".gl-toggle").click()
+    detail = page.page.locator("#gl-rows tr.gl-detail").first
+    assert detail.is_visible()
+    assert row.locator(".gl-toggle").get_attribute("aria-expanded") == "true"
+    body = detail.text_content()
+    for piece in ("Question", "Response", "Explanation", "tool:wiki", CONTEXT, RESPONSE_XSS, PAYLOADS[0], PAYLOADS[1],
+                  "d(response, context)", "model"):
+        assert piece in body, piece
+    # the detail row sits right below its row
+    assert page.page.evaluate("() => document.querySelector('tr.gl-detail').previousElementSibling.textContent.includes('Unrelated:')")
+    page.page.screenshot(path=str(_artifact("report.png")), full_page=True)
+    print(f"\nscreenshot: {_artifact('report.png')}")
+    row.locator(".gl-toggle").click()
+    assert not detail.is_visible()
+    page.assert_clean()
+
+
+def test_triage_filters_hide_other_rows(page, small_report):
+    steps = small_report[1].steps
+    flagged = sum(s.triage == "flagged" for s in steps if s.method in ("sgi", "dgi"))
+    assert flagged >= 1
+    page.page.click("button.gl-card[data-filter-band=flagged]")
+    rows = page.visible_rows()
+    assert len(rows) == flagged and {r["band"] for r in rows} == {"flagged"}
+    assert page.page.get_attribute("#gl-shown", "data-matched") == str(flagged)
+    page.page.click("#gl-reset")
+    assert len(page.visible_rows()) == len(steps)
+    # unticking one band hides exactly that band
+    page.page.locator("#gl-f-bands input[value=skipped]").uncheck()
+    rows = page.visible_rows()
+    assert "skipped" not in {r["band"] for r in rows} and len(rows) == sum(s.method != "skipped" for s in steps)
+    page.page.click("#gl-reset")
+    page.page.select_option("#gl-f-node", "answer")
+    assert {r["node"] for r in page.visible_rows()} == {"answer"}
+    page.page.select_option("#gl-f-node", "")
+    page.page.select_option("#gl-f-method", "dgi")
+    assert {r["method"] for r in page.visible_rows()} == {"dgi"}
+    page.page.click("#gl-reset")
+    page.page.fill("#gl-f-text", "bananas")
+    page.page.wait_for_function("() => document.querySelector('#gl-shown').dataset.matched === '1'")
+    assert [r["node"] for r in page.visible_rows()] == ["answer"]
+    # the per-node view filters too
+    page.page.click("#gl-reset")
+    page.page.click("#gl-nodes button[data-filter-node=planner]")
+    assert {r["node"] for r in page.visible_rows()} == {"planner"} and len(page.visible_rows()) == 3
+    page.assert_clean()
+
+
+def test_clicking_the_score_header_sorts(page):
+    scores = lambda: [r["score"] for r in page.visible_rows()]  # noqa: E731
+    page.page.click("th[data-sort=score] button")
+    assert page.page.get_attribute("th[data-sort=score]", "aria-sort") == "ascending"
+    s = scores()
+    known = [x for x in s if x is not None]
+    assert len(known) >= 5 and known == sorted(known)
+    assert s[: len(known)] == known  # steps without a score come last
+    page.page.click("th[data-sort=score] button")
+    assert page.page.get_attribute("th[data-sort=score]", "aria-sort") == "descending"
+    s = scores()
+    known = [x for x in s if x is not None]
+    assert known == sorted(known, reverse=True) and s[: len(known)] == known
+    # back to riskiest first
+    page.page.click("th[data-sort=rank] button")
+    assert page.page.get_attribute("th[data-sort=rank]", "aria-sort") == "ascending"
+    ranks = page.page.evaluate("() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => +t.dataset.rank)")
+    assert ranks == sorted(ranks)
+    page.assert_clean()
+
+
+def test_sorting_keeps_an_open_detail_under_its_row(page):
+    row = page.page.locator("#gl-rows tr.gl-row", has_text="Bananas")
+    row.locator(".gl-toggle").click()
+    page.page.click("th[data-sort=score] button")
+    page.page.click("th[data-sort=node] button")
+    assert page.page.evaluate("""() => { const d = document.querySelector('tr.gl-detail');
+        return !d.hidden && d.previousElementSibling.textContent.includes('Bananas'); }""")
+    # filtering it away hides its details too
+    page.page.select_option("#gl-f-node", "planner")
+    assert page.page.locator("tr.gl-detail").is_hidden()
+    page.assert_clean()
+
+
+# ---------------------------------------------------------------- 5,000 steps
+
+
+def _big_trace(n: int = 5000) -> Trace:
+    bands = ("flagged", "review", "trusted")
+    steps = []
+    for i in range(n):
+        node = f"agent-{i % 9}"
+        if i % 40 == 0:
+            steps.append(Step(id=f"s{i}", index=i, node=node, kind="tool_call", method="skipped", skip_reason="the model only called tools"))
+            continue
+        if i % 151 == 0:
+            steps.append(Step(id=f"s{i}", index=i, node=node, kind="llm", method="error", triage="error", error="TimeoutError",
+                              question=f"question {i}"))
+            continue
+        norm = (i * 7919 % 1000) / 1000
+        method = "sgi" if i % 3 else "dgi"
+        band = bands[min(2, int(norm * 3))]
+        steps.append(Step(
+            id=f"s{i}", index=i, node=node, kind="llm", method=method, triage=band,
+            score={"method": method, "value": norm * 2, "normalized": norm, "triage": band, "flagged": band == "flagged",
+                   "explanation": f"{method.upper()} {norm * 2:.2f}: synthetic (a triage signal, not a verdict of truth)"},
+            question=f"What happened in case {i}?", response=f"In case {i} the agent answered " + "with some words " * 15,
+            context=(ContextPiece("Background document " * 10, "retriever"),) if method == "sgi" else (),
+            llm_latency_ms=float(i % 900)))
+    return Trace(id="big", name="load test", framework="test", started_at="2025-01-01T00:00:00Z", steps=steps)
+
+
+def test_5000_steps_load_sort_and_filter_quickly(browser, tmp_path):
+    trace = _big_trace()
+    t0 = time.perf_counter()
+    path = write_html(trace, tmp_path / "big.html")
+    render_s = time.perf_counter() - t0
+    page = Page(browser, path, height=900)
+    try:
+        page.assert_clean()
+        matched = lambda: int(page.page.get_attribute("#gl-shown", "data-matched"))  # noqa: E731
+        assert matched() == 5000
+        init_ms = page.page.evaluate("window.__glTimings.init")
+        first_page = page.visible_rows()
+        assert 0 < len(first_page) <= 100 and first_page[0]["band"] == "error"  # one page in the DOM, riskiest first
+
+        sort_ms = page.timed("document.querySelector('th[data-sort=score] button').click()")
+        scores = [r["score"] for r in page.visible_rows()]
+        assert None not in scores and scores == sorted(scores)
+        next_ms = page.timed("document.querySelector('#gl-next').click()")
+        page2 = [r["score"] for r in page.visible_rows()]
+        assert page2 == sorted(page2) and page2[0] >= scores[-1]  # the order continues on the next page
+        sort2_ms = page.timed("document.querySelector('th[data-sort=score] button').click()")
+        scores = [r["score"] for r in page.visible_rows()]
+        assert scores == sorted(scores, reverse=True) and scores[0] == max(s.normalized for s in trace.scored_steps())
+
+        filter_ms = page.timed("document.querySelector('button.gl-card[data-filter-band=flagged]').click()")
+        flagged = trace.counts()["flagged"]
+        assert matched() == flagged and {r["band"] for r in page.visible_rows()} == {"flagged"}
+        node_ms = page.timed("""(() => { const s = document.querySelector('#gl-f-node'); s.value = 'agent-3';
+            s.dispatchEvent(new Event('change', {bubbles: true})); })()""")
+        expected = sum(s.node == "agent-3" for s in trace.steps if s.triage == "flagged" and s.method != "error")
+        assert matched() == expected and {(r["node"], r["band"]) for r in page.visible_rows()} == {("agent-3", "flagged")}
+        text_t0 = time.perf_counter()
+        page.page.click("#gl-reset")
+        page.page.fill("#gl-f-text", "case 4321 ")
+        page.page.wait_for_function("() => document.querySelector('#gl-shown').dataset.matched === '1'")
+        search_s = time.perf_counter() - text_t0
+        reset_ms = page.timed("document.querySelector('#gl-reset').click()")
+        assert matched() == 5000
+        expand_ms = page.timed("document.querySelector('#gl-rows tr.gl-row .gl-toggle').click()")
+        assert page.page.locator("tr.gl-detail").first.is_visible()
+        page.page.evaluate("() => window.scrollTo(0, 0)")
+        page.page.screenshot(path=str(_artifact("report-5000.png")))
+        print(f"\n5,000 steps: render {render_s:.2f} s, {path.stat().st_size / 1e6:.1f} MB; load {page.load_s:.2f} s "
+              f"(script init {init_ms:.0f} ms); sort {sort_ms:.0f} / {sort2_ms:.0f} ms; next page {next_ms:.0f} ms; "
+              f"filter band {filter_ms:.0f} ms, node {node_ms:.0f} ms, reset {reset_ms:.0f} ms; "
+              f"search (incl. 120 ms debounce) {search_s * 1000:.0f} ms; expand {expand_ms:.0f} ms")
+        print(f"screenshot: {_artifact('report-5000.png')}")
+        assert page.load_s < BOUND_S
+        for ms in (sort_ms, sort2_ms, next_ms, filter_ms, node_ms, reset_ms, expand_ms, search_s * 1000):
+            assert ms < BOUND_S * 1000
+        page.assert_clean()
+    finally:
+        page.page.close()
+
+
+def _artifact(name: str) -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS / name
+
+
+def test_several_traces_filter_by_trace(browser, tmp_path):
+    def step(i: int, node: str, v: float, band: str) -> Step:
+        return Step(id=f"{node}{i}", index=i, node=node, kind="llm", method="sgi", triage=band,
+                    score={"method": "sgi", "value": v, "normalized": v / 2, "triage": band, "flagged": band == "flagged"},
+                    question=f"q{i}", response=f"r{i}")
+
+    runs = [Trace(id=f"t{k}", name="nightly", framework="crewai", started_at="2025-01-01T00:00:00Z",
+                  steps=[step(0, "writer", 0.5 + k, "flagged" if k == 0 else "trusted"), step(1, "editor", 1.0, "review")])
+            for k in range(3)]
+    page = Page(browser, write_html(runs, tmp_path / "runs.html"))
+    try:
+        assert page.page.locator("#gl-traces tbody tr").count() == 3
+        assert page.page.locator("#gl-rows tr.gl-row").count() == 6
+        page.page.click("#gl-traces button[data-filter-trace='nightly #1']")
+        rows = page.page.evaluate("() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => t.dataset.trace)")
+        assert rows == ["nightly #1", "nightly #1"]
+        page.page.select_option("#gl-f-trace", "nightly #3")
+        assert {r["id"] for r in page.visible_rows()} == {"writer0", "editor1"}
+        assert page.page.get_attribute("#gl-shown", "data-matched") == "2"
+        page.assert_clean()
+    finally:
+        page.page.close()

@@ -1,0 +1,399 @@
+"""The HTML triage report: one self-contained, offline file that puts the riskiest steps first.
+
+Rendered from the Jinja templates in ``groundlens_core.templates`` with autoescaping on for
+everything, so every piece of LLM text lands in the page as text. The table rows are rendered here;
+the details of a row are built by the page's inline script from an embedded JSON block (inserted with
+``textContent`` only) when the row is expanded, which keeps 5,000-step reports light. CSS, JS and the
+score histogram (SVG) are inline; a Content-Security-Policy forbids every network request.
+Scores are triage signals for ranking, not verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from functools import lru_cache
+from importlib.resources import files
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import jinja2
+from markupsafe import Markup
+
+from groundlens_core._version import __version__
+from groundlens_core.trace.model import RISK_ORDER, Step, Trace, plain_text
+
+__all__ = ["render_html", "write_html"]
+
+#: display bands, riskiest first; ``error`` and ``skipped`` are steps that have no score
+BANDS = ("flagged", "review", "trusted", "error", "skipped")
+_BAND_RANK = {"error": 0, "flagged": 1, "review": 2, "trusted": 3, "skipped": 4}
+PREVIEW_CHARS = 140
+PAGE_SIZE = 100  # rows laid out at once; the rest wait, inert, in a <template>
+HISTOGRAM_BINS = 20
+_TEMPLATE_PACKAGE = "groundlens_core.templates"
+
+# facts shown in a row's details, in this order, when the score dict has them
+_SCORE_FACTS = (
+    ("value", "raw score"),
+    ("normalized", "normalized"),
+    ("d_response_question", "d(response, question)"),
+    ("d_response_context", "d(response, context)"),
+    ("context_mode", "context mode"),
+    ("context_chunks", "context chunks"),
+    ("displacement_norm", "|response - question|"),
+    ("direction", "DGI direction"),
+    ("backend", "embedding backend"),
+    ("fingerprint", "embedder"),
+    ("version", "scored by"),
+)
+
+
+# ---------------------------------------------------------------- public API
+
+
+def render_html(
+    traces: Trace | Sequence[Trace],
+    *,
+    title: str | None = None,
+    redact: bool = False,
+    max_text_chars: int | None = None,
+) -> str:
+    """The report for one trace or several (a batch, several graph runs) as one HTML string.
+
+    ``redact`` keeps only a SHA-256 and the length of every question, response and context text;
+    ``max_text_chars`` cuts long texts (their full length is shown).
+    """
+    trace_list = _as_traces(traces)
+    context = _build_context(trace_list, title=title, redact=redact, max_text_chars=max_text_chars)
+    return _environment().get_template("report.html.j2").render(**context)
+
+
+def write_html(traces: Trace | Sequence[Trace], path: str | Path, **kwargs: Any) -> Path:
+    """Write :func:`render_html` to ``path`` (parent folders are created) and return the path."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render_html(traces, **kwargs), encoding="utf-8")
+    return out
+
+
+# ---------------------------------------------------------------- templates
+
+
+def _load_template(name: str) -> str:
+    return files(_TEMPLATE_PACKAGE).joinpath(name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FunctionLoader(_load_template),
+        autoescape=True,  # everything, whatever the template's name
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["fmt_num"] = _fmt_num
+    return env
+
+
+@lru_cache(maxsize=None)
+def _asset(name: str) -> str:
+    """An inline CSS/JS file of ours, read once."""
+    return _load_template(name)
+
+
+# ---------------------------------------------------------------- data preparation
+
+
+def _as_traces(traces: Any) -> list[Trace]:
+    if isinstance(traces, (Trace, Mapping)):
+        traces = [traces]
+    out = []
+    for t in traces:
+        if isinstance(t, Mapping):
+            t = Trace.from_dict(t)
+        if not isinstance(t, Trace):
+            raise TypeError(f"render_html takes Trace objects, got {type(t).__name__}")
+        out.append(t)
+    return out
+
+
+def _num(value: Any) -> float | None:
+    """A finite float or None: hand-built score dicts may hold anything."""
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _fmt_num(value: Any, digits: int = 2) -> str:
+    f = _num(value)
+    return "" if f is None else f"{f:.{digits}f}"
+
+
+def _band(step: Step) -> str:
+    if step.method in ("sgi", "dgi") and step.triage in ("trusted", "review", "flagged"):
+        return step.triage
+    if step.method == "error" or step.triage == "error":
+        return "error"
+    return "skipped"
+
+
+def _norm(step: Step) -> float | None:
+    if step.method not in ("sgi", "dgi") or not isinstance(step.score, Mapping):
+        return None
+    return _num(step.score.get("normalized"))
+
+
+def _risk_key(step: Step, trace_index: int) -> tuple:
+    """``Step.risk_key`` across traces: band, lowest score first, then trace and step order."""
+    band = _band(step)
+    norm = _norm(step)
+    rank = RISK_ORDER.get(band if band != "skipped" else None, 4)
+    return (rank, norm if norm is not None else 2.0, trace_index, step.index)
+
+
+def _text_note(value: Any) -> str:
+    """How a text field was shrunk, for a badge: ``redacted`` / ``cut: 1,234 chars in all``."""
+    if isinstance(value, Mapping):
+        if value.get("redacted"):
+            return "redacted"
+        if value.get("truncated"):
+            return f"cut: {int(value.get('length') or 0):,} chars in all"
+    return ""
+
+
+def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def _fmt_time(value: str | None) -> str:
+    ts = _parse_time(value)
+    if ts is None:
+        return str(value or "")
+    if ts.tzinfo is not None:
+        ts = ts.astimezone(timezone.utc)
+    return ts.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _duration(start: str | None, end: str | None) -> str:
+    a, b = _parse_time(start), _parse_time(end)
+    if a is None or b is None:
+        return ""
+    try:
+        secs = (b - a).total_seconds()
+    except TypeError:  # naive vs aware
+        return ""
+    return f"{secs * 1000:.0f} ms" if secs < 1 else f"{secs:.1f} s"
+
+
+def _fmt_ms(value: Any) -> str:
+    f = _num(value)
+    if f is None:
+        return ""
+    return f"{f:.0f}" if f >= 10 else f"{f:.1f}"
+
+
+def _facts(step: Step, d: Mapping[str, Any], trace: Trace) -> list[list[str]]:
+    """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
+    and version are listed only where they differ from the trace's (the header shows those)."""
+    out: list[list[str]] = [["method", step.method], ["kind", step.kind], ["step", f"#{step.index}"]]
+    score = step.score if isinstance(step.score, Mapping) else {}
+    same = {"fingerprint": trace.fingerprint, "version": trace.package_version}
+    for key, label in _SCORE_FACTS:
+        v = score.get(key)
+        if v is None or (key in same and v == same[key]):
+            continue
+        out.append([label, str(v) if isinstance(v, (int, str)) or _num(v) is None else f"{v:.4f}"])
+    if step.model:
+        out.append(["model", str(step.model)])
+    if step.provider:
+        out.append(["provider", str(step.provider)])
+    usage = d.get("usage") or {}
+    if any(usage.get(k) is not None for k in ("input_tokens", "output_tokens", "total_tokens")):
+        out.append(["tokens (in / out / total)",
+                    " / ".join("-" if usage.get(k) is None else str(usage.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens"))])
+    if _num(step.llm_latency_ms) is not None:
+        out.append(["LLM latency", f"{_fmt_ms(step.llm_latency_ms)} ms"])
+    if _num(step.scoring_latency_ms) is not None:
+        out.append(["scoring latency", f"{_fmt_ms(step.scoring_latency_ms)} ms"])
+    if step.started_at:
+        out.append(["started", str(step.started_at)])
+    if step.ended_at:
+        out.append(["ended", str(step.ended_at)])
+    out.append(["step id", str(step.id)])
+    if step.parent_id:
+        out.append(["parent id", str(step.parent_id)])
+    return out
+
+
+def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_text_chars: int | None) -> dict[str, Any]:
+    names = [t.name for t in traces]
+    labels = [n if names.count(n) == 1 else f"{n} #{k + 1}" for k, n in enumerate(names)]
+
+    entries: list[tuple[tuple, int, Step, dict[str, Any]]] = []
+    trace_rows = []
+    for ti, trace in enumerate(traces):
+        step_dicts = trace.to_dict(redact=redact, max_text_chars=max_text_chars)["steps"]
+        for step, d in zip(trace.steps, step_dicts):
+            entries.append((_risk_key(step, ti), ti, step, d))
+        counts = {b: 0 for b in BANDS}
+        for step in trace.steps:
+            counts[_band(step)] += 1
+        trace_rows.append({
+            "label": labels[ti], "name": trace.name, "framework": trace.framework, "id": trace.id,
+            "started": _fmt_time(trace.started_at), "duration": _duration(trace.started_at, trace.ended_at),
+            "status": trace.status, "error": trace.error or "", "steps": len(trace.steps), "counts": counts,
+            "fingerprint": trace.fingerprint or "", "package_version": trace.package_version,
+        })
+    entries.sort(key=lambda e: e[0])
+
+    rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    counts = {b: 0 for b in BANDS}
+    methods = {"sgi": 0, "dgi": 0}
+    nodes: dict[str, dict[str, Any]] = {}
+    histogram = [{b: 0 for b in ("flagged", "review", "trusted")} for _ in range(HISTOGRAM_BINS)]
+    for rank, (_, ti, step, d) in enumerate(entries):
+        band = _band(step)
+        norm = _norm(step)
+        counts[band] += 1
+        if step.method in methods:
+            methods[step.method] += 1
+        if norm is not None and band in ("flagged", "review", "trusted"):
+            histogram[min(HISTOGRAM_BINS - 1, max(0, int(norm * HISTOGRAM_BINS)))][band] += 1
+        node = nodes.setdefault(str(step.node), {"name": str(step.node), "steps": 0, "scored": [], "bands": {b: 0 for b in BANDS}})
+        node["steps"] += 1
+        node["bands"][band] += 1
+        if norm is not None:
+            node["scored"].append(norm)
+
+        question, response = plain_text(d.get("question")), plain_text(d.get("response"))
+        raw = _num(step.value) if step.method in ("sgi", "dgi") else None
+        rows.append({
+            "id": str(step.id), "rank": rank + 1, "band": band, "method": step.method, "kind": step.kind,
+            "node": str(step.node), "trace": labels[ti], "index": step.index,
+            "score": "" if norm is None else repr(round(norm, 6)), "norm": "" if norm is None else f"{norm:.2f}",
+            "width": "" if norm is None else f"{max(0.0, min(1.0, norm)) * 100:.0f}",
+            "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
+            "question": _preview(question), "response": _preview(response),
+            "note": _text_note(d.get("response")) or _text_note(d.get("question")),
+            "reason": step.error or step.skip_reason or "",
+            "latency": _fmt_ms(step.llm_latency_ms), "model": str(step.model or ""),
+        })
+        details.append({
+            "q": question, "qn": _text_note(d.get("question")),
+            "r": response, "rn": _text_note(d.get("response")),
+            "ctx": [[str(c.get("source", "")), plain_text(c.get("text")), _text_note(c.get("text"))] for c in d.get("context") or ()],
+            "ex": str(step.explanation or "") if isinstance(step.score, Mapping) else "",
+            "err": str(step.error or ""), "skip": str(step.skip_reason or ""),
+            "facts": _facts(step, d, traces[ti]),
+            "meta": "" if redact or not step.metadata else _json_text(step.metadata),
+        })
+
+    node_rows = []
+    for node in nodes.values():
+        worst = min((b for b in BANDS if node["bands"][b]), key=_BAND_RANK.__getitem__)
+        mean = sum(node["scored"]) / len(node["scored"]) if node["scored"] else None
+        node_rows.append({**node, "worst": worst, "mean": "" if mean is None else f"{mean:.2f}",
+                          "mean_value": mean, "scored": len(node["scored"])})
+    node_rows.sort(key=lambda n: (_BAND_RANK[n["worst"]], n["mean_value"] if n["mean_value"] is not None else 2.0, n["name"]))
+
+    script = _asset("report.js")
+    script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
+    fingerprints = sorted({t.fingerprint for t in traces if t.fingerprint})
+    frameworks = sorted({t.framework for t in traces})
+    versions = sorted({t.package_version for t in traces})
+    if title is None:
+        title = f"groundlens triage: {labels[0]}" if len(traces) == 1 else f"groundlens triage: {len(traces)} traces"
+    started = [t.started_at for t in traces if t.started_at]
+    return {
+        "title": title,
+        "note": "Scores are triage signals for ranking which outputs a human should review first, not verdicts of truth.",
+        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+        "renderer_version": __version__,
+        "traces": trace_rows, "multi": len(traces) > 1,
+        "frameworks": frameworks, "fingerprints": fingerprints, "versions": versions,
+        "started": _fmt_time(min(started)) if started else "",
+        "redacted": redact, "max_text_chars": max_text_chars,
+        "total": len(rows), "counts": counts, "methods": methods,
+        "rows": rows, "page_size": PAGE_SIZE, "nodes": node_rows, "node_names": sorted(nodes),
+        "histogram": _histogram_svg_model(histogram),
+        "bands": BANDS,
+        "data_json": _script_json({"steps": details}),
+        "css": Markup(_asset("report.css")),
+        "js": Markup(script),
+        "csp": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'",
+    }
+
+
+def _histogram_svg_model(bins: list[dict[str, int]]) -> dict[str, Any]:
+    """Geometry of the stacked histogram (normalized score, coloured by band), drawn by the template."""
+    width, height, left, bottom, top = 560, 190, 36, 26, 8
+    plot_w, plot_h = width - left - 18, height - bottom - top
+    peak = max((sum(b.values()) for b in bins), default=0)
+    ymax = max(1, peak)
+    bar_w = plot_w / len(bins)
+    bars = []
+    for k, b in enumerate(bins):
+        y = top + plot_h
+        lo, hi = k / len(bins), (k + 1) / len(bins)
+        for band in ("flagged", "review", "trusted"):
+            n = b[band]
+            if not n:
+                continue
+            h = plot_h * n / ymax
+            y -= h
+            bars.append({"x": f"{left + k * bar_w + 1:.1f}", "y": f"{y:.1f}", "w": f"{bar_w - 2:.1f}", "h": f"{h:.1f}",
+                         "band": band, "title": f"normalized {lo:.2f}-{hi:.2f}: {n} {band}"})
+    xticks = [{"x": f"{left + plot_w * t / 4:.1f}", "label": f"{t / 4:.2f}"} for t in range(5)]
+    yticks = [{"y": f"{top + plot_h - plot_h * v / ymax:.1f}", "label": str(v)} for v in sorted({0, ymax // 2, ymax}) if v <= ymax]
+    return {"width": width, "height": height, "left": left, "top": top, "bottom": top + plot_h, "right": left + plot_w,
+            "bars": bars, "xticks": xticks, "yticks": yticks, "empty": peak == 0}
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, default=str, sort_keys=True)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _script_json(data: Any) -> Markup:
+    """JSON that can sit inside ``<script type="application/json">``: no ``<``, ``>`` or ``&`` survive
+    literally, so no text can close the element or open a comment."""
+    try:
+        text = json.dumps(data, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # a non-finite float somewhere: rare, so only then walk the data
+        text = json.dumps(_clean(data), ensure_ascii=False, separators=(",", ":"), default=str)
+    text = text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    text = text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
+    return Markup(text)
