@@ -1,0 +1,135 @@
+"""Start and stop a real Arize Phoenix server from its own virtualenv (``.phoenix-venv``), for tests.
+
+Phoenix's pins clash with ours, so it lives in a separate venv made by ``.ci/install-phoenix.sh``;
+we only talk to it over HTTP (OTLP in, REST out).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+VENV = Path(os.environ.get("PHOENIX_VENV", REPO / ".phoenix-venv"))
+INSTALL_HINT = "bash .ci/install-phoenix.sh"
+
+
+def phoenix_executable() -> Path | None:
+    exe = VENV / "bin" / "phoenix"
+    return exe if exe.exists() and (VENV / "bin" / "python").exists() else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class PhoenixServer:
+    """``phoenix serve`` on 127.0.0.1 with free ports, a throwaway working dir and no telemetry."""
+
+    def __init__(self, exe: Path, startup_timeout: float = 180.0):
+        self.exe = exe
+        self.startup_timeout = startup_timeout
+        self.port = free_port()
+        self.grpc_port = free_port()
+        while self.grpc_port == self.port:
+            self.grpc_port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._workdir = tempfile.TemporaryDirectory(prefix="groundlens-phoenix-")
+        self.log_path = Path(self._workdir.name) / "phoenix.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "PhoenixServer":
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))}
+        env.update({
+            "PHOENIX_WORKING_DIR": self._workdir.name,
+            "PHOENIX_PORT": str(self.port),
+            "PHOENIX_GRPC_PORT": str(self.grpc_port),
+            "PHOENIX_HOST": "127.0.0.1",
+            "PHOENIX_TELEMETRY_ENABLED": "false",
+        })
+        log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen([str(self.exe), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"phoenix exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as resp:
+                    if resp.status == 200:
+                        return self
+            except (urllib.error.URLError, OSError):
+                pass
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"phoenix was not healthy within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: only what we started
+                self.proc.wait(timeout=20)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=10)
+        self.proc = None
+        self._workdir.cleanup()
+
+    def log_tail(self, n: int = 4000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return "(no log)"
+
+    # ------------------------------------------------------------ REST
+
+    def get_json(self, path: str, **params: Any) -> Any:
+        query = urllib.parse.urlencode(params, doseq=True)
+        with urllib.request.urlopen(f"{self.url}{path}{'?' + query if query else ''}", timeout=10) as resp:
+            return json.loads(resp.read())
+
+    def spans(self, project: str) -> list[dict[str, Any]]:
+        """Every span of a project (GET /v1/projects/{project}/spans, all pages); [] while it doesn't exist."""
+        out: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            params: dict[str, Any] = {"limit": 1000}
+            if cursor:
+                params["cursor"] = cursor
+            try:
+                page = self.get_json(f"/v1/projects/{urllib.parse.quote(project)}/spans", **params)
+            except urllib.error.HTTPError as exc:
+                if exc.code == 404:
+                    return []
+                raise
+            out.extend(page.get("data") or [])
+            cursor = page.get("next_cursor")
+            if not cursor:
+                return out
+
+    def wait_for_spans(self, project: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
+        """Phoenix ingests in the background: poll until ``count`` spans are there (or time out)."""
+        deadline = time.monotonic() + timeout
+        spans: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            spans = self.spans(project)
+            if len(spans) >= count:
+                return spans
+            time.sleep(0.5)
+        return spans

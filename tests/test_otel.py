@@ -1,0 +1,470 @@
+"""OpenTelemetry export of traces, in-process: SDK in-memory span and log exporters, the real model."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import pytest
+
+from groundlens_core import calibrate
+from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
+
+pytest.importorskip("opentelemetry.sdk")
+
+from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from opentelemetry.trace import StatusCode  # noqa: E402
+
+from groundlens_core.trace.otel import OTelExporter, configure_otlp, export_trace, iso_to_ns  # noqa: E402
+
+QUESTION_SGI = "What is the boiling point of water at sea level in Celsius?"
+CONTEXT_SGI = "At sea level, pure water boils at 100 degrees Celsius (212 degrees Fahrenheit)."
+GROUNDED = "Water boils at 100 degrees Celsius at sea level."
+OFF_TOPIC = "My favourite football team won the cup final last weekend after extra time."
+QUESTION_DGI = "Which planet is known as the Red Planet?"
+ANSWER_DGI = "Mars is known as the Red Planet because of the iron oxide on its surface."
+TOOL_RESULT = "search result: Mars has two moons, Phobos and Deimos."
+RAW_TEXTS = (QUESTION_SGI, CONTEXT_SGI, GROUNDED, OFF_TOPIC, QUESTION_DGI, ANSWER_DGI, TOOL_RESULT)
+
+T0 = 1_760_000_000.250001  # fixed call times: spans must carry these, not the export time
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    """A small DGI direction built with the real model, so the DGI step never depends on bundled data."""
+    pairs = [
+        ("What is the capital of France?", "The capital of France is Paris."),
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+        ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
+        ("What language is spoken in Brazil?", "Portuguese is the main language spoken in Brazil."),
+    ]
+    return calibrate(pairs)
+
+
+class Sink:
+    """A tracer and a logger provider that keep what they export in memory."""
+
+    def __init__(self) -> None:
+        self.spans_out = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans_out))
+        self.logs_out = InMemoryLogRecordExporter()
+        self.logger_provider = LoggerProvider()
+        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs_out))
+
+    def spans(self):
+        return list(self.spans_out.get_finished_spans())
+
+    def logs(self):
+        return [r.log_record for r in self.logs_out.get_finished_logs()]
+
+    def by_node(self):
+        return {s.attributes.get("groundlens.node"): s for s in self.spans() if "groundlens.node" in s.attributes}
+
+    def root(self):
+        roots = [s for s in self.spans() if s.parent is None]
+        assert len(roots) == 1, [s.name for s in roots]
+        return roots[0]
+
+
+def record_run(recorder: Recorder, key: str = "run-1", *, end: bool = True) -> None:
+    recorder.start_trace(key, name="demo")
+    recorder.record(CallRecord(key, "search", kind="tool", context=[ContextPiece(TOOL_RESULT, "tool:search")],
+                               started_at=T0, ended_at=T0 + 0.1, metadata={"tool_name": "web_search"}))
+    recorder.record(CallRecord(key, "grounded", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
+                               response=GROUNDED, model="gpt-test", provider="openai", usage=Usage(42, 7, 49),
+                               started_at=T0 + 0.2, ended_at=T0 + 0.7))
+    recorder.record(CallRecord(key, "off_topic", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
+                               response=OFF_TOPIC, model="gpt-test", provider="openai",
+                               started_at=T0 + 0.8, ended_at=T0 + 1.1))
+    recorder.record(CallRecord(key, "no_context", question=QUESTION_DGI, response=ANSWER_DGI, model="gpt-test",
+                               started_at=T0 + 1.2, ended_at=T0 + 1.5))
+    recorder.record(CallRecord(key, "broken", question=QUESTION_DGI, error="RateLimitError: slow down",
+                               model="gpt-test", started_at=T0 + 1.6, ended_at=T0 + 1.65))
+    if end:
+        recorder.end_trace(key)
+    assert recorder.flush(timeout=120)
+
+
+def live(calibration, **exporter_kwargs) -> tuple[Sink, Recorder]:
+    sink = Sink()
+    exporter = OTelExporter(sink.tracer_provider, sink.logger_provider, **exporter_kwargs)
+    recorder = Recorder("test", calibration=calibration, listeners=[exporter])
+    record_run(recorder)
+    return sink, recorder
+
+
+def all_exported_text(sink: Sink) -> str:
+    parts = [s.to_json() for s in sink.spans()]
+    parts += [json.dumps(dict(r.attributes or {}), default=str) + str(r.body) for r in sink.logs()]
+    return "\n".join(parts)
+
+
+# ---------------------------------------------------------------- live export
+
+
+def test_live_spans_names_kinds_and_parentage(calibration):
+    sink, recorder = live(calibration)
+    trace = recorder.get_trace()
+    assert [s.method for s in trace.steps] == ["skipped", "sgi", "sgi", "dgi", "error"]
+
+    root = sink.root()
+    assert root.name == "invoke_workflow demo"
+    assert root.attributes["gen_ai.operation.name"] == "invoke_workflow"
+    assert root.attributes["openinference.span.kind"] == "CHAIN"
+    assert root.attributes["groundlens.trace.id"] == trace.id
+    assert root.attributes["groundlens.steps"] == 5
+    assert root.attributes["groundlens.count.error"] == 1
+    assert root.attributes["groundlens.trace.complete"] is True
+
+    nodes = sink.by_node()
+    assert set(nodes) == {"search", "grounded", "off_topic", "no_context", "broken"}
+    for span in nodes.values():
+        assert span.parent is not None and span.parent.span_id == root.context.span_id
+        assert span.context.trace_id == root.context.trace_id
+
+    tool = nodes["search"]
+    assert tool.name == "execute_tool web_search"
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["openinference.span.kind"] == "TOOL"
+    assert tool.attributes["gen_ai.tool.name"] == "web_search"
+    assert tool.attributes["output.value"] == TOOL_RESULT
+    assert tool.attributes["groundlens.method"] == "skipped"
+
+    chat = nodes["grounded"]
+    assert chat.name == "chat gpt-test"
+    assert chat.attributes["gen_ai.operation.name"] == "chat"
+    assert chat.attributes["openinference.span.kind"] == "LLM"
+    assert chat.attributes["gen_ai.provider.name"] == "openai"
+    assert chat.attributes["gen_ai.request.model"] == "gpt-test"
+    assert chat.attributes["gen_ai.usage.input_tokens"] == 42
+    assert chat.attributes["gen_ai.usage.output_tokens"] == 7
+    assert chat.attributes["input.value"] == QUESTION_SGI
+    assert chat.attributes["output.value"] == GROUNDED
+    assert chat.attributes["groundlens.context.0.text"] == CONTEXT_SGI
+    assert tuple(chat.attributes["groundlens.context.sources"]) == ("retriever",)
+    assert "gen_ai.usage.input_tokens" not in nodes["no_context"].attributes
+
+
+def test_live_evaluation_attributes_match_the_trace(calibration):
+    sink, recorder = live(calibration)
+    steps = {s.node: s for s in recorder.get_trace().steps}
+    nodes = sink.by_node()
+
+    for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
+        a, step = nodes[node].attributes, steps[node]
+        assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
+        assert a["gen_ai.evaluation.score.value"] == pytest.approx(step.value)
+        assert a["gen_ai.evaluation.score.label"] == step.triage
+        assert a["gen_ai.evaluation.score.label"] in ("trusted", "review", "flagged")
+        assert "not a verdict" in a["gen_ai.evaluation.explanation"]
+        assert a["groundlens.method"] == method
+        assert a["groundlens.normalized"] == pytest.approx(step.normalized)
+        assert a["groundlens.flagged"] == (step.triage == "flagged")
+        assert a["groundlens.fingerprint"] == step.score["fingerprint"]
+        assert a["groundlens.scoring_latency_ms"] >= 0
+    # the grounded answer is ranked as better grounded than the off-topic one
+    assert nodes["grounded"].attributes["gen_ai.evaluation.score.value"] > \
+        nodes["off_topic"].attributes["gen_ai.evaluation.score.value"]
+
+    for node in ("search", "broken"):
+        assert not any(k.startswith("gen_ai.evaluation") for k in nodes[node].attributes)
+    broken = nodes["broken"]
+    assert broken.status.status_code == StatusCode.ERROR
+    assert "RateLimitError: slow down" in broken.status.description
+    assert broken.attributes["groundlens.method"] == "error"
+    assert all(nodes[n].status.status_code != StatusCode.ERROR for n in ("search", "grounded", "no_context"))
+
+
+def test_live_span_times_are_the_call_times(calibration):
+    sink, recorder = live(calibration)
+    trace = recorder.get_trace()
+    nodes = sink.by_node()
+    expected = {"search": (0.0, 0.1), "grounded": (0.2, 0.7), "off_topic": (0.8, 1.1), "no_context": (1.2, 1.5)}
+    for node, (a, b) in expected.items():
+        span = nodes[node]
+        assert abs(span.start_time - int((T0 + a) * 1e9)) <= 2_000  # microsecond ISO precision
+        assert abs(span.end_time - int((T0 + b) * 1e9)) <= 2_000
+    root = sink.root()
+    assert root.start_time == iso_to_ns(trace.started_at)
+    assert root.end_time >= max(s.end_time for s in nodes.values())
+    assert root.end_time >= iso_to_ns(trace.ended_at)
+
+
+def test_evaluation_events_are_linked_to_their_step_spans(calibration):
+    sink, _ = live(calibration)
+    nodes = sink.by_node()
+    logs = sink.logs()
+    assert len(logs) == 3  # one per scored step: grounded, off_topic, no_context
+    by_node = {r.attributes["groundlens.node"]: r for r in logs}
+    assert set(by_node) == {"grounded", "off_topic", "no_context"}
+    for node, record in by_node.items():
+        span = nodes[node]
+        assert record.event_name == "gen_ai.evaluation.result"
+        assert record.attributes["event.name"] == "gen_ai.evaluation.result"
+        assert record.trace_id == span.context.trace_id
+        assert record.span_id == span.context.span_id
+        for key in ("gen_ai.evaluation.name", "gen_ai.evaluation.score.value", "gen_ai.evaluation.score.label",
+                    "gen_ai.evaluation.explanation"):
+            assert record.attributes[key] == span.attributes[key]
+        assert record.timestamp == span.end_time
+
+
+def test_single_agent_trace_root_is_invoke_agent(calibration):
+    sink = Sink()
+    recorder = Recorder("test", calibration=calibration,
+                        listeners=[OTelExporter(sink.tracer_provider, sink.logger_provider)])
+    recorder.start_trace("a", name="helper", metadata={"single_agent": True})
+    recorder.record(CallRecord("a", "helper", question=QUESTION_DGI, response=ANSWER_DGI, started_at=T0, ended_at=T0 + 1))
+    recorder.end_trace("a", error="ValueError: agent crashed")
+    recorder.flush()
+    root = sink.root()
+    assert root.name == "invoke_agent helper"
+    assert root.attributes["gen_ai.operation.name"] == "invoke_agent"
+    assert root.attributes["gen_ai.agent.name"] == "helper"
+    assert root.attributes["openinference.span.kind"] == "AGENT"
+    assert root.status.status_code == StatusCode.ERROR
+    assert "agent crashed" in root.status.description
+
+
+def test_steps_of_a_trace_that_never_ends_are_still_exported(calibration):
+    sink = Sink()
+    exporter = OTelExporter(sink.tracer_provider, sink.logger_provider)
+    recorder = Recorder("test", calibration=calibration, listeners=[exporter])
+    record_run(recorder, "crashed", end=False)
+    spans = sink.spans()
+    assert len(spans) == 5 and all(s.parent is not None for s in spans)  # steps out, the root still open
+    parent_ids = {s.parent.span_id for s in spans}
+    assert len(parent_ids) == 1
+
+    exporter.close()
+    root = sink.root()
+    assert root.context.span_id in parent_ids
+    assert root.attributes["groundlens.trace.complete"] is False
+    assert root.end_time >= max(s.end_time for s in spans)
+
+
+def test_listener_added_later_and_a_failing_provider_never_reach_the_agent(calibration, caplog):
+    class Broken:
+        def get_tracer(self, *a, **k):
+            return self
+
+        def get_logger(self, *a, **k):
+            return self
+
+        def start_span(self, *a, **k):
+            raise RuntimeError("tracer exploded")
+
+    recorder = Recorder("test", calibration=calibration)
+    recorder.add_listener(OTelExporter(Broken(), Broken()))
+    caplog.set_level(logging.WARNING, logger="groundlens")
+    record_run(recorder)
+    assert len(recorder.get_trace().steps) == 5
+    ours = [r for r in caplog.records if r.name.startswith("groundlens") and r.levelno >= logging.WARNING]
+    assert len(ours) == 1 and "tracer exploded" in ours[0].getMessage()
+
+
+# ---------------------------------------------------------------- post-hoc export
+
+
+def test_posthoc_export_of_a_saved_trace_matches_live(calibration, tmp_path):
+    live_sink, recorder = live(calibration)
+    path = tmp_path / "trace.json"
+    recorder.get_trace().save(path)
+    trace = Trace.load(path)
+
+    sink = Sink()
+    trace_id = export_trace(trace, sink.tracer_provider, sink.logger_provider)
+    root = sink.root()
+    assert trace_id == format(root.context.trace_id, "032x")
+    assert trace_id != format(live_sink.root().context.trace_id, "032x")  # a new OTel trace, same content
+
+    def shape(s):
+        keep = {k: v for k, v in s.attributes.items() if k != "groundlens.scoring_latency_ms"}
+        return s.name, s.start_time, s.end_time, s.status.status_code, json.dumps(keep, sort_keys=True, default=list)
+
+    live_by_node, post_by_node = live_sink.by_node(), sink.by_node()
+    assert set(post_by_node) == set(live_by_node)
+    for node in live_by_node:
+        assert shape(post_by_node[node]) == shape(live_by_node[node])
+        assert post_by_node[node].parent.span_id == root.context.span_id
+    # original timestamps from the file, converted to ns
+    assert root.start_time == iso_to_ns(trace.started_at)
+    assert root.end_time >= iso_to_ns(trace.ended_at)
+    assert root.name == live_sink.root().name
+    assert len(sink.logs()) == len(live_sink.logs()) == 3
+
+
+def test_posthoc_export_of_an_unfinished_trace(calibration):
+    recorder = Recorder("test", calibration=calibration)
+    record_run(recorder, end=False)
+    trace = recorder.get_trace()
+    assert trace.ended_at is None
+    sink = Sink()
+    export_trace(trace, sink.tracer_provider, sink.logger_provider)
+    root = sink.root()
+    assert root.attributes["groundlens.trace.complete"] is False
+    assert root.end_time >= max(s.end_time for s in sink.spans() if s is not root)
+
+
+# ---------------------------------------------------------------- redaction and cutting
+
+
+def _marker(text: str) -> str:
+    return f"[redacted sha256={hashlib.sha256(text.encode()).hexdigest()} length={len(text)}]"
+
+
+def test_redaction_keeps_no_raw_text_live(calibration):
+    sink, _ = live(calibration, redact=True)
+    exported = all_exported_text(sink)
+    for text in RAW_TEXTS:
+        assert text not in exported
+    nodes = sink.by_node()
+    assert nodes["grounded"].attributes["input.value"] == _marker(QUESTION_SGI)
+    assert nodes["grounded"].attributes["output.value"] == _marker(GROUNDED)
+    assert nodes["grounded"].attributes["groundlens.context.0.text"] == _marker(CONTEXT_SGI)
+    assert nodes["search"].attributes["output.value"] == _marker(TOOL_RESULT)
+    # the scores still travel
+    assert nodes["grounded"].attributes["gen_ai.evaluation.name"] == "groundlens.sgi"
+    assert len(sink.logs()) == 3
+
+
+def test_redaction_keeps_no_raw_text_posthoc(calibration, tmp_path):
+    _, recorder = live(calibration)
+    trace = recorder.get_trace()
+    for source in (trace, Trace.from_json(trace.to_json(redact=True))):  # raw trace, and an already redacted file
+        sink = Sink()
+        export_trace(source, sink.tracer_provider, sink.logger_provider, redact=True)
+        exported = all_exported_text(sink)
+        assert len(sink.spans()) == 6
+        for text in RAW_TEXTS:
+            assert text not in exported
+        assert sink.by_node()["no_context"].attributes["input.value"] == _marker(QUESTION_DGI)
+
+
+def test_max_text_chars_cuts_texts(calibration):
+    sink, _ = live(calibration, max_text_chars=10)
+    a = sink.by_node()["grounded"].attributes
+    assert a["input.value"].startswith(QUESTION_SGI[:10])
+    assert f"[cut: {len(QUESTION_SGI)} chars]" in a["input.value"]
+    assert QUESTION_SGI not in all_exported_text(sink)
+
+
+# ---------------------------------------------------------------- backend down
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when the with block ends
+
+
+def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
+    caplog.set_level(logging.WARNING)
+    provider = configure_otlp(f"http://127.0.0.1:{_closed_port()}", project="down", timeout=1.0)
+    recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
+
+    worst = 0.0
+    for i in range(3):
+        key = f"run-{i}"
+        recorder.start_trace(key, name="down")
+        for j in range(10):
+            t = time.perf_counter()
+            recorder.record(CallRecord(key, f"n{j}", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
+                                       response=GROUNDED, started_at=T0 + j, ended_at=T0 + j + 0.5))
+            worst = max(worst, time.perf_counter() - t)
+        recorder.end_trace(key)
+        assert recorder.flush(timeout=120)
+        provider.force_flush(10_000)  # forces an export attempt per run: several failures, one warning
+    assert worst < 0.05, f"record() took {worst * 1000:.1f} ms with the backend down"
+
+    done = threading.Event()
+    t = time.perf_counter()
+    threading.Thread(target=lambda: (provider.shutdown(), done.set()), daemon=True).start()
+    assert done.wait(30), "provider.shutdown() hung on a dead backend"
+    shutdown_s = time.perf_counter() - t
+
+    ours = [r for r in caplog.records if r.name.startswith("groundlens") and r.levelno >= logging.WARNING]
+    assert len(ours) == 1, [r.getMessage() for r in ours]
+    assert "could not export spans" in ours[0].getMessage()
+    otel_own = [r for r in caplog.records if r.name.startswith("opentelemetry.exporter")]
+    assert len({r.msg for r in otel_own}) == len(otel_own)  # the OTLP exporter's repeats are deduplicated
+    traces = recorder.get_traces()
+    assert [len(tr.steps) for tr in traces] == [10, 10, 10]
+    assert all(s.method == "sgi" for tr in traces for s in tr.steps)
+    assert shutdown_s < 30
+
+
+# ---------------------------------------------------------------- global providers, lazy import
+
+
+def _run(code: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+
+
+def test_global_providers_are_used_when_none_is_passed(tmp_path):
+    """In a subprocess: the global OTel providers can be set once per process only."""
+    path = tmp_path / "trace.json"
+    trace = Trace(id="t1", name="saved", framework="test", started_at="2025-01-02T03:04:05.000006Z",
+                  ended_at="2025-01-02T03:04:09.000000Z")
+    trace.save(path)
+    proc = _run(f"""
+        from opentelemetry import trace as api, _logs
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
+        from groundlens_core.trace import Trace
+        from groundlens_core.trace.otel import OTelExporter, export_trace
+        exporter = OTelExporter()  # made before the globals are set: must follow them
+        spans = InMemorySpanExporter(); tp = TracerProvider(); tp.add_span_processor(SimpleSpanProcessor(spans))
+        logs = InMemoryLogRecordExporter(); lp = LoggerProvider(); lp.add_log_record_processor(SimpleLogRecordProcessor(logs))
+        api.set_tracer_provider(tp); _logs.set_logger_provider(lp)
+        trace = Trace.load({str(path)!r})
+        exporter.on_trace_start(trace); exporter.on_trace_end(trace)
+        export_trace(trace)
+        print(sorted((s.name, s.start_time) for s in spans.get_finished_spans()))
+    """)
+    assert proc.returncode == 0, proc.stderr
+    start = iso_to_ns("2025-01-02T03:04:05.000006Z")
+    assert start == 1735787045000006000
+    assert proc.stdout.strip() == str([("invoke_workflow saved", start)] * 2)
+
+
+def test_trace_package_imports_without_opentelemetry():
+    proc = _run("""
+        import sys
+        class Block:
+            def find_spec(self, name, path=None, target=None):
+                if name == "opentelemetry" or name.startswith("opentelemetry."):
+                    raise ImportError("blocked for the test: " + name)
+        sys.meta_path.insert(0, Block())
+        import groundlens_core.trace
+        from groundlens_core.trace import otel
+        try:
+            otel.OTelExporter()
+        except ImportError as exc:
+            print("HINT:", exc)
+        try:
+            otel.configure_otlp("http://127.0.0.1:1")
+        except ImportError as exc:
+            print("HINT:", exc)
+    """)
+    assert proc.returncode == 0, proc.stderr
+    hints = [line for line in proc.stdout.splitlines() if line.startswith("HINT:")]
+    assert len(hints) == 2
+    assert all('pip install "groundlens-core[otel]"' in h for h in hints)

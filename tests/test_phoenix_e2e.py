@@ -1,0 +1,165 @@
+"""End to end: ship traces over OTLP/HTTP to a real Arize Phoenix server and read them back over REST.
+
+Phoenix runs from its own venv (``bash .ci/install-phoenix.sh``). Without it the tests skip, except
+under CI=true, where they fail: CI must run them.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+import uuid
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from groundlens_core import calibrate
+from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
+
+pytestmark = pytest.mark.slow
+
+_spec = importlib.util.spec_from_file_location("groundlens_phoenix_server", Path(__file__).with_name("phoenix_server.py"))
+phoenix_server = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(phoenix_server)
+
+QUESTION = "What is the boiling point of water at sea level in Celsius?"
+CONTEXT = "At sea level, pure water boils at 100 degrees Celsius (212 degrees Fahrenheit)."
+GROUNDED = "Water boils at 100 degrees Celsius at sea level."
+OFF_TOPIC = "My favourite football team won the cup final last weekend after extra time."
+QUESTION_DGI = "Which planet is known as the Red Planet?"
+ANSWER_DGI = "Mars is known as the Red Planet because of the iron oxide on its surface."
+T0 = 1_760_000_000.5
+
+
+@pytest.fixture(scope="module")
+def phoenix():
+    exe = phoenix_server.phoenix_executable()
+    if exe is None:
+        msg = f"Arize Phoenix venv not found at {phoenix_server.VENV}; create it with: {phoenix_server.INSTALL_HINT}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    server = phoenix_server.PhoenixServer(exe).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    pairs = [
+        ("What is the capital of France?", "The capital of France is Paris."),
+        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+        ("How many legs does a spider have?", "A spider has eight legs."),
+        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+        ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
+    ]
+    return calibrate(pairs)
+
+
+def record_run(recorder: Recorder, key: str) -> Trace:
+    recorder.start_trace(key, name="e2e")
+    recorder.record(CallRecord(key, "search", kind="tool", context=[ContextPiece(CONTEXT, "tool:search")],
+                               started_at=T0, ended_at=T0 + 0.1))
+    recorder.record(CallRecord(key, "grounded", question=QUESTION, context=[ContextPiece(CONTEXT, "tool:search")],
+                               response=GROUNDED, model="gpt-test", provider="openai", usage=Usage(30, 9, 39),
+                               started_at=T0 + 0.2, ended_at=T0 + 0.6))
+    recorder.record(CallRecord(key, "off_topic", question=QUESTION, context=[ContextPiece(CONTEXT, "tool:search")],
+                               response=OFF_TOPIC, model="gpt-test", provider="openai",
+                               started_at=T0 + 0.7, ended_at=T0 + 0.9))
+    recorder.record(CallRecord(key, "no_context", question=QUESTION_DGI, response=ANSWER_DGI, model="gpt-test",
+                               started_at=T0 + 1.0, ended_at=T0 + 1.3))
+    recorder.record(CallRecord(key, "broken", question=QUESTION, error="TimeoutError: the model did not answer",
+                               started_at=T0 + 1.4, ended_at=T0 + 1.5))
+    recorder.end_trace(key)
+    assert recorder.flush(timeout=120)
+    return recorder.get_trace(key)
+
+
+def _ns(iso: str) -> int:
+    dt = datetime.fromisoformat(iso.replace("Z", "+00:00"))
+    return int(dt.timestamp()) * 1_000_000_000 + dt.microsecond * 1000
+
+
+def check_phoenix_spans(spans: list[dict], trace: Trace) -> None:
+    """What Phoenix stored is the trace: names, parentage, kinds, evaluation attributes, times."""
+    assert len(spans) == 6, [s["name"] for s in spans]
+    assert len({s["context"]["trace_id"] for s in spans}) == 1
+    roots = [s for s in spans if s["parent_id"] is None]
+    assert len(roots) == 1
+    root = roots[0]
+    assert root["name"] == "invoke_workflow e2e"
+    assert root["span_kind"] == "CHAIN"
+    assert root["attributes"]["gen_ai.operation.name"] == "invoke_workflow"
+    assert root["attributes"]["groundlens.trace.id"] == trace.id
+
+    by_node = {s["attributes"]["groundlens.node"]: s for s in spans if s is not root}
+    assert set(by_node) == {"search", "grounded", "off_topic", "no_context", "broken"}
+    for span in by_node.values():
+        assert span["parent_id"] == root["context"]["span_id"]
+    assert by_node["search"]["name"] == "execute_tool search"
+    assert by_node["search"]["span_kind"] == "TOOL"
+    assert by_node["grounded"]["name"] == "chat gpt-test"
+    assert by_node["grounded"]["span_kind"] == "LLM"
+    assert by_node["grounded"]["attributes"]["gen_ai.usage.input_tokens"] == 30
+    assert by_node["grounded"]["attributes"]["input.value"] == QUESTION
+
+    steps = {s.node: s for s in trace.steps}
+    for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
+        a = by_node[node]["attributes"]
+        assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
+        assert a["gen_ai.evaluation.score.value"] == pytest.approx(steps[node].value)
+        assert a["gen_ai.evaluation.score.label"] == steps[node].triage
+        assert "not a verdict" in a["gen_ai.evaluation.explanation"]
+        assert a["groundlens.normalized"] == pytest.approx(steps[node].normalized)
+        assert abs(_ns(by_node[node]["start_time"]) - _ns(steps[node].started_at)) <= 1000
+        assert abs(_ns(by_node[node]["end_time"]) - _ns(steps[node].ended_at)) <= 1000
+    assert by_node["grounded"]["attributes"]["gen_ai.evaluation.score.value"] > \
+        by_node["off_topic"]["attributes"]["gen_ai.evaluation.score.value"]
+    assert by_node["broken"]["status_code"] == "ERROR"
+    assert "did not answer" in by_node["broken"]["status_message"]
+    assert not any(k.startswith("gen_ai.evaluation") for k in by_node["broken"]["attributes"])
+
+
+def test_live_export_arrives_in_phoenix(phoenix, calibration, monkeypatch):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    from groundlens_core.trace.otel import OTelExporter
+
+    project = f"groundlens-live-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)  # the only endpoint configuration
+    provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+    recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
+    trace = record_run(recorder, "live")
+    provider.shutdown()
+
+    spans = phoenix.wait_for_spans(project, 6)
+    check_phoenix_spans(spans, trace)
+
+
+def test_saved_trace_exported_post_hoc_arrives_in_phoenix(phoenix, calibration, monkeypatch, tmp_path):
+    from groundlens_core.trace.otel import configure_otlp, export_trace
+
+    recorder = Recorder("test", calibration=calibration)
+    path = tmp_path / "trace.json"
+    record_run(recorder, "saved").save(path)
+    trace = Trace.load(path)
+
+    project = f"groundlens-posthoc-{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)
+    provider = configure_otlp(project=project)  # no endpoint: the OTLP exporter reads the env var
+    trace_id = export_trace(trace, provider)
+    provider.shutdown()
+
+    spans = phoenix.wait_for_spans(project, 6)
+    check_phoenix_spans(spans, trace)
+    assert {s["context"]["trace_id"] for s in spans} == {trace_id}
+    root = next(s for s in spans if s["parent_id"] is None)
+    assert abs(_ns(root["start_time"]) - _ns(trace.started_at)) <= 1000  # the original time, not the export's

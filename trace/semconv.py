@@ -1,0 +1,85 @@
+"""Attribute names used by the OpenTelemetry export, in one place.
+
+GenAI names follow the OpenTelemetry GenAI semantic conventions (incubating); OpenInference names
+are what Arize Phoenix reads to show LLM/TOOL/RETRIEVER/AGENT/CHAIN spans, inputs and outputs.
+Plain strings on purpose: importing this module needs no OpenTelemetry package.
+"""
+
+from __future__ import annotations
+
+# --- OpenTelemetry GenAI semantic conventions
+GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
+GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
+GEN_AI_REQUEST_MODEL = "gen_ai.request.model"
+GEN_AI_AGENT_NAME = "gen_ai.agent.name"
+GEN_AI_TOOL_NAME = "gen_ai.tool.name"
+GEN_AI_DATA_SOURCE_ID = "gen_ai.data_source.id"
+GEN_AI_USAGE_INPUT_TOKENS = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS = "gen_ai.usage.output_tokens"
+GEN_AI_EVALUATION_NAME = "gen_ai.evaluation.name"
+GEN_AI_EVALUATION_SCORE_VALUE = "gen_ai.evaluation.score.value"
+GEN_AI_EVALUATION_SCORE_LABEL = "gen_ai.evaluation.score.label"
+GEN_AI_EVALUATION_EXPLANATION = "gen_ai.evaluation.explanation"
+GEN_AI_EVALUATION_RESULT_EVENT = "gen_ai.evaluation.result"
+EVENT_NAME = "event.name"
+ERROR_TYPE = "error.type"
+
+OP_CHAT = "chat"
+OP_EXECUTE_TOOL = "execute_tool"
+OP_INVOKE_AGENT = "invoke_agent"
+OP_INVOKE_WORKFLOW = "invoke_workflow"
+OP_RETRIEVAL = "retrieval"
+
+# --- OpenInference (Arize Phoenix)
+OPENINFERENCE_SPAN_KIND = "openinference.span.kind"
+OPENINFERENCE_PROJECT_NAME = "openinference.project.name"  # a Resource attribute
+INPUT_VALUE = "input.value"
+INPUT_MIME_TYPE = "input.mime_type"
+OUTPUT_VALUE = "output.value"
+OUTPUT_MIME_TYPE = "output.mime_type"
+LLM_MODEL_NAME = "llm.model_name"
+LLM_PROVIDER = "llm.provider"
+LLM_TOKEN_COUNT_PROMPT = "llm.token_count.prompt"
+LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
+LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
+TOOL_NAME = "tool.name"
+RETRIEVAL_DOCUMENT_CONTENT = "retrieval.documents.{i}.document.content"
+RETRIEVAL_DOCUMENT_SOURCE = "retrieval.documents.{i}.document.metadata"
+
+# --- ours
+GL_METHOD = "groundlens.method"
+GL_TRIAGE = "groundlens.triage"
+GL_VALUE = "groundlens.value"
+GL_NORMALIZED = "groundlens.normalized"
+GL_FLAGGED = "groundlens.flagged"
+GL_NODE = "groundlens.node"
+GL_FINGERPRINT = "groundlens.fingerprint"
+GL_SCORING_LATENCY_MS = "groundlens.scoring_latency_ms"
+GL_LLM_LATENCY_MS = "groundlens.llm_latency_ms"
+GL_STEP_ID = "groundlens.step.id"
+GL_STEP_INDEX = "groundlens.step.index"
+GL_STEP_KIND = "groundlens.step.kind"
+GL_STEP_PARENT_ID = "groundlens.step.parent_id"
+GL_SKIP_REASON = "groundlens.skip_reason"
+GL_CONTEXT_COUNT = "groundlens.context.count"
+GL_CONTEXT_SOURCES = "groundlens.context.sources"
+GL_CONTEXT_TEXT = "groundlens.context.{i}.text"
+GL_TRACE_ID = "groundlens.trace.id"
+GL_TRACE_NAME = "groundlens.trace.name"
+GL_FRAMEWORK = "groundlens.framework"
+GL_TRACE_STATUS = "groundlens.trace.status"
+GL_TRACE_COMPLETE = "groundlens.trace.complete"
+GL_COUNT = "groundlens.count.{band}"  # trusted / review / flagged / skipped / error
+GL_STEPS = "groundlens.steps"
+GL_NOTE = "groundlens.note"
+
+TRIAGE_NOTE = "groundlens scores are triage signals for ranking human review, not verdicts of truth"
+
+#: step kind -> (gen_ai.operation.name, openinference.span.kind)
+STEP_OPERATION = {
+    "llm": (OP_CHAT, "LLM"),
+    "tool_call": (OP_CHAT, "LLM"),
+    "tool": (OP_EXECUTE_TOOL, "TOOL"),
+    "retrieval": (OP_RETRIEVAL, "RETRIEVER"),
+    "agent": (OP_INVOKE_AGENT, "AGENT"),
+}
