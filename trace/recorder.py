@@ -300,7 +300,7 @@ class Recorder:
             if self._long_context:
                 kwargs["long_context"] = self._long_context
             items = [{"question": calls[i].question, "response": calls[i].response,
-                      "context": [p.text for p in calls[i].context if isinstance(p.text, str)]} for i in todo]
+                      "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)]} for i in todo]
             results = evaluate_batch(items, **kwargs)
         except Exception as exc:
             log.warning("groundlens: scoring failed: %s", exc)
