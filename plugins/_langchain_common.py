@@ -436,8 +436,11 @@ class GroundlensCallbackBase(_HandlerBase):
             pass
 
     def _end_root(self, key: str, error: BaseException | None = None) -> None:
-        if error is not None and _is_interrupt(error):
+        if error is not None and _is_interrupt(error):  # human-in-the-loop pause, not a failure
             self.recorder.start_trace(key, metadata={"interrupted": True})
+            error = None
+        elif isinstance(error, GeneratorExit):  # the caller stopped consuming a stream early
+            self.recorder.start_trace(key, metadata={"stopped_early": True})
             error = None
         self.recorder.end_trace(key, error=None if error is None else f"{type(error).__name__}: {error}")
 
@@ -461,13 +464,19 @@ class GroundlensCallbackBase(_HandlerBase):
                     task.outputs = self._state_pieces(outputs)
         run, is_root = self._close_run(run_id)
         if is_root and run is not None:
+            if isinstance(outputs, Mapping) and outputs.get("__interrupt__"):  # paused for a human (interrupt())
+                self.recorder.start_trace(run.root, metadata={"interrupted": True})
             self._end_root(run.root)
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         run, is_root = self._close_run(run_id)
-        if is_root and run is not None:
+        if run is None:
+            return
+        if is_root:
             self._end_root(run.root, error)
+        elif _is_interrupt(error):  # a node paused the graph for a human (interrupt()); the root ends normally
+            self.recorder.start_trace(run.root, metadata={"interrupted": True})
 
     # ------------------------------------------------------------ LLM calls
 

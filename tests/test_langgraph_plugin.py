@@ -440,6 +440,39 @@ def test_stream_and_with_config_one_trace_per_invocation():
     assert llm_steps(traces[2])[0].response == "Answer to: What is the third question?"
 
 
+def test_stream_stopped_early_and_interrupt_are_not_errors():
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Command, interrupt
+
+    model = scripted(respond=lambda msgs: "Paris is the capital of France.")
+    cb = GroundlensLangGraphCallback()
+    for _chunk in rag_graph(model, KeywordRetriever(docs=DOCS)).stream({"question": "How tall is the Eiffel Tower?"},
+                                                                        config={"callbacks": [cb]}):
+        break  # the consumer stops after the first chunk
+    stopped = cb.get_trace()
+    assert stopped.status == "ok" and stopped.metadata.get("stopped_early") and stopped.ended_at
+
+    def answer(state: QAState):
+        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
+
+    def approve(state: QAState):
+        return {"answer": state["answer"] + (" (approved)" if interrupt("approve?") else "")}
+
+    g = StateGraph(QAState)
+    g.add_node("answer", answer)
+    g.add_node("approve", approve)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", "approve")
+    app = g.compile(checkpointer=InMemorySaver())
+    cfg = {"callbacks": [cb], "configurable": {"thread_id": "t-1"}}
+    app.invoke({"question": "What is the capital of France?", "context": "Paris is the capital of France."}, config=cfg)
+    paused = cb.get_trace()
+    assert paused.status == "ok" and paused.metadata.get("interrupted") and paused.metadata.get("thread_id") == "t-1"
+    assert [(s.node, s.method) for s in paused.steps] == [("answer", "sgi")]
+    assert app.invoke(Command(resume=True), config=cfg)["answer"].endswith("(approved)")
+    assert cb.get_trace().status == "ok" and len(cb.get_traces()) == 3
+
+
 async def test_concurrent_async_invocations_and_astream_stay_separate(cal):
     model = scripted(respond=lambda msgs: f"Answer to: {last_human(msgs)}", delay=0.02)
     cb = GroundlensLangGraphCallback(calibration=cal)
