@@ -324,9 +324,12 @@ def test_self_check_without_context_uses_the_agents_earlier_tool_results(listene
         return final(REVISED)
 
     llm = scripted(action("lookup", {"query": "eiffel"}), action(SELF_CHECK_TOOL_NAME, {"answer": REVISED}), remember)
-    agent = researcher(llm, [make_lookup(), listener.self_check_tool()])
+    # an unbound tool finds the context through the active listener
+    agent = researcher(llm, [make_lookup(), GroundlensTool(calibration=listener.calibration)])
     crew_of(agent, height_task(agent)).kickoff()
     assert "SGI=" in seen["obs"] and "tool:lookup" in seen["obs"]
+    check = next(s for s in listener.get_trace().steps if s.metadata.get("self_check"))
+    assert "OK to answer." in check.response and "You ONLY have access" not in check.response
 
 
 # ------------------------------------------------------------------ crews
@@ -445,8 +448,7 @@ def _ours(gl) -> set:
 
 
 def test_close_removes_every_hook_and_listeners_see_only_their_kickoffs(calibration):
-    def run(gl=None):
-        tools = [make_lookup()] + ([gl.self_check_tool()] if gl else [])
+    def run():
         llm.script.extend([action("lookup", {"query": "eiffel"}), final(REVISED)])
         crew_of(agent, task).kickoff()
 
@@ -457,7 +459,7 @@ def test_close_removes_every_hook_and_listeners_see_only_their_kickoffs(calibrat
     assert agent.agent_executor is not None
 
     gl = GroundlensCrewListener(calibration=calibration)
-    run(gl)
+    run()
     trace = gl.get_trace()
     assert trace is not None and [s.kind for s in trace.steps] == ["tool_call", "tool", "llm"]
     gl.close()
