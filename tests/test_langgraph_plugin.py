@@ -187,6 +187,7 @@ def test_stategraph_with_toolnode_records_tool_turn_tool_and_grounded_answer():
     assert SYSTEM not in answer.question
     assert [c.source for c in answer.context] == ["tool:get_weather"]
     assert answer.model == "scripted-1"
+    assert answer.provider  # from the model's ls_provider metadata
     assert answer.usage.input_tokens == 40 and answer.usage.total_tokens == 52
     assert answer.llm_latency_ms is not None and answer.llm_latency_ms >= 0
     assert answer.triage in ("trusted", "review", "flagged") and answer.score["fingerprint"] == trace.fingerprint
@@ -312,6 +313,8 @@ def _check_fanout(trace):
         assert s.response == a
         assert [(c.source, c.text) for c in s.context] == [("state:context", ctx)]  # its own branch only
         assert s.method == "sgi"
+    spans = sorted((s.started_at, s.ended_at) for s in steps)
+    assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # the branches really overlapped
 
 
 def test_send_fanout_branches_keep_their_own_question_and_context_threads():
@@ -538,7 +541,35 @@ def test_plugin_imports_without_langchain_and_says_what_to_install():
         "    GroundlensLangGraphCallback()\n"
         "except ImportError as e:\n"
         "    print('HINT', e)\n"
+        "from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator\n"
+        "print('EVAL', GroundlensEvaluator()(inputs={}, outputs={})['score'])\n"
+        "try:\n"
+        "    GroundlensCallback()\n"
+        "except ImportError as e:\n"
+        "    print('HINT2', e)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert 'pip install "groundlens-core[langgraph]"' in out.stdout
+    assert "EVAL None" in out.stdout  # the evaluator needs no LangChain
+    assert 'pip install "groundlens-core[langchain]"' in out.stdout
+
+
+def test_tracer_provider_exports_live_spans():
+    pytest.importorskip("opentelemetry.sdk")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    model = scripted(respond=lambda msgs: "Paris is the capital of France.")
+    cb = GroundlensLangGraphCallback(tracer_provider=provider)
+    qa_graph(model).invoke({"question": "What is the capital of France?", "context": "Paris is the capital of France."},
+                           config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    assert trace.steps[0].method == "sgi"
+    finished = spans.get_finished_spans()
+    assert len(finished) >= 2  # the root run and its LLM step
+    assert len({s.context.trace_id for s in finished}) == 1
