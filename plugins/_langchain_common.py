@@ -546,7 +546,7 @@ class GroundlensCallbackBase(_HandlerBase):
                 if len(generations) > 1 or len(gens) > 1:
                     meta["generation"] = [i, j]
                 step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
-                if kind == "tool_call":
+                if tool_calls:  # so the tool steps can point at the turn that asked for them
                     with self._lock:
                         root = self._roots.get(run.root)
                         if root is not None:
