@@ -293,3 +293,10 @@ def new_id() -> str:
     import uuid
 
     return uuid.uuid4().hex
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``Trace.to_dict()`` (shipped as ``groundlens_core/trace/schema.json``)."""
+    from importlib import resources
+
+    return json.loads(resources.files("groundlens_core.trace").joinpath("schema.json").read_text(encoding="utf-8"))

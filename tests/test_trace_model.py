@@ -1,0 +1,165 @@
+"""The trace model and recorder: JSON round trip, schema, redaction, summaries, concurrency, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import jsonschema
+import pytest
+
+from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
+from groundlens_core.trace.model import json_schema
+
+CTX = "The Oberoi Group is a hotel company with its head office in Delhi."
+
+
+def _record_run(rec: Recorder, key: str = "run-1") -> None:
+    t = time.time()
+    rec.start_trace(key, name="rag", metadata={"user": "test"})
+    rec.record(CallRecord(key, "retrieve", kind="retrieval", response=CTX))
+    rec.record(CallRecord(key, "answer", question="Where is the Oberoi head office?", response="The head office is in Delhi.",
+                          context=[ContextPiece(CTX, "retriever")], model="fake-model", provider="test",
+                          usage=Usage(10, 5, 15), started_at=t, ended_at=t + 0.25))
+    rec.record(CallRecord(key, "answer", question="Where is the Oberoi head office?", response="Bananas are a good source of potassium.",
+                          context=[CTX], model="fake-model"))
+    rec.record(CallRecord(key, "chat", question="What is the capital of France?", response="Paris is the capital of France."))
+    rec.record(CallRecord(key, "agent", kind="tool_call", question="x", response=""))
+    rec.record(CallRecord(key, "llm", question="q", response="r", error="RateLimitError: slow down"))
+    rec.end_trace(key)
+
+
+@pytest.fixture(scope="module")
+def trace() -> Trace:
+    rec = Recorder("test", name="unit")
+    _record_run(rec)
+    return rec.get_trace()
+
+
+def test_steps_methods_and_order(trace):
+    assert [s.index for s in trace.steps] == list(range(6))
+    assert [s.method for s in trace.steps] == ["skipped", "sgi", "sgi", "dgi", "skipped", "error"]
+    assert trace.steps[4].skip_reason == "the model only called tools"
+    assert trace.steps[5].error.startswith("RateLimitError") and trace.steps[5].triage == "error"
+    grounded, off = trace.steps[1], trace.steps[2]
+    assert grounded.value > off.value
+    assert grounded.llm_latency_ms == pytest.approx(250, abs=1) and grounded.scoring_latency_ms > 0
+    assert grounded.usage == Usage(10, 5, 15)
+    assert trace.fingerprint and trace.ended_at and trace.metadata == {"user": "test"}
+    assert off.context == (ContextPiece(CTX, "context"),)
+
+
+def test_summary_counts_and_riskiest(trace):
+    counts = trace.counts()
+    assert sum(counts.values()) == 6 and counts["error"] == 1 and counts["skipped"] == 2
+    line = trace.summary()
+    assert line.startswith("6 steps | ") and "answer [SGI=" in line and "chat [DGI=" in line
+    risky = trace.riskiest()
+    assert risky[0].method == "error"
+    scored = trace.riskiest(scored_only=True)
+    order = {"flagged": 0, "review": 1, "trusted": 2}
+    keys = [(order[s.triage], s.normalized) for s in scored]
+    assert keys == sorted(keys)
+
+
+def test_json_round_trip_and_schema(trace):
+    schema = json_schema()
+    data = trace.to_dict()
+    jsonschema.validate(data, schema)
+    again = Trace.from_json(trace.to_json())
+    assert again == trace and again.to_json() == trace.to_json()
+    for kwargs in ({"redact": True}, {"max_text_chars": 10}):
+        shrunk = trace.to_dict(**kwargs)
+        jsonschema.validate(shrunk, schema)
+        assert Trace.from_dict(shrunk).to_dict() == shrunk
+    bad = trace.to_dict()
+    bad["steps"][0]["kind"] = "banana"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+
+
+def test_redaction_keeps_hash_and_length_only(trace):
+    text = trace.to_json(redact=True)
+    assert "Delhi" not in text and "Bananas" not in text
+    step = trace.to_dict(redact=True)["steps"][1]
+    assert step["response"]["redacted"] is True and step["response"]["length"] == len("The head office is in Delhi.")
+    assert len(step["context"][0]["text"]["sha256"]) == 64
+
+
+def test_cutting_records_full_length(trace):
+    step = trace.to_dict(max_text_chars=10)["steps"][1]
+    assert step["context"][0]["text"] == {"text": CTX[:10], "truncated": True, "length": len(CTX)}
+
+
+def test_one_trace_per_key_and_concurrent_threads():
+    rec = Recorder("test")
+    def worker(n):
+        for i in range(5):
+            rec.record(CallRecord(f"t{n}", f"node{n}", question=f"Question {n} {i}?", response=f"Answer {n} {i}.", context=[CTX]))
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    traces = rec.get_traces()
+    assert len(traces) == 6
+    for tr in traces:
+        assert [s.index for s in tr.steps] == list(range(5))
+        assert {s.node for s in tr.steps} == {tr.steps[0].node} and all(s.method == "sgi" for s in tr.steps)
+
+
+async def test_record_from_asyncio_tasks_returns_at_once():
+    rec = Recorder("test")
+    timings = []
+
+    async def task(n):
+        t = time.perf_counter()
+        rec.record(CallRecord("async", f"n{n}", question="What is the capital of France?", response=f"Paris ({n})."))
+        timings.append(time.perf_counter() - t)
+        await asyncio.sleep(0)
+
+    await asyncio.gather(*(task(n) for n in range(20)))
+    trace = await asyncio.to_thread(rec.get_trace, "async")
+    assert len(trace.steps) == 20 and all(s.method == "dgi" for s in trace.steps)
+    assert max(timings) < 0.5  # no scoring on the caller's path (the model loads on the worker)
+
+
+def test_scoring_failure_becomes_error_steps_not_exceptions():
+    class Broken:
+        model_id = backend = "broken"
+        dim, max_tokens = 384, 254
+        fingerprint = "broken"
+
+        def encode(self, texts):
+            raise RuntimeError("embedder exploded")
+
+        def count_tokens(self, text):
+            return 1
+
+        def split(self, text, max_tokens=None):
+            return [text]
+
+    rec = Recorder("test", embedder=Broken())
+    rec.record(CallRecord("k", "n", question="q?", response="r.", context=[CTX]))
+    step = rec.get_trace().steps[0]
+    assert step.method == "error" and "embedder exploded" in step.error
+
+
+def test_listener_failure_is_contained(caplog):
+    class Bad:
+        def on_step(self, trace, step):
+            raise ValueError("listener bug")
+
+    rec = Recorder("test", listeners=[Bad()])
+    rec.record(CallRecord("k", "n", kind="tool", response="tool output"))
+    assert rec.get_trace().steps[0].method == "skipped"
+    assert any("listener bug" in r.getMessage() for r in caplog.records)
+
+
+def test_trace_that_ends_with_error_keeps_steps():
+    rec = Recorder("test")
+    rec.record(CallRecord("k", "n", kind="tool", response="tool output"))
+    rec.end_trace("k", error="ValueError: graph failed")
+    tr = rec.get_trace()
+    assert tr.status == "error" and tr.error.startswith("ValueError") and len(tr.steps) == 1
