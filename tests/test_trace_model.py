@@ -12,17 +12,18 @@ import pytest
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
 from groundlens_core.trace.model import json_schema
 
-CTX = "The Oberoi Group is a hotel company with its head office in Delhi."
+CTX = "The Oberoi family is an Indian family famous for hotels. The Oberoi Group is a hotel company with its head office in Delhi."
+Q = "The Oberoi family is part of a hotel company that has a head office in what city?"
 
 
 def _record_run(rec: Recorder, key: str = "run-1") -> None:
     t = time.time()
     rec.start_trace(key, name="rag", metadata={"user": "test"})
     rec.record(CallRecord(key, "retrieve", kind="retrieval", response=CTX))
-    rec.record(CallRecord(key, "answer", question="Where is the Oberoi head office?", response="The head office is in Delhi.",
+    rec.record(CallRecord(key, "answer", question=Q, response="The Oberoi Group's head office is in Delhi, India.",
                           context=[ContextPiece(CTX, "retriever")], model="fake-model", provider="test",
                           usage=Usage(10, 5, 15), started_at=t, ended_at=t + 0.25))
-    rec.record(CallRecord(key, "answer", question="Where is the Oberoi head office?", response="Bananas are a good source of potassium.",
+    rec.record(CallRecord(key, "answer", question=Q, response="Many hotel companies are headquartered in large cities around the world.",
                           context=[CTX], model="fake-model"))
     rec.record(CallRecord(key, "chat", question="What is the capital of France?", response="Paris is the capital of France."))
     rec.record(CallRecord(key, "agent", kind="tool_call", question="x", response=""))
@@ -81,9 +82,9 @@ def test_json_round_trip_and_schema(trace):
 
 def test_redaction_keeps_hash_and_length_only(trace):
     text = trace.to_json(redact=True)
-    assert "Delhi" not in text and "Bananas" not in text
+    assert "Delhi" not in text and "headquartered" not in text
     step = trace.to_dict(redact=True)["steps"][1]
-    assert step["response"]["redacted"] is True and step["response"]["length"] == len("The head office is in Delhi.")
+    assert step["response"]["redacted"] is True and step["response"]["length"] == len("The Oberoi Group's head office is in Delhi, India.")
     assert len(step["context"][0]["text"]["sha256"]) == 64
 
 

@@ -1,0 +1,41 @@
+# groundlens: two commands do everything on a fresh machine with Python 3.11 and make.
+#   make demo   - set up .venv, run the offline LangGraph RAG example, write out/report.html + out/trace.json
+#   make test   - set up .venv (and Chromium + a Phoenix server venv for the end-to-end tests), run every test
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.groundlens-installed
+PYTEST_ARGS ?=
+
+.PHONY: demo test setup browser phoenix bench clean
+
+setup: $(STAMP)
+
+# torch first, from its CPU build: a bare `torch` requirement would pull a multi-GB CUDA build.
+# Everything else comes pinned by constraints.txt so every machine and CI resolve the same versions.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade "pip>=24" wheel
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/python examples/langgraph_rag.py --out out
+
+browser:
+	bash .ci/install-chromium.sh
+
+phoenix:
+	bash .ci/install-phoenix.sh
+
+test: setup browser phoenix
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+bench: setup
+	$(BIN)/python benchmarks/bench_core.py
+	$(BIN)/python benchmarks/bench_langgraph_overhead.py
+
+clean:
+	rm -rf out test-artifacts build dist *.egg-info

@@ -1,0 +1,133 @@
+"""The `groundlens` command, in-process (fast) and once as the installed console script."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from groundlens_core.cli import main
+
+CTX = "The Oberoi family is an Indian family famous for hotels. The Oberoi Group is a hotel company with its head office in Delhi."
+Q = "The Oberoi family is part of a hotel company that has a head office in what city?"
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str]) -> Path:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def test_check_json(capsys):
+    assert main(["check", "-q", "Where is the head office?", "-r", "In Delhi.", "-c", CTX, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["method"] == "sgi" and data["triage"] in ("trusted", "review", "flagged")
+
+
+def test_check_text_without_context(capsys):
+    assert main(["check", "-q", "What is the capital of France?", "-r", "Paris."]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("DGI ") and "not a verdict of truth" in out
+
+
+def test_evaluate_csv_keeps_columns_appends_scores_and_sorts(tmp_path, capsys):
+    rows = [
+        {"id": "a", "question": Q, "response": "The Oberoi Group's head office is in Delhi, India.", "context": CTX, "extra": "x"},
+        {"id": "b", "question": Q, "response": "Many hotel companies are headquartered in large cities around the world.", "context": CTX, "extra": "y"},
+        {"id": "c", "question": "", "response": "no question", "context": "", "extra": "z"},
+        {"id": "d", "question": "What is the capital of France?", "response": "Paris.", "context": "", "extra": "w"},
+    ]
+    src = _write_csv(tmp_path / "in.csv", rows, ["id", "question", "response", "context", "extra"])
+    out = tmp_path / "out.csv"
+    assert main(["evaluate", str(src), "--output", str(out), "--sort"]) == 0
+    got = list(csv.DictReader(open(out, encoding="utf-8")))
+    assert len(got) == 4
+    assert list(got[0].keys())[:5] == ["id", "question", "response", "context", "extra"]
+    assert {"groundlens_method", "groundlens_value", "groundlens_normalized", "groundlens_flagged", "groundlens_triage", "groundlens_error"} <= set(got[0])
+    by_id = {r["id"]: r for r in got}
+    assert by_id["c"]["groundlens_method"] == "error" and "question is blank" in by_id["c"]["groundlens_error"]
+    assert by_id["d"]["groundlens_method"] == "dgi"  # empty context cell -> DGI
+    assert by_id["a"]["groundlens_method"] == by_id["b"]["groundlens_method"] == "sgi"
+    # riskiest first: the error, then ascending normalized score within a band
+    assert got[0]["id"] == "c"
+    risk = {"error": 0, "flagged": 1, "review": 2, "trusted": 3}
+    keys = [(risk[r["groundlens_triage"]], float(r["groundlens_normalized"] or 2)) for r in got]
+    assert keys == sorted(keys)
+    assert float(by_id["a"]["groundlens_value"]) > float(by_id["b"]["groundlens_value"])
+
+
+def test_evaluate_jsonl(tmp_path):
+    src = tmp_path / "in.jsonl"
+    src.write_text("\n".join(json.dumps(r) for r in [
+        {"question": "Where is the head office?", "response": "Delhi.", "context": CTX, "meta": {"k": 1}},
+        {"question": "What is the capital of France?", "response": "Paris."},
+    ]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["evaluate", str(src), "-o", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [r["groundlens_method"] for r in rows] == ["sgi", "dgi"]
+    assert rows[0]["meta"] == {"k": 1}
+
+
+@pytest.mark.parametrize("content,expected", [
+    (b"question,answer\nq,a\n", "missing column(s) response"),
+    (b"question,response\n\xff\xfe bad bytes,x\n", "not UTF-8"),
+])
+def test_evaluate_bad_files_exit_2_with_one_line(tmp_path, capsys, content, expected):
+    src = tmp_path / "bad.csv"
+    src.write_bytes(content)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_missing_input_and_bad_extension(tmp_path, capsys):
+    assert main(["evaluate", str(tmp_path / "none.csv"), "-o", str(tmp_path / "o.csv")]) == 2
+    (tmp_path / "x.txt").write_text("question,response\n")
+    assert main(["evaluate", str(tmp_path / "x.txt"), "-o", str(tmp_path / "o.csv")]) == 2
+    assert "unsupported file type" in capsys.readouterr().err
+
+
+def test_calibrate_then_check_with_it(tmp_path, capsys):
+    pairs = _write_csv(tmp_path / "pairs.csv", [
+        {"question": "What is the capital of France?", "response": "Paris is the capital of France."},
+        {"question": "Who wrote Hamlet?", "response": "William Shakespeare wrote Hamlet."},
+        {"question": "What is H2O?", "response": "Water."},
+    ], ["question", "response"])
+    cal = tmp_path / "cal.json"
+    assert main(["calibrate", "--pairs", str(pairs), "--output", str(cal)]) == 0
+    assert json.loads(cal.read_text())["n_pairs"] == 3
+    capsys.readouterr()
+    assert main(["check", "-q", "Who painted the Mona Lisa?", "-r", "Leonardo da Vinci painted it.", "--calibration", str(cal), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["direction"].startswith("calibration:")
+
+
+def test_benchmark_prints_baselines(capsys):
+    assert main(["benchmark", "--limit", "60"]) == 0
+    out = capsys.readouterr().out
+    for needle in ("HaluEval QA", "sgi", "baseline: shorter response", "word overlap with context", "held-out", "dgi", "MIT"):
+        assert needle in out
+
+
+def test_doctor(capsys):
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "fingerprint" in out and "all checks passed" in out and "FAIL" not in out
+
+
+def test_console_script_errors_without_traceback(tmp_path):
+    exe = shutil.which("groundlens", path=str(Path(sys.executable).parent))
+    assert exe, "the groundlens console script is not installed next to this Python"
+    proc = subprocess.run([exe, "check", "-q", "  ", "-r", "x"], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "groundlens: error: question is blank"
+    assert "Traceback" not in proc.stderr

@@ -1,0 +1,64 @@
+"""The wheel maps plugins/, trace/ and templates/ into groundlens_core, outside the editable checkout."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+                   check=True, capture_output=True, text=True, timeout=600)
+    (whl,) = out.glob("groundlens_core-*.whl")
+    return whl
+
+
+def test_wheel_has_one_namespace(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names}
+    assert "trace" not in top and "plugins" not in top and "templates" not in top
+    assert any(n.startswith("groundlens_core/trace/") for n in names)
+    assert any(n.startswith("groundlens_core/plugins/") for n in names)
+    assert any(n.startswith("groundlens_core/templates/") and n.endswith(".j2") for n in names)
+    assert "groundlens_core/data/dgi_direction_halueval_general.json" in names
+    assert "groundlens_core/trace/schema.json" in names
+    entry = [n for n in names if n.endswith("entry_points.txt")]
+    assert entry and "groundlens = groundlens_core.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+
+
+def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=True).create(env_dir)
+    py = env_dir / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], check=True, timeout=300)
+    # dependencies come from this test run's environment (appended, so the fresh install wins)
+    deps = sysconfig.get_paths()["purelib"]
+    code = (
+        "import sys, importlib, importlib.resources as r\n"
+        "import groundlens_core, groundlens_core.trace, groundlens_core.plugins, groundlens_core.cli\n"
+        "import groundlens_core.trace.html, groundlens_core.trace.otel, groundlens_core.trace.batch\n"
+        "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen'):\n"
+        "    importlib.import_module('groundlens_core.plugins.' + m)\n"
+        "assert '/site-packages/groundlens_core/' in groundlens_core.__file__, groundlens_core.__file__\n"
+        "assert groundlens_core.trace.__file__.startswith(groundlens_core.__file__.rsplit('/', 1)[0])\n"
+        "names = [p.name for p in r.files('groundlens_core.templates').iterdir()]\n"
+        "assert any(n.endswith('.j2') for n in names), names\n"
+        "import trace as stdlib_trace; assert hasattr(stdlib_trace, 'Trace') and 'site-packages' not in stdlib_trace.__file__\n"
+        "print('ok', groundlens_core.__version__)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH",)}
+    env["PYTHONPATH"] = deps
+    proc = subprocess.run([str(py), "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.startswith("ok ")
