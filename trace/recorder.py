@@ -9,11 +9,13 @@ by a listener ever reaches the agent: failures become ``error`` steps and log wa
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import logging
 import queue
 import threading
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
@@ -22,6 +24,22 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 log = logging.getLogger("groundlens.recorder")
 
 _BATCH_MAX = 64
+_EXIT_FLUSH_SECONDS = 10.0
+_LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()  # recorders whose worker has started
+
+
+def _flush_at_exit() -> None:
+    """Let the workers finish what is queued before the interpreter tears down: a daemon thread
+    stopped in the middle of a torch call can abort the whole process (``terminate called ...``)."""
+    deadline = time.monotonic() + _EXIT_FLUSH_SECONDS
+    for recorder in list(_LIVE):
+        try:
+            recorder.flush(max(0.0, deadline - time.monotonic()))
+        except Exception:  # pragma: no cover - never block or fail the exit
+            pass
+
+
+atexit.register(_flush_at_exit)
 
 
 @dataclass
@@ -163,6 +181,7 @@ class Recorder:
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
+                _LIVE.add(self)
         self._queue.put(item)
 
     # ------------------------------------------------------------ reading
