@@ -29,7 +29,7 @@ class SentenceTransformerEmbedder:
         self._model = SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
         self.dim = int(self._model.get_sentence_embedding_dimension())
         self.max_tokens = int(self._model.max_seq_length) - 2
-        self._splitter = TokenSplitter(self._path / "tokenizer.json", self.max_tokens)
+        self._splitter = TokenSplitter.from_file(self._path / "tokenizer.json", self.max_tokens)
         self._lock = threading.Lock()
         self._fingerprint: str | None = None
 

@@ -2,56 +2,97 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+
+from tokenizers import Tokenizer
+
+_SENTENCE_CUT_WINDOW = 0.2  # prefer a sentence end within the last 20% of a split window
 
 
 class TokenSplitter:
-    def __init__(self, tokenizer_json: Path, max_tokens: int):
-        from tokenizers import Tokenizer
+    """Word-piece counting and splitting shared by every backend of a BERT-style model."""
 
-        self._tok = Tokenizer.from_file(str(tokenizer_json))
-        self._tok.no_truncation()
-        self._tok.no_padding()
+    def __init__(self, tokenizer: Tokenizer, max_tokens: int):
+        self._tok = tokenizer
         self.max_tokens = max_tokens
+
+    @classmethod
+    def from_file(cls, tokenizer_json: Path, max_tokens: int) -> "TokenSplitter":
+        tok = Tokenizer.from_file(str(tokenizer_json))
+        tok.no_truncation()
+        tok.no_padding()
+        return cls(tok, max_tokens)
 
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
 
+    def count_tokens(self, text: str) -> int:
+        return self.count(text)
+
     def split(self, text: str, max_tokens: int | None = None) -> list[str]:
-        """Consecutive spans of at most ``max_tokens`` word pieces, in order.
-
-        A cut prefers a sentence end in the last fifth of the window, else a word boundary; a
-        piece that re-tokenises longer than the limit (a word cut in two) is split again.
-        """
-        limit = max_tokens or self.max_tokens
-        offsets = self._tok.encode(text, add_special_tokens=False).offsets
-        if len(offsets) <= limit:
-            return [text] if text.strip() else []
+        limit = self.max_tokens if max_tokens is None else int(max_tokens)
+        if limit < 1:
+            raise ValueError("max_tokens must be at least 1")
+        enc = self._tok.encode(text, add_special_tokens=False)
+        n = len(enc.ids)
+        if n <= limit:
+            return [text]
+        offsets = enc.offsets
+        tokens = enc.tokens
+        # A cut "before token j" keeps WordPiece words whole when token j starts a new word.
+        starts_word = [not t.startswith("##") for t in tokens]
         pieces: list[str] = []
-        start = 0
-        n = len(offsets)
-        while start < n:
-            end = min(start + limit, n)
-            if end < n:
-                end = self._cut_point(text, offsets, start, end, limit)
-            char_end = offsets[end][0] if end < n else len(text)
-            piece = text[offsets[start][0] : char_end].strip()
-            if piece:
-                if self.count(piece) > limit:
-                    pieces.extend(self.split(piece, max(1, limit - 8)))
-                else:
-                    pieces.append(piece)
-            start = end
-        return pieces
+        begin_tok = 0
+        begin_char = 0
+        while n - begin_tok > limit:
+            hi = begin_tok + limit  # cut before token hi at the latest
+            lo = max(begin_tok + 1, hi - max(1, int(math.ceil(limit * _SENTENCE_CUT_WINDOW))))
+            cut = None
+            for j in range(hi, lo - 1, -1):  # a sentence end in the last ~20% of the window
+                gap = text[offsets[j - 1][1]:offsets[j][0]]
+                prev = text[offsets[j - 1][0]:offsets[j - 1][1]]
+                if "\n" in gap or (prev in (".", "!", "?") and gap[:1].isspace()):
+                    cut = j
+                    break
+            if cut is None:  # else the last word boundary in the window
+                for j in range(hi, begin_tok, -1):
+                    if starts_word[j]:
+                        cut = j
+                        break
+            if cut is None:  # a single word longer than the window: cut inside it
+                cut = hi
+            end_char = offsets[cut][0]
+            piece = text[begin_char:end_char].rstrip()
+            pieces.append(piece if piece else text[begin_char:end_char])
+            begin_tok, begin_char = cut, end_char
+        pieces.append(text[begin_char:])
+        # Re-tokenizing a piece can (rarely, e.g. after a cut inside a word) give more word
+        # pieces than its share of the whole; split such a piece again.
+        out: list[str] = []
+        for piece in pieces:
+            if self.count_tokens(piece) > limit:
+                out.extend(self._split_hard(piece, limit))
+            else:
+                out.append(piece)
+        return out
 
-    @staticmethod
-    def _cut_point(text: str, offsets: list[tuple[int, int]], start: int, end: int, limit: int) -> int:
-        floor = start + max(1, int(limit * 0.8))
-        for cut in range(end, floor, -1):
-            gap = text[offsets[cut - 1][1] : offsets[cut][0]]
-            if "\n" in gap or (gap and text[offsets[cut - 1][1] - 1] in ".!?"):
-                return cut
-        for cut in range(end, start + 1, -1):
-            if offsets[cut][0] > offsets[cut - 1][1]:  # whitespace between: a word boundary
-                return cut
-        return end
+    def _split_hard(self, text: str, limit: int) -> list[str]:
+        """Fallback for pieces that re-tokenize longer: shrink the window until they fit."""
+        enc = self._tok.encode(text, add_special_tokens=False)
+        offsets = enc.offsets
+        out: list[str] = []
+        i, begin_char = 0, 0
+        while i < len(offsets):
+            step = min(limit, len(offsets) - i)
+            while True:
+                j = i + step
+                end_char = offsets[j][0] if j < len(offsets) else len(text)
+                piece = text[begin_char:end_char]
+                if step == 1 or self.count_tokens(piece) <= limit:
+                    break
+                step -= 1
+            out.append(piece)
+            i, begin_char = i + step, end_char
+        return out
+
