@@ -9,3 +9,25 @@ os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 os.environ.setdefault("CREWAI_DISABLE_VERSION_CHECK", "true")
 os.environ.setdefault("GROUNDLENS_TEST_HOME", tempfile.mkdtemp(prefix="groundlens-home-"))
+
+
+import pytest  # noqa: E402
+
+#: verified grounded (question, response) pairs for a small DGI direction built with the real model
+GROUNDED_PAIRS = [
+    ("What is the capital of France?", "The capital of France is Paris."),
+    ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
+    ("How many legs does a spider have?", "A spider has eight legs."),
+    ("What is the boiling point of water at sea level?", "Water boils at 100 degrees Celsius at sea level."),
+    ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
+    ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
+    ("How long is a marathon?", "A marathon is 42.195 kilometres long."),
+]
+
+
+@pytest.fixture(scope="session")
+def dgi_calibration():
+    """A DGI direction fitted on GROUNDED_PAIRS, so plugin tests never depend on the bundled direction."""
+    from groundlens_core import calibrate
+
+    return calibrate(pairs=GROUNDED_PAIRS, metadata={"name": "test-pairs"})

@@ -32,7 +32,6 @@ from autogen_core.models import (  # noqa: E402
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
 import groundlens_core.plugins.autogen as ag  # noqa: E402
-from groundlens_core import calibrate  # noqa: E402
 from groundlens_core.plugins.autogen import (  # noqa: E402
     GroundlensChatCompletionClient,
     GroundlensChecker,
@@ -75,14 +74,9 @@ class BrokenEmbedder:
 
 
 @pytest.fixture(scope="module")
-def calibration():
-    # an explicit DGI direction so the tests do not depend on which generic direction is bundled
-    return calibrate([
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("What is the boiling point of water at sea level?", "Water boils at 100 degrees Celsius at sea level."),
-    ])
+def calibration(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 def researcher(client: ChatCompletionClient) -> AssistantAgent:

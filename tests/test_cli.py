@@ -131,3 +131,34 @@ def test_console_script_errors_without_traceback(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == "groundlens: error: question is blank"
     assert "Traceback" not in proc.stderr
+
+
+def test_evaluate_html_and_report_from_a_saved_trace(tmp_path, capsys):
+    from groundlens_core.trace import Trace
+
+    rows = [
+        {"question": Q, "response": "The Oberoi Group's head office is in Delhi, India.", "context": CTX, "node": "qa"},
+        {"question": Q, "response": "<script>alert(1)</script>", "context": CTX, "node": "qa"},
+        {"question": "", "response": "no question", "context": "", "node": "bad"},
+    ]
+    src = _write_csv(tmp_path / "in.csv", rows, ["question", "response", "context", "node"])
+    html = tmp_path / "batch.html"
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "out.csv"), "--html", str(html)]) == 0
+    page = html.read_text(encoding="utf-8")
+    assert "<script>alert(1)</script>" not in page and "not verdicts of truth" in page
+    assert page.count('data-band="error"') >= 1
+
+    # a saved agent trace -> report
+    from groundlens_core.trace import CallRecord, Recorder
+
+    rec = Recorder("test", name="saved-run")
+    rec.record(CallRecord("k", "answer", question=Q, response="Delhi.", context=[CTX]))
+    trace_path = tmp_path / "trace.json"
+    rec.get_trace().save(trace_path)
+    out = tmp_path / "report.html"
+    capsys.readouterr()
+    assert main(["report", str(trace_path), "-o", str(out)]) == 0
+    assert "saved-run" in out.read_text(encoding="utf-8") and "1 steps" in capsys.readouterr().out
+    assert Trace.load(trace_path).steps[0].method == "sgi"
+    (tmp_path / "junk.json").write_text('{"hello": 1}')
+    assert main(["report", str(tmp_path / "junk.json"), "-o", str(out)]) == 2

@@ -38,7 +38,7 @@ finally:
     else:
         os.environ["HOME"] = _REAL_HOME
 
-from groundlens_core import calibrate, evaluate, get_embedder  # noqa: E402
+from groundlens_core import evaluate, get_embedder  # noqa: E402
 from groundlens_core.plugins.crewai import (  # noqa: E402
     SELF_CHECK_TOOL_NAME,
     GroundlensCrewListener,
@@ -71,17 +71,9 @@ def crewai_home():
 
 
 @pytest.fixture(scope="module")
-def calibration():
-    """A DGI direction from a few grounded pairs (real model), so DGI steps do not depend on a data file."""
-    get_embedder()  # load the model once, outside the timed crew runs
-    return calibrate([
-        ("What is the capital of France?", "Paris is the capital of France."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("What is the boiling point of water at sea level?", "Water boils at 100 degrees Celsius at sea level."),
-        ("Which planet is known as the red planet?", "Mars is known as the red planet."),
-    ])
+def calibration(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 @pytest.fixture

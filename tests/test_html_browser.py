@@ -22,7 +22,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
-BOUND_S = 5.0  # generous: the page must stay usable on a slow 2-core CI runner
+BOUND_S = 30.0  # a hang guard, not a speed target: timings are printed (-s); speed belongs in benchmarks/
 
 # each sets window.__xss or opens a dialog if it ever runs
 PAYLOADS = [

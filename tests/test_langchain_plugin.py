@@ -19,7 +19,6 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.runnables import RunnablePassthrough
 from langchain_core.tools import tool
 
-from groundlens_core import calibrate
 from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator
 
 QUESTION = "How tall is the Eiffel Tower?"
@@ -55,15 +54,9 @@ class StaticRetriever(BaseRetriever):
 
 
 @pytest.fixture(scope="session")
-def cal():
-    pairs = [
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("What is the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
-        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
-    ]
-    return calibrate(pairs)
+def cal(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 # ---------------------------------------------------------------- evaluator

@@ -23,7 +23,6 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
 from langgraph.types import Send
 
-from groundlens_core import calibrate
 from groundlens_core.plugins import _langchain_common
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 
@@ -87,17 +86,9 @@ def last_human(messages: list[BaseMessage]) -> str:
 
 
 @pytest.fixture(scope="session")
-def cal():
-    """A DGI direction from a few grounded pairs, so DGI tests don't depend on the bundled file."""
-    pairs = [
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("What is the boiling point of water?", "Water boils at 100 degrees Celsius at sea level."),
-        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
-        ("How long is a marathon?", "A marathon is 42.195 kilometres long."),
-    ]
-    return calibrate(pairs)
+def cal(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 def llm_steps(trace):

@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from groundlens_core import calibrate
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
 
 pytest.importorskip("opentelemetry.sdk")
@@ -41,17 +40,9 @@ T0 = 1_760_000_000.250001  # fixed call times: spans must carry these, not the e
 
 
 @pytest.fixture(scope="module")
-def calibration():
-    """A small DGI direction built with the real model, so the DGI step never depends on bundled data."""
-    pairs = [
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
-        ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
-        ("What language is spoken in Brazil?", "Portuguese is the main language spoken in Brazil."),
-    ]
-    return calibrate(pairs)
+def calibration(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 class Sink:
@@ -389,7 +380,8 @@ def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
         recorder.end_trace(key)
         assert recorder.flush(timeout=120)
         provider.force_flush(10_000)  # forces an export attempt per run: several failures, one warning
-    assert worst < 0.05, f"record() took {worst * 1000:.1f} ms with the backend down"
+    # a hang guard: record() must never wait on the dead endpoint (the exporter timeout is seconds)
+    assert worst < 0.5, f"record() took {worst * 1000:.1f} ms with the backend down"
 
     done = threading.Event()
     t = time.perf_counter()

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from groundlens_core import calibrate
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
 
 pytestmark = pytest.mark.slow
@@ -49,15 +48,9 @@ def phoenix():
 
 
 @pytest.fixture(scope="module")
-def calibration():
-    pairs = [
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("What gas do plants absorb?", "Plants absorb carbon dioxide from the air."),
-        ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
-    ]
-    return calibrate(pairs)
+def calibration(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 def record_run(recorder: Recorder, key: str) -> Trace:

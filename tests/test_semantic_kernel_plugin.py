@@ -30,7 +30,6 @@ from semantic_kernel.filters import FilterTypes  # noqa: E402
 from semantic_kernel.functions import KernelArguments, kernel_function  # noqa: E402
 from semantic_kernel.prompt_template import InputVariable, PromptTemplateConfig  # noqa: E402
 
-from groundlens_core import calibrate  # noqa: E402
 from groundlens_core.plugins.semantic_kernel import DEFAULT_REPLACEMENT, GroundlensFilter, GroundlensFlaggedError  # noqa: E402
 from groundlens_core.trace.model import ContextPiece  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
@@ -88,14 +87,9 @@ class BrokenEmbedder:
 
 
 @pytest.fixture(scope="module")
-def calibration():
-    # an explicit DGI direction so the tests do not depend on which generic direction is bundled
-    return calibrate([
-        ("What is the capital of France?", "The capital of France is Paris."),
-        ("Who wrote Hamlet?", "Hamlet was written by William Shakespeare."),
-        ("How many legs does a spider have?", "A spider has eight legs."),
-        ("What is the boiling point of water at sea level?", "Water boils at 100 degrees Celsius at sea level."),
-    ])
+def calibration(dgi_calibration):
+    """The shared small DGI direction (conftest.py): tests don't depend on the bundled one."""
+    return dgi_calibration
 
 
 def make_kernel(script: list, guard: GroundlensFilter, *, tools: bool = True, prompt: str = "Answer: {{$input}}",
