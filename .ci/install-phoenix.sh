@@ -33,6 +33,7 @@ echo "install-phoenix: creating $VENV with $("$PY" --version 2>&1)"
 rm -rf "$VENV"
 "$PY" -m venv "$VENV"
 pip_q install --quiet --upgrade pip
-pip_q install --quiet "arize-phoenix==$VERSION"
+# its own pinned set (.ci/phoenix-constraints.txt, a freeze of a working install) so CI resolves the same
+pip_q install --quiet -c "$ROOT/.ci/phoenix-constraints.txt" "arize-phoenix==$VERSION"
 "$VENV/bin/python" -c "import phoenix.server.main"
 echo "install-phoenix: installed arize-phoenix $VERSION in $VENV"
