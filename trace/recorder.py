@@ -10,9 +10,9 @@ by a listener ever reaches the agent: failures become ``error`` steps and log wa
 from __future__ import annotations
 
 import atexit
+import collections
 import dataclasses
 import logging
-import queue
 import threading
 import time
 import weakref
@@ -24,6 +24,10 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 log = logging.getLogger("groundlens.recorder")
 
 _BATCH_MAX = 64
+#: the worker starts scoring once no new event has come for this long (or on flush / a full batch):
+#: an agent's bursts of callbacks then run without a scoring thread competing for the CPU and the
+#: GIL, and the calls of a burst are embedded together.
+QUIET_SECONDS = 0.02
 _EXIT_FLUSH_SECONDS = 10.0
 _LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()  # recorders whose worker has started
 
@@ -113,6 +117,7 @@ class Recorder:
         long_context: str | None = None,
         listeners: Sequence[TraceListener] = (),
         max_traces: int = 100,
+        quiet_seconds: float = QUIET_SECONDS,
     ):
         self.framework = framework
         self.name = name or framework
@@ -121,11 +126,14 @@ class Recorder:
         self._long_context = long_context
         self._listeners = list(listeners)
         self._max_traces = max_traces
+        self._quiet = quiet_seconds
         self._lock = threading.RLock()
         self._traces: dict[str, Trace] = {}
         self._order: list[str] = []  # trace keys, oldest first
         self._next_index: dict[str, int] = {}
-        self._queue: queue.Queue = queue.Queue()
+        self._items: collections.deque[tuple] = collections.deque()
+        self._wake = threading.Event()
+        self._worker_idle = True
         self._pending = 0
         self._idle = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
@@ -176,19 +184,29 @@ class Recorder:
         self._submit(("end", key, error, utc_now()))
 
     def _submit(self, item: tuple) -> None:
+        """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
+        on every event hands it the GIL in the middle of the agent's own work."""
         with self._lock:
             self._pending += 1
+            self._items.append(item)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
                 _LIVE.add(self)
-        self._queue.put(item)
+            wake = self._worker_idle or item[0] == "flush"
+            self._worker_idle = False
+        if wake:
+            self._wake.set()
 
     # ------------------------------------------------------------ reading
 
     def flush(self, timeout: float | None = 120.0) -> bool:
         """Wait until every queued call is scored. Returns False on timeout."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            busy = self._pending > 0
+        if busy:
+            self._submit(("flush",))  # score what is queued now, without waiting for quiet
         with self._idle:
             while self._pending:
                 left = None if deadline is None else deadline - time.monotonic()
@@ -221,14 +239,38 @@ class Recorder:
 
     # ------------------------------------------------------------ worker
 
+    def _take(self) -> list[tuple]:
+        """Wait for work, then for a quiet spell (no new item for ``quiet_seconds``), a flush or a
+        full batch, and take up to a batch of items in order."""
+        while True:
+            with self._lock:
+                if self._items:
+                    break
+                self._worker_idle = True  # the next _submit wakes us
+                self._wake.clear()
+            self._wake.wait()
+        while True:
+            with self._lock:
+                seen = len(self._items)
+                if seen >= _BATCH_MAX or any(it[0] == "flush" for it in self._items):
+                    break
+            self._wake.wait(self._quiet)  # a flush sets it; new events do not
+            self._wake.clear()
+            with self._lock:
+                if len(self._items) == seen:
+                    break
+        with self._lock:
+            n = len(self._items)
+            for i, it in enumerate(self._items):
+                if it[0] == "flush" or i + 1 >= _BATCH_MAX:
+                    n = i + 1
+                    break
+            taken = [self._items.popleft() for _ in range(n)]
+        return taken
+
     def _run(self) -> None:
         while True:
-            items = [self._queue.get()]
-            while len(items) < _BATCH_MAX:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
+            items = self._take()
             try:
                 self._process(items)
             except Exception:  # pragma: no cover - last line of defence
