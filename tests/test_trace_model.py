@@ -164,3 +164,19 @@ def test_trace_that_ends_with_error_keeps_steps():
     rec.end_trace("k", error="ValueError: graph failed")
     tr = rec.get_trace()
     assert tr.status == "error" and tr.error.startswith("ValueError") and len(tr.steps) == 1
+
+
+def test_worker_thread_limit_leaves_the_callers_torch_threads_alone():
+    import torch
+
+    before = torch.get_num_threads()
+    seen = []
+
+    class Probe:
+        def on_step(self, trace, step):
+            seen.append(torch.get_num_threads())  # listeners run on the worker thread
+
+    rec = Recorder("test", listeners=[Probe()], worker_torch_threads=1)
+    rec.record(CallRecord("k", "n", question="What is the capital of France?", response="Paris."))
+    assert rec.get_trace().steps[0].method == "dgi"
+    assert seen == [1] and torch.get_num_threads() == before

@@ -28,6 +28,10 @@ _BATCH_MAX = 64
 #: an agent's bursts of callbacks then run without a scoring thread competing for the CPU and the
 #: GIL, and the calls of a burst are embedded together.
 QUIET_SECONDS = 0.02
+#: torch intra-op threads for the worker's own forward passes (a per-thread setting: the agent's
+#: threads keep theirs). One thread leaves the other cores to the agent; the embeddings are the
+#: same bits whatever the thread count (tests/test_packed_embedder.py).
+WORKER_TORCH_THREADS = 1
 _EXIT_FLUSH_SECONDS = 10.0
 _LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()  # recorders whose worker has started
 
@@ -118,6 +122,7 @@ class Recorder:
         listeners: Sequence[TraceListener] = (),
         max_traces: int = 100,
         quiet_seconds: float = QUIET_SECONDS,
+        worker_torch_threads: int | None = WORKER_TORCH_THREADS,
     ):
         self.framework = framework
         self.name = name or framework
@@ -127,6 +132,7 @@ class Recorder:
         self._listeners = list(listeners)
         self._max_traces = max_traces
         self._quiet = quiet_seconds
+        self._worker_torch_threads = worker_torch_threads
         self._lock = threading.RLock()
         self._traces: dict[str, Trace] = {}
         self._order: list[str] = []  # trace keys, oldest first
@@ -239,6 +245,17 @@ class Recorder:
 
     # ------------------------------------------------------------ worker
 
+    def _limit_torch_threads(self) -> None:
+        """Give this worker thread ``worker_torch_threads`` torch threads (None: leave torch alone)."""
+        if not self._worker_torch_threads:
+            return
+        try:
+            import torch
+
+            torch.set_num_threads(self._worker_torch_threads)  # this thread's OpenMP/MKL setting only
+        except Exception as exc:  # torch missing or odd: scoring still works with its defaults
+            log.debug("groundlens: could not set the worker's torch threads: %s", exc)
+
     def _take(self) -> list[tuple]:
         """Wait for work, then for a quiet spell (no new item for ``quiet_seconds``), a flush or a
         full batch, and take up to a batch of items in order."""
@@ -269,6 +286,7 @@ class Recorder:
         return taken
 
     def _run(self) -> None:
+        self._limit_torch_threads()
         while True:
             items = self._take()
             try:
