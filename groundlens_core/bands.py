@@ -7,7 +7,7 @@
 
 SGI's thresholds are the method's (review below 0.95, strong pass above 1.20). DGI's pass mark is
 the method's (pass above 0.30); its strong-pass mark 0.50 is ours, chosen so that DGI can reach all
-three bands (see docs/METHOD in the README). ``flagged`` is true exactly when the band is
+three bands (see "The method" in the README). ``flagged`` is true exactly when the band is
 ``flagged``. Scores rank outputs for human review; they are not verdicts of truth.
 """
 

@@ -29,37 +29,35 @@ def _rows(name: str, limit: int | None) -> list[dict[str, str]]:
     return rows[:limit] if limit else rows
 
 
-def run_benchmark(limit: int | None = None, long_context: str = "mean") -> dict[str, Any]:
+def _score_set(rows: list[dict[str, str]], method: str, overlap_with: str, data: str, **kwargs: Any) -> dict[str, Any]:
+    """AUROC of ``method`` on ``rows`` next to the two baselines, and the flag rate per label."""
     from groundlens_core.scoring import evaluate_batch
 
-    out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "sets": []}
-    qa = _rows(QA_FILE, limit)
-    res = evaluate_batch([{"question": r["question"], "response": r["response"], "context": r["context"]} for r in qa],
-                         errors="raise", long_context=long_context)
-    y = [int(r["label"]) for r in qa]
-    out["sets"].append({
-        "data": f"HaluEval QA ({QA_FILE}, MIT), {len(qa)} rows, {sum(y)} grounded",
-        "method": "sgi",
+    with_context = method == "sgi"
+    items = [{"question": r["question"], "response": r["response"], **({"context": r["context"]} if with_context else {})}
+             for r in rows]
+    res = evaluate_batch(items, errors="raise", **kwargs)
+    y = [int(r["label"]) for r in rows]
+    return {
+        "data": data.format(n=len(rows), grounded=sum(y)),
+        "method": method,
         "auroc": {
-            "sgi": auroc([s.value for s in res], y),
-            "baseline: shorter response": auroc([length_baseline(r["response"]) for r in qa], y),
-            "baseline: word overlap with context": auroc([overlap_baseline(r["response"], r["context"]) for r in qa], y),
+            method: auroc([s.value for s in res], y),
+            "baseline: shorter response": auroc([length_baseline(r["response"]) for r in rows], y),
+            f"baseline: word overlap with {overlap_with}": auroc([overlap_baseline(r["response"], r[overlap_with]) for r in rows], y),
         },
         "flag_rate": {"grounded": _rate(res, y, 1), "hallucinated": _rate(res, y, 0)},
-    })
-    gen = _rows(GENERAL_FILE, limit)
-    res = evaluate_batch([{"question": r["question"], "response": r["response"]} for r in gen], errors="raise")
-    y = [int(r["label"]) for r in gen]
-    out["sets"].append({
-        "data": f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {len(gen)} rows, {sum(y)} grounded; direction fitted on the other rows",
-        "method": "dgi",
-        "auroc": {
-            "dgi": auroc([s.value for s in res], y),
-            "baseline: shorter response": auroc([length_baseline(r["response"]) for r in gen], y),
-            "baseline: word overlap with question": auroc([overlap_baseline(r["response"], r["question"]) for r in gen], y),
-        },
-        "flag_rate": {"grounded": _rate(res, y, 1), "hallucinated": _rate(res, y, 0)},
-    })
+    }
+
+
+def run_benchmark(limit: int | None = None, long_context: str = "mean") -> dict[str, Any]:
+    out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "sets": [
+        _score_set(_rows(QA_FILE, limit), "sgi", "context",
+                   f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded", long_context=long_context),
+        _score_set(_rows(GENERAL_FILE, limit), "dgi", "question",
+                   f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
+                   "direction fitted on the other rows"),
+    ]}
     lines = [f"groundlens benchmark (AUROC: 0.5 = chance; {out['note']})"]
     for s in out["sets"]:
         lines.append(f"\n{s['data']}")

@@ -31,3 +31,10 @@ def dgi_calibration():
     from groundlens_core import calibrate
 
     return calibrate(pairs=GROUNDED_PAIRS, metadata={"name": "test-pairs"})
+
+
+class BrokenEmbedder:
+    """Any use fails: stands in for a broken model or a bug in our scoring (failure-injection tests)."""
+
+    def __getattr__(self, name):
+        raise RuntimeError("embedder exploded")

