@@ -70,8 +70,21 @@ _SENTENCES = {
 }
 
 
+def shown_value(method: str, raw: float, band: Triage) -> float:
+    """``raw`` to two decimals, nudged by 0.01 toward its band when plain rounding would cross a
+    threshold (0.949 is flagged: printing "0.95 < 0.95" would contradict the label)."""
+    shown = round(raw, 2)
+    order = TRIAGE_ORDER.index(band)
+    for _ in range(2):
+        got = TRIAGE_ORDER.index(BANDS[method].triage(shown))
+        if got == order:
+            break
+        shown = round(shown + (0.01 if got < order else -0.01), 2)
+    return shown
+
+
 def explain(method: str, raw: float, band: Triage, detail: str = "") -> str:
-    text = _SENTENCES[(method, band)].format(v=raw)
+    text = _SENTENCES[(method, band)].format(v=shown_value(method, raw, band))
     if detail:
         text = f"{text} {detail}"
     return f"{text} ({TRIAGE_NOTE})"

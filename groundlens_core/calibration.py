@@ -66,19 +66,22 @@ class CalibrationResult:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "CalibrationResult":
-        if data.get("format") != FORMAT:
-            raise GroundlensInputError(f"not a groundlens calibration file (format={data.get('format')!r})")
-        direction = tuple(float(x) for x in data["direction"])
-        if len(direction) != int(data["dim"]) or not np.isfinite(direction).all():
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise GroundlensInputError(f"not a groundlens calibration file (format={found!r})")
+        try:
+            direction = tuple(float(x) for x in data["direction"])
+            dim, n_pairs = int(data["dim"]), int(data["n_pairs"])
+            concentration, fingerprint = float(data["concentration"]), str(data["fingerprint"])
+            metadata = dict(data.get("metadata") or {})
+        except KeyError as exc:
+            raise GroundlensInputError(f"calibration file is missing the field {exc.args[0]!r}") from None
+        except (TypeError, ValueError) as exc:
+            raise GroundlensInputError(f"calibration file has a malformed field: {exc}") from None
+        if len(direction) != dim or not np.isfinite(direction).all():
             raise GroundlensInputError("calibration direction is malformed (wrong length or non-finite values)")
-        return cls(
-            direction=direction,
-            n_pairs=int(data["n_pairs"]),
-            dim=int(data["dim"]),
-            concentration=float(data["concentration"]),
-            fingerprint=str(data["fingerprint"]),
-            metadata=dict(data.get("metadata") or {}),
-        )
+        return cls(direction=direction, n_pairs=n_pairs, dim=dim, concentration=concentration,
+                   fingerprint=fingerprint, metadata=metadata)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "CalibrationResult":
@@ -144,7 +147,8 @@ def calibrate(
         meta.setdefault("source", str(csv_path))
         meta.setdefault("source_sha256", hashlib.sha256(Path(csv_path).read_bytes()).hexdigest())
     else:
-        pair_list = [(str(q), str(r)) for q, r in pairs if str(q).strip() and str(r).strip()]
+        # only real text: None or a pandas NaN must not become the strings "None" / "nan"
+        pair_list = [(q, r) for q, r in pairs if isinstance(q, str) and isinstance(r, str) and q.strip() and r.strip()]
     if len(pair_list) < 2:
         raise GroundlensInputError(f"calibration needs at least 2 grounded pairs with non-blank text; got {len(pair_list)}")
     emb = embedder or get_default_embedder()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import json
 import math
 import os
@@ -40,7 +41,9 @@ def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     if suffix in (".jsonl", ".ndjson"):
         rows: list[dict[str, Any]] = []
         columns: dict[str, None] = {}
-        for n, line in enumerate(text.splitlines(), 1):
+        # split on \n only: str.splitlines() also breaks at U+2028, \x0c ... inside values
+        for n, line in enumerate(text.split("\n"), 1):
+            line = line.rstrip("\r")
             if not line.strip():
                 continue
             try:
@@ -53,7 +56,7 @@ def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
             columns.update(dict.fromkeys(row))
         cols = list(columns)
     elif suffix == ".csv":
-        reader = csv.DictReader(text.splitlines(keepends=True))
+        reader = csv.DictReader(io.StringIO(text, newline=""))
         cols = list(reader.fieldnames or [])
         rows = [dict(r) for r in reader]
     else:
@@ -259,6 +262,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 
+def _positive_int(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="groundlens", description=f"Grounding triage for LLM outputs. Scores are {TRIAGE_NOTE}.")
     p.add_argument("--version", action="version", version=f"groundlens-core {__version__}")
@@ -283,7 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--html", default=None, help="also write an HTML triage report")
     s.add_argument("--calibration", default=None)
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
-    s.add_argument("--batch-size", type=int, default=256)
+    s.add_argument("--batch-size", type=_positive_int, default=256)
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     s.set_defaults(func=cmd_evaluate)
 

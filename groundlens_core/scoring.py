@@ -50,7 +50,16 @@ def _check_text(name: str, value: Any) -> str:
         raise GroundlensInputError(f"{name} is blank")
     if len(value) > MAX_TEXT_CHARS:
         raise GroundlensInputError(f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
+    _check_encodable(name, value)
     return value
+
+
+def _check_encodable(name: str, value: str) -> None:
+    """Lone surrogates (a cut emoji in a JSON payload, undecodable bytes from a shell) are not text."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise GroundlensInputError(f"{name} is not valid Unicode text (a lone surrogate at character {exc.start})") from None
 
 
 def join_context(context: Any) -> str | None:
@@ -76,6 +85,7 @@ def join_context(context: Any) -> str | None:
     if not pieces:
         return None
     text = "\n\n".join(pieces)
+    _check_encodable("context", text)
     if len(text) > MAX_TEXT_CHARS:
         raise GroundlensInputError(f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
     return text
@@ -258,6 +268,8 @@ def evaluate_batch(
     """
     if errors not in ("record", "raise"):
         raise ValueError("errors must be 'record' or 'raise'")
+    if not isinstance(chunk_size, int) or chunk_size < 1:
+        raise GroundlensInputError(f"chunk_size must be a whole number of at least 1, got {chunk_size!r}")
     emb = embedder or get_default_embedder()
     raw_items = list(items)
     results: list[GroundlensScore | ScoreError | None] = [None] * len(raw_items)

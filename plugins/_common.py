@@ -160,3 +160,14 @@ def last_ai_text(messages: Sequence[Any]) -> str | None:
             if text:
                 return text
     return None
+
+
+def first_user_question(messages: Sequence[Any]) -> str | None:
+    """The text of the first user message: the task prompt of an agent loop that later appends its
+    own reminders and tool observations as user messages."""
+    for message in messages:
+        if message_role(message) in USER_ROLES:
+            text = message_text(message).strip()
+            if text:
+                return text
+    return None

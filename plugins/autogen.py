@@ -673,6 +673,7 @@ def _build_termination_class() -> type:
 
         async def reset(self) -> None:
             self._terminated = False
+            self._conv = _Conversation(self.question_sources, self.agent_messages_as_context)  # a new run, a new task
             if self._key is not None:
                 self.recorder.end_trace(self._key)
                 self._key = None

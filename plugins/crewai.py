@@ -44,7 +44,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from groundlens_core.plugins._common import last_user_question
+from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
 from groundlens_core.plugins._lazy import require
 from groundlens_core.trace.model import ContextPiece, Trace, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
@@ -250,6 +250,7 @@ class GroundlensCrewListener:
         self.context_store = ContextStore()
         self._lock = threading.Lock()
         self._kickoffs: dict[int, str] = {}  # id(crew) -> trace key of its running kickoff
+        self._standalone: dict[int, str] = {}  # id(agent) -> trace key of its task-less Agent.kickoff()
         self._executors: dict[int, weakref.ref] = {}  # executors we added our LLM hooks to
         self._closed = False
         self._hooks = {
@@ -319,6 +320,11 @@ class GroundlensCrewListener:
         except Exception as exc:  # pragma: no cover - defensive
             log.warning("groundlens: could not remove crewai hooks: %s", exc)
         finally:
+            with self._lock:
+                standalone = list(self._standalone.values())
+                self._standalone.clear()
+            for key in standalone:
+                self.recorder.end_trace(key)
             with _ACTIVE_LOCK:
                 if self in _ACTIVE:
                     _ACTIVE.remove(self)
@@ -347,7 +353,19 @@ class GroundlensCrewListener:
             self.recorder.start_trace(key, name=str(getattr(crew, "name", None) or "crew"),
                                       metadata={"crew_id": _ident(crew)})
             return key
-        key = f"agent:{_ident(agent)}"
+        with self._lock:
+            key = self._standalone.get(id(agent))
+        return key if key is not None else self._new_standalone_run(agent)
+
+    def _new_standalone_run(self, agent: Any) -> str:
+        """A task-less ``Agent.kickoff()`` began: a trace of its own, and no context from the last one."""
+        key = f"agent:{_ident(agent)}:{new_id()[:8]}"
+        with self._lock:
+            old = self._standalone.get(id(agent))
+            self._standalone[id(agent)] = key
+        if old is not None:
+            self.recorder.end_trace(old)
+        self.context_store.clear(agent=agent, task=None)
         self.recorder.start_trace(key, name=str(getattr(agent, "role", None) or "agent"),
                                   metadata={"agent_role": getattr(agent, "role", None)})
         return key
@@ -441,7 +459,11 @@ class GroundlensCrewListener:
             return None
         try:
             self._track_executor(getattr(ctx, "executor", None))
-            self.context_store.mark_llm_start(getattr(ctx, "agent", None), getattr(ctx, "task", None))
+            agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
+            if agent is not None and task is None and getattr(ctx, "crew", None) is None \
+                    and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or []):
+                self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
+            self.context_store.mark_llm_start(agent, task)
         except Exception as exc:
             log.warning("groundlens: crewai before_llm_call hook failed: %s", exc)
         return None  # never block the call
@@ -459,8 +481,8 @@ class GroundlensCrewListener:
             native = bool(getattr(state, "use_native_tools", False))
             kind, response, action = _classify_response(text, native)
             question = self.question_for(task)
-            if question is None:
-                question = last_user_question(getattr(ctx, "messages", None) or [])
+            if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
+                question = first_user_question(getattr(ctx, "messages", None) or [])
             llm = getattr(ctx, "llm", None)
             metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "task": task_label(task) if task else None,
                                         "iteration": getattr(ctx, "iterations", None), "mode": "native" if native else "react"}

@@ -177,7 +177,7 @@ class GroundlensFilter:
         started = time.time()
         try:
             await next(context)
-        except Exception as exc:
+        except BaseException as exc:  # CancelledError too: a timed-out invoke must not leave its trace open
             _PARENT.reset(parent_token)
             self._safely(self._record_failure, context, run, step_id, parent_id, started, exc)
             self._leave(run, owner_token, error=f"{type(exc).__name__}: {exc}")

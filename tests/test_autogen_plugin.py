@@ -350,3 +350,19 @@ def test_missing_framework_gives_the_install_hint(monkeypatch):
         ag.GroundlensFlaggedTermination  # noqa: B018 - built on first access
     with pytest.raises(ImportError, match=r"groundlens-core\[autogen\]"):
         from groundlens_core.plugins.autogen import GroundlensChatCompletionClient as _  # noqa: F401
+
+
+async def test_termination_reset_starts_a_fresh_conversation():
+    """A team run twice: the second run's answers are scored against the second task, not the first."""
+    cond = GroundlensFlaggedTermination(question_sources=None, stop_on=["flagged"])
+    team = RoundRobinGroupChat(
+        [researcher(replay(tool_call(), GROUNDED, "Rome is the capital of Italy.")), writer(replay(SUMMARY, "Italy's capital is Rome."))],
+        termination_condition=MaxMessageTermination(3) | cond)
+    await team.run(task=TASK)
+    await team.run(task="What is the capital of Italy?")
+    traces = cond.recorder.get_traces()
+    assert len(traces) == 2
+    second = [s for s in traces[1].steps if s.kind == "llm"]
+    assert second and all(s.question == "What is the capital of Italy?" for s in second)
+    assert all(s.node != "user" for s in second)  # the new task is not scored as an answer
+    assert all(not any(p.source.startswith("tool:") for p in s.context) for s in second)  # no context from run 1

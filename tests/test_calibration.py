@@ -93,3 +93,9 @@ def test_bundled_direction_provenance():
     assert meta["fit_rows"] == cal.n_pairs and meta["held_out_rows"] > 0
     assert len(meta["source_sha256"]) == 64
     assert cal.fingerprint == gl.get_embedder().fingerprint
+
+
+def test_missing_values_are_not_text():
+    nan = float("nan")
+    pairs = PAIRS[:2] + [(None, "orphan answer"), ("Q3?", nan), ("Q4?", None)]
+    assert gl.calibrate(pairs=pairs).n_pairs == 2

@@ -171,3 +171,40 @@ def test_progress_bar_goes_to_stderr(tmp_path, capsys):
     cap = capsys.readouterr()
     assert "groundlens evaluate [" in cap.err and "5/5" in cap.err
     assert "groundlens evaluate" not in cap.out
+
+
+def test_line_separators_inside_values_stay_in_their_row(tmp_path):
+    """U+2028 / form feed inside a value: csv.writer does not quote them; they must not split a row."""
+    rows = [{"id": "1", "question": Q, "response": "It is in Delhi.\u2028(source: annual report)\x0cend", "context": CTX}]
+    src = _write_csv(tmp_path / "in.csv", rows, ["id", "question", "response", "context"])
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
+    got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
+    assert len(got) == 1 and got[0]["groundlens_method"] == "sgi" and got[0]["response"] == rows[0]["response"]
+    # JSONL written by us (ensure_ascii=False keeps U+2028 raw) reads back as one row
+    assert main(["evaluate", str(tmp_path / "o.csv"), "-o", str(tmp_path / "o.jsonl")]) == 0
+    assert main(["evaluate", str(tmp_path / "o.jsonl"), "-o", str(tmp_path / "o2.jsonl")]) == 0
+    back = [json.loads(x) for x in (tmp_path / "o2.jsonl").read_text(encoding="utf-8").split("\n") if x]
+    assert len(back) == 1 and back[0]["response"] == rows[0]["response"]
+
+
+@pytest.mark.parametrize("content,expected", [
+    ('{"format": "groundlens-calibration"}', "missing the field 'direction'"),
+    ("[1, 2]", "not a groundlens calibration file"),
+    ('{"format": "groundlens-calibration", "direction": "abc", "dim": 3, "n_pairs": 1, "concentration": 1, "fingerprint": "x"}',
+     "malformed"),
+])
+def test_malformed_calibration_is_a_one_line_error(tmp_path, capsys, content, expected):
+    cal = tmp_path / "cal.json"
+    cal.write_text(content)
+    assert main(["check", "-q", "Q?", "-r", "A.", "--calibration", str(cal)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert expected in err and len(err.splitlines()) == 1
+
+
+def test_bad_batch_size_and_lone_surrogates(tmp_path, capsys):
+    src = _write_csv(tmp_path / "in.csv", [{"question": "Q?", "response": "A."}], ["question", "response"])
+    with pytest.raises(SystemExit) as exc:
+        main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--batch-size", "0"])
+    assert exc.value.code == 2
+    assert main(["check", "-q", "Where\udcff?", "-r", "x"]) == 2
+    assert "not valid Unicode text" in capsys.readouterr().err

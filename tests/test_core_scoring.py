@@ -232,3 +232,20 @@ def test_result_json_round_trip():
     res = gl.evaluate(Q, "Delhi", CTX)
     again = score_from_dict(json.loads(res.to_json()))
     assert again == res and type(again) is type(res)
+
+
+@pytest.mark.parametrize("method,raw", [("sgi", 0.949), ("sgi", 0.9499), ("sgi", 1.204), ("sgi", 0.95), ("sgi", 1.2),
+                                        ("dgi", 0.302), ("dgi", 0.3), ("dgi", 0.5001), ("dgi", 0.499)])
+def test_explanation_number_agrees_with_its_band(method, raw):
+    import re
+
+    from groundlens_core.bands import explain
+
+    band = triage(method, raw)
+    shown = float(re.match(r"[A-Z]+ (-?\d+\.\d\d)", explain(method, raw, band)).group(1))
+    assert triage(method, shown) == band
+
+
+def test_chunk_size_must_be_positive():
+    with pytest.raises(gl.GroundlensInputError):
+        gl.evaluate_batch([("Q?", "A.")], chunk_size=0)

@@ -496,3 +496,20 @@ def test_trace_exports_json_round_trip_listeners_and_html(calibration, tmp_path)
     html = pytest.importorskip("groundlens_core.trace.html")
     out = html.write_html(trace, tmp_path / "crewai_trace.html")
     assert Path(out).exists() and "Researcher" in Path(out).read_text(encoding="utf-8")
+
+
+def test_standalone_agent_kickoffs_get_their_own_trace_and_context():
+    """Two task-less Agent.kickoff() runs: the second must not see the first one's tool output."""
+    with GroundlensCrewListener() as gl:
+        agent = researcher(scripted(action("lookup", {"query": "eiffel"}), final("It is 330 metres tall."),
+                                    final("The Louvre opened in 1793.")), [make_lookup()])
+        agent.kickoff("How tall is the Eiffel Tower?")
+        agent.kickoff("When did the Louvre open?")
+        traces = gl.get_traces()
+    assert len(traces) == 2
+    first, second = traces
+    assert first.ended_at is not None
+    answer1 = [s for s in first.steps if s.kind == "llm"][-1]
+    answer2 = [s for s in second.steps if s.kind == "llm"][-1]
+    assert answer1.method == "sgi" and "Eiffel" in answer1.question
+    assert answer2.method == "dgi" and answer2.context == () and "Louvre" in answer2.question

@@ -7,6 +7,7 @@ with text. Scores are compared by relation, never against numbers copied from a 
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any, ClassVar
 
@@ -310,3 +311,32 @@ def test_missing_framework_gives_the_install_hint(monkeypatch):
     monkeypatch.setitem(sys.modules, "semantic_kernel", None)  # as if it were not installed
     with pytest.raises(ImportError, match=r"groundlens-core\[semantic-kernel\]"):
         GroundlensFilter()
+
+
+class _SlowChat(ScriptedChat):
+    """Sleeps on a scripted "SLOW" turn, so the caller's timeout cancels the invocation."""
+
+    async def _inner_get_chat_message_contents(self, chat_history, settings):
+        if self.script and self.script[0] == "SLOW":
+            self.script.pop(0)
+            await asyncio.sleep(5)
+        return await super()._inner_get_chat_message_contents(chat_history, settings)
+
+
+async def test_cancelled_invoke_ends_its_trace_and_leaks_nothing():
+    from groundlens_core.plugins.semantic_kernel import _RUN
+
+    guard = GroundlensFilter()
+    kernel, fn = make_kernel([], guard)
+    kernel.remove_all_services()
+    kernel.add_service(_SlowChat(service_id="chat", ai_model_id="scripted-1",
+                                 script=tool_script("SLOW") + ["An unrelated second answer about Rome."]))
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.5):
+            await kernel.invoke(fn, KernelArguments(input=QUESTION))
+    assert _RUN.get() is None  # the cancelled run no longer owns this task's context
+    await kernel.invoke(fn, KernelArguments(input="What is the capital of Italy?"))
+    first, second = guard.get_traces()
+    assert first.status == "error" and first.ended_at is not None
+    answer = [s for s in second.steps if s.kind == "llm"][-1]
+    assert answer.method == "dgi" and answer.context == ()  # no Paris facts from the cancelled run

@@ -180,3 +180,47 @@ def test_worker_thread_limit_leaves_the_callers_torch_threads_alone():
     rec.record(CallRecord("k", "n", question="What is the capital of France?", response="Paris."))
     assert rec.get_trace().steps[0].method == "dgi"
     assert seen == [1] and torch.get_num_threads() == before
+
+
+def test_redaction_covers_cut_texts_errors_and_metadata(tmp_path):
+    secret = "John Doe, account 12345"
+    rec = Recorder("test")
+    rec.start_trace("k", metadata={"inputs": secret})
+    rec.record(CallRecord("k", "n", question=f"What about {secret}?", response=f"{secret} is fine." * 20, context=[secret * 3],
+                          metadata={"tool_calls": [{"args": secret}]}))
+    rec.record(CallRecord("k", "n", question="q", response="r", error=f"ToolError: {secret} not found"))
+    rec.end_trace("k", error=f"ValueError: {secret}")
+    trace = rec.get_trace("k")
+    cut = tmp_path / "cut.json"
+    trace.save(cut, max_text_chars=30)  # saved cut, then redacted later
+    for t in (trace, Trace.load(cut)):
+        text = t.to_json(redact=True)
+        assert "John Doe" not in text, text[:2000]
+        jsonschema.validate(t.to_dict(redact=True), json_schema())
+    from groundlens_core.trace.html import render_html
+
+    assert "John Doe" not in render_html(Trace.load(cut), redact=True)
+
+
+def test_save_never_truncates_an_existing_file(tmp_path):
+    path = tmp_path / "t.json"
+    rec = Recorder("test")
+    rec.record(CallRecord("k", "n", kind="tool", response="fine"))
+    rec.get_trace().save(path)
+    good = path.read_text(encoding="utf-8")
+    broken = rec.get_trace()
+    broken.metadata["bad"] = object()  # not JSON-serialisable: to_json fails before anything is written
+    with pytest.raises(TypeError):
+        broken.save(path)
+    assert path.read_text(encoding="utf-8") == good
+    surrogate = Trace.from_dict({**rec.get_trace().to_dict(), "name": "cut emoji \ud83d"})
+    surrogate.save(path)  # written escaped, not refused
+    assert "cut emoji" in path.read_text(encoding="utf-8")
+
+
+def test_get_traces_snapshots_do_not_share_metadata():
+    rec = Recorder("test")
+    rec.record(CallRecord("k", "n", kind="tool", response="x"))
+    snap = rec.get_traces()[0]
+    rec.start_trace("k", metadata={"later": True})
+    assert "later" not in snap.metadata

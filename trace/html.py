@@ -24,7 +24,7 @@ import jinja2
 from markupsafe import Markup
 
 from groundlens_core._version import __version__
-from groundlens_core.trace.model import RISK_ORDER, Step, Trace, plain_text
+from groundlens_core.trace.model import RISK_ORDER, Step, Trace, atomic_write_text, plain_text, redact_string
 
 __all__ = ["render_html", "write_html"]
 
@@ -76,7 +76,7 @@ def write_html(traces: Trace | Sequence[Trace], path: str | Path, **kwargs: Any)
     """Write :func:`render_html` to ``path`` (parent folders are created) and return the path."""
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render_html(traces, **kwargs), encoding="utf-8")
+    atomic_write_text(out, render_html(traces, **kwargs))
     return out
 
 
@@ -260,7 +260,8 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
         trace_rows.append({
             "label": labels[ti], "name": trace.name, "framework": trace.framework, "id": trace.id,
             "started": _fmt_time(trace.started_at), "duration": _duration(trace.started_at, trace.ended_at),
-            "status": trace.status, "error": trace.error or "", "steps": len(trace.steps), "counts": counts,
+            "status": trace.status, "error": (redact_string(trace.error) if redact else trace.error) or "",
+            "steps": len(trace.steps), "counts": counts,
             "fingerprint": trace.fingerprint or "", "package_version": trace.package_version,
         })
     entries.sort(key=lambda e: e[0])
@@ -295,7 +296,7 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
             "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
             "question": _preview(question), "response": _preview(response),
             "note": _text_note(d.get("response")) or _text_note(d.get("question")),
-            "reason": step.error or step.skip_reason or "",
+            "reason": d.get("error") or step.skip_reason or "",
             "latency": _fmt_ms(step.llm_latency_ms), "model": str(step.model or ""),
         })
         details.append({
@@ -303,7 +304,7 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
             "r": response, "rn": _text_note(d.get("response")),
             "ctx": [[str(c.get("source", "")), plain_text(c.get("text")), _text_note(c.get("text"))] for c in d.get("context") or ()],
             "ex": str(step.explanation or "") if isinstance(step.score, Mapping) else "",
-            "err": str(step.error or ""), "skip": str(step.skip_reason or ""),
+            "err": str(d.get("error") or ""), "skip": str(step.skip_reason or ""),
             "facts": _facts(step, d, traces[ti]),
             "meta": "" if redact or not step.metadata else _json_text(step.metadata),
         })

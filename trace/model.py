@@ -225,6 +225,7 @@ class Trace:
         steps = [s.to_dict() for s in self.steps]
         if redact or max_text_chars is not None:
             steps = [_shrink_step(d, redact, max_text_chars) for d in steps]
+        error, metadata = (redact_string(self.error), redact_mapping(self.metadata)) if redact else (self.error, self.metadata)
         return {
             "schema_version": self.schema_version,
             "package_version": self.package_version,
@@ -234,9 +235,9 @@ class Trace:
             "started_at": self.started_at,
             "ended_at": self.ended_at,
             "status": self.status,
-            "error": self.error,
+            "error": error,
             "fingerprint": self.fingerprint,
-            "metadata": self.metadata,
+            "metadata": metadata,
             "steps": steps,
         }
 
@@ -257,9 +258,8 @@ class Trace:
         return cls.from_dict(json.loads(text))
 
     def save(self, path, **kwargs) -> None:
-        from pathlib import Path
-
-        Path(path).write_text(self.to_json(**kwargs) + "\n", encoding="utf-8")
+        """Write the JSON atomically: a failure never leaves a half-written or emptied file behind."""
+        atomic_write_text(path, self.to_json(**kwargs) + "\n")
 
     @classmethod
     def load(cls, path) -> "Trace":
@@ -268,17 +268,35 @@ class Trace:
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
 
 
-_TEXT_FIELDS = ("question", "response", "error")
-
-
 def shrink_text(value: Text, redact: bool, max_chars: int | None) -> Text:
+    """A text field after redaction (hash + length) or cutting (first ``max_chars`` + full length).
+
+    Redaction also covers a field that was cut earlier (a trace saved with ``max_text_chars``):
+    its kept part is hashed, its recorded full length kept.
+    """
+    if isinstance(value, Mapping) and redact and not value.get("redacted"):
+        kept = str(value.get("text", ""))
+        return {"redacted": True, "sha256": hashlib.sha256(kept.encode("utf-8", "surrogatepass")).hexdigest(),
+                "length": int(value.get("length", len(kept)))}
     if not isinstance(value, str):
         return value
     if redact:
-        return {"redacted": True, "sha256": hashlib.sha256(value.encode("utf-8")).hexdigest(), "length": len(value)}
+        return {"redacted": True, "sha256": hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(), "length": len(value)}
     if max_chars is not None and len(value) > max_chars:
         return {"text": value[:max_chars], "truncated": True, "length": len(value)}
     return value
+
+
+def redact_string(value: str | None) -> str | None:
+    """Error texts stay strings in the format: redacted, they say only how long they were."""
+    if value is None:
+        return None
+    return plain_text(shrink_text(value, True, None))
+
+
+def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata keeps its keys; every value (tool arguments, inputs) is replaced."""
+    return {str(k): "[redacted]" for k in value}
 
 
 def _shrink_step(d: dict[str, Any], redact: bool, max_chars: int | None) -> dict[str, Any]:
@@ -286,6 +304,9 @@ def _shrink_step(d: dict[str, Any], redact: bool, max_chars: int | None) -> dict
     for key in ("question", "response"):
         d[key] = shrink_text(d[key], redact, max_chars)
     d["context"] = [{"source": c["source"], "text": shrink_text(c["text"], redact, max_chars)} for c in d["context"]]
+    if redact:
+        d["error"] = redact_string(d["error"])
+        d["metadata"] = redact_mapping(d["metadata"])
     return d
 
 
@@ -300,3 +321,26 @@ def json_schema() -> dict[str, Any]:
     from importlib import resources
 
     return json.loads(resources.files("groundlens_core.trace").joinpath("schema.json").read_text(encoding="utf-8"))
+
+
+def atomic_write_text(path, text: str) -> None:
+    """Write ``text`` as UTF-8 to a temporary file beside ``path``, then rename it over ``path``.
+
+    Lone surrogates (undecodable bytes that reached a trace) are written escaped, not refused.
+    """
+    import os
+    import tempfile
+    from pathlib import Path
+
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise

@@ -237,7 +237,8 @@ class Recorder:
         if wait:
             self.flush()
         with self._lock:
-            return [dataclasses.replace(self._traces[k], steps=list(self._traces[k].steps)) for k in self._order]
+            return [dataclasses.replace(self._traces[k], steps=list(self._traces[k].steps), metadata=dict(self._traces[k].metadata))
+                    for k in self._order]
 
     def trace_keys(self) -> list[str]:
         with self._lock:
