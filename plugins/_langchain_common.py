@@ -93,7 +93,8 @@ class _Root:
     tasks: dict[str, _Task] = field(default_factory=dict)
     task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
     root_pieces: list[ContextPiece] = field(default_factory=list)  # context keys of the root input
-    retrieved: list[tuple[str, ContextPiece]] = field(default_factory=list)  # (task ns, document)
+    # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
+    retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
     tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
 
     def tick(self) -> int:
@@ -108,6 +109,7 @@ class _Run:
     node: str
     started_at: float
     name: str = ""
+    parent: str | None = None
     # LLM runs
     questions: list[str | None] = field(default_factory=list)
     contexts: list[list[ContextPiece]] = field(default_factory=list)
@@ -326,7 +328,8 @@ class GroundlensCallbackBase(_HandlerBase):
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
                     root.root_pieces = self._state_pieces(inputs)
-            run = _Run(root=root_key, ns=ns, node=node_path(ns, md) or name or "run", started_at=time.time(), name=name)
+            run = _Run(root=root_key, ns=ns, node=node_path(ns, md) or name or "run", started_at=time.time(), name=name,
+                       parent=str(parent_run_id) if parent_run_id is not None else None)
             self._runs[rid] = run
         if new_root is not None:
             meta: dict[str, Any] = {"root_run_id": rid, "root_run_name": name}
@@ -405,11 +408,33 @@ class GroundlensCallbackBase(_HandlerBase):
             return xa.end_seq is not None and xa.end_seq < ta.start_seq
         return True  # one is inside the other
 
-    def _collected_context(self, root: _Root | None, ns: str) -> list[ContextPiece]:
+    def _chain(self, parent: str | None) -> tuple[tuple[str, str], ...]:
+        """(run id, name) of ``parent`` and its open ancestors, nearest first (caller holds the lock)."""
+        out: list[tuple[str, str]] = []
+        while parent is not None and len(out) < 256:
+            run = self._runs.get(parent)
+            if run is None:
+                break
+            out.append((parent, run.name))
+            parent = run.parent
+        return tuple(out)
+
+    @staticmethod
+    def _visible_outside_graph(doc_chain: tuple[tuple[str, str], ...], llm_ancestors: set[str]) -> bool:
+        """Outside LangGraph (no namespaces): a document is hidden from a call in another branch of
+        the same ``RunnableParallel``, i.e. when their nearest common run is a parallel."""
+        for rid, name in doc_chain:
+            if rid in llm_ancestors:
+                return not name.startswith("RunnableParallel")
+        return True
+
+    def _collected_context(self, root: _Root | None, ns: str, llm_ancestors: set[str] | None = None) -> list[ContextPiece]:
         """Retriever documents and state values visible to a call in task ``ns`` (caller holds the lock)."""
         if root is None:
             return []
-        retrieved = [p for task_ns, p in root.retrieved if self._earlier(root, task_ns, ns)]
+        ancestors = llm_ancestors or set()
+        retrieved = [p for task_ns, chain, p in root.retrieved
+                     if (self._earlier(root, task_ns, ns) if (task_ns and ns) else self._visible_outside_graph(chain, ancestors))]
         state: list[ContextPiece] = list(root.root_pieces)
         own = root.tasks.get(ns) if ns else None
         if own is not None:
@@ -492,7 +517,8 @@ class GroundlensCallbackBase(_HandlerBase):
         override_q = md.get(QUESTION_OVERRIDE_KEY)
         override_ctx = pieces_from_value(md.get(CONTEXT_OVERRIDE_KEY), "override")
         with self._lock:
-            collected = self._collected_context(self._roots.get(run.root), run.ns)
+            ancestors = {rid for rid, _ in self._chain(run.parent)}
+            collected = self._collected_context(self._roots.get(run.root), run.ns, ancestors)
         if message_lists is not None:
             for messages in message_lists:
                 messages = list(messages or ())
@@ -638,7 +664,8 @@ class GroundlensCallbackBase(_HandlerBase):
         with self._lock:
             root = self._roots.get(run.root)
             if root is not None:
-                root.retrieved.extend((run.ns, p) for p in pieces)
+                chain = self._chain(run.parent)
+                root.retrieved.extend((run.ns, chain, p) for p in pieces)
         self.recorder.record(CallRecord(
             trace_key=run.root, node=run.node, kind="retrieval", question=run.input_text, context=tuple(pieces),
             started_at=run.started_at, ended_at=time.time(), step_id=str(run_id),

@@ -196,3 +196,58 @@ def test_callback_methods_are_cheap_on_the_callers_thread():
     assert len(traces) == 5 and all(t.steps[0].method == "sgi" for t in traces)
     assert all(t.steps[0].scoring_latency_ms is not None for t in traces)
     assert caller < 5.0
+
+
+def _parallel_fixtures():
+    from langchain_core.documents import Document
+    from langchain_core.retrievers import BaseRetriever
+
+    class FixedRetriever(BaseRetriever):
+        text: str
+
+        def _get_relevant_documents(self, query, *, run_manager=None):
+            return [Document(page_content=self.text)]
+
+    return FixedRetriever
+
+
+def test_parallel_branches_do_not_see_each_others_documents():
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain_core.runnables import RunnableLambda, RunnableParallel
+
+    FixedRetriever = _parallel_fixtures()
+
+    def branch(text, answer, question):
+        llm = GenericFakeChatModel(messages=iter([AIMessage(content=answer)]))
+        return (RunnableLambda(lambda x: question) | FixedRetriever(text=text)
+                | RunnableLambda(lambda docs: [HumanMessage(content=question)]) | llm)
+
+    chain = RunnableParallel(
+        paris=branch("Paris has about 2.1 million inhabitants.", "About 2.1 million people live in Paris.", "Population of Paris?"),
+        rome=branch("Rome was founded in 753 BC.", "Rome was founded in 753 BC.", "When was Rome founded?"),
+    )
+    cb = GroundlensCallback()
+    chain.invoke({}, config={"callbacks": [cb]})
+    llm_steps = {s.question: s for s in cb.get_trace().steps if s.kind == "llm"}
+    assert [p.text for p in llm_steps["Population of Paris?"].context] == ["Paris has about 2.1 million inhabitants."]
+    assert [p.text for p in llm_steps["When was Rome founded?"].context] == ["Rome was founded in 753 BC."]
+
+
+def test_lcel_rag_map_documents_reach_the_model():
+    """The usual `{"context": retriever, "question": passthrough} | prompt | llm`: the map is a parallel,
+    but the model runs after it, in the enclosing sequence, and must see its documents."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
+    from langchain_core.prompts import ChatPromptTemplate
+    from langchain_core.runnables import RunnablePassthrough
+
+    FixedRetriever = _parallel_fixtures()
+    prompt = ChatPromptTemplate.from_messages([("system", "Use: {context}"), ("human", "{question}")])
+    llm = GenericFakeChatModel(messages=iter([AIMessage(content="Paris has about 2.1 million inhabitants.")]))
+    chain = {"context": FixedRetriever(text="Paris has about 2.1 million inhabitants."), "question": RunnablePassthrough()} | prompt | llm
+    cb = GroundlensCallback()
+    chain.invoke("Population of Paris?", config={"callbacks": [cb]})
+    step = [s for s in cb.get_trace().steps if s.kind == "llm"][0]
+    assert step.question == "Population of Paris?" and step.method == "sgi"
+    assert [p.source for p in step.context] == ["retriever"]
