@@ -313,7 +313,9 @@ class GroundlensCallbackBase(_HandlerBase):
                 new_root = _Root(key=rid, name=self.name or name or self.framework)
                 self._roots[rid] = new_root
                 if len(self._roots) > _MAX_OPEN_ROOTS:
-                    self._drop_root(next(iter(self._roots)))
+                    abandoned = next(iter(self._roots))
+                    self._drop_root(abandoned)
+                    self.recorder.end_trace(abandoned, error="abandoned: the run never ended (too many open runs)")
                 root_key = rid
             else:
                 root_key = parent.root

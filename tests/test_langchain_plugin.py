@@ -251,3 +251,20 @@ def test_lcel_rag_map_documents_reach_the_model():
     step = [s for s in cb.get_trace().steps if s.kind == "llm"][0]
     assert step.question == "Population of Paris?" and step.method == "sgi"
     assert [p.source for p in step.context] == ["retriever"]
+
+
+def test_runs_that_never_end_are_closed_past_the_cap(monkeypatch):
+    """Bookkeeping unit test: roots whose end never comes (abandoned streams) are ended, not leaked."""
+    import uuid
+
+    import groundlens_core.plugins._langchain_common as common
+
+    monkeypatch.setattr(common, "_MAX_OPEN_ROOTS", 2)
+    cb = GroundlensCallback()
+    ids = [uuid.uuid4() for _ in range(3)]
+    for rid in ids:
+        cb.on_chain_start({"name": "chain"}, {"question": "q"}, run_id=rid, parent_run_id=None)
+    traces = {t.metadata.get("root_run_id"): t for t in cb.get_traces()}
+    first = traces[str(ids[0])]
+    assert first.status == "error" and "abandoned" in first.error and first.ended_at
+    assert traces[str(ids[2])].ended_at is None
