@@ -129,6 +129,16 @@ def build_graph(model, retriever):
     return desk.compile()
 
 
+def run_support_desk(cb: GroundlensLangGraphCallback):
+    """Run the support-desk graph once with ``cb`` attached; (the graph's result, its trace)."""
+    store = InMemoryVectorStore(embedding=MiniLMEmbeddings())
+    store.add_documents([Document(page_content=t, metadata={"id": i}) for i, t in enumerate(KNOWLEDGE_BASE)])
+    model = ScriptedChatModel(script={**SCRIPT, "Write today's one-line support report.": REPORT})
+    graph = build_graph(model, store.as_retriever(search_kwargs={"k": 2}))
+    result = graph.invoke({"questions": list(SCRIPT)}, config={"callbacks": [cb]})
+    return result, cb.get_trace()  # get_trace waits for the background scores
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="out", help="folder for trace.json and report.html (default: out/)")
@@ -136,14 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    store = InMemoryVectorStore(embedding=MiniLMEmbeddings())
-    store.add_documents([Document(page_content=t, metadata={"id": i}) for i, t in enumerate(KNOWLEDGE_BASE)])
-    model = ScriptedChatModel(script={**SCRIPT, "Write today's one-line support report.": REPORT})
-    graph = build_graph(model, store.as_retriever(search_kwargs={"k": 2}))
-
-    cb = GroundlensLangGraphCallback(name="support-desk-rag")
-    result = graph.invoke({"questions": list(SCRIPT)}, config={"callbacks": [cb]})
-    trace = cb.get_trace()  # waits for the background scores
+    result, trace = run_support_desk(GroundlensLangGraphCallback(name="support-desk-rag"))
 
     trace.save(out / "trace.json")
     print(f"report: {result['report']}")

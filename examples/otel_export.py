@@ -1,11 +1,15 @@
 """Send a groundlens trace to an OpenTelemetry backend (Arize Phoenix, Jaeger, an OTel Collector...).
 
-Records a small agent-like run through a :class:`Recorder` directly (no framework needed), then
-exports it, either live (spans leave as each step is scored) or post-hoc (a finished or saved trace).
+By default runs the same LangGraph support desk as ``examples/langgraph_rag.py`` (``make demo``)
+with the callback's live exporter: spans leave as each step is scored. ``--recorder`` instead
+records a small run through a :class:`Recorder` directly (no framework needed), exported live
+(``--live``) or post-hoc; ``--load`` ships a saved trace, such as ``out/trace.json``.
 
-    pip install "groundlens-core[otel]"
+    pip install "groundlens-core[otel,langgraph]"
     phoenix serve                       # or any OTLP/HTTP endpoint
     python examples/otel_export.py --endpoint http://127.0.0.1:6006 --project demo
+    python examples/otel_export.py --load out/trace.json    # the demo's saved run, post-hoc
+    python examples/otel_export.py --recorder --endpoint http://127.0.0.1:6006
     python examples/otel_export.py --live --save trace.json
     python examples/otel_export.py --load trace.json           # ship a saved trace again
 
@@ -69,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--endpoint", default=None, help="OTLP/HTTP base URL (default: $OTEL_EXPORTER_OTLP_ENDPOINT)")
     ap.add_argument("--project", default="groundlens", help="Phoenix project (openinference.project.name)")
-    ap.add_argument("--live", action="store_true", help="export as steps are scored, not after the run")
+    ap.add_argument("--recorder", action="store_true", help="record a small run with a Recorder instead of the LangGraph desk")
+    ap.add_argument("--live", action="store_true", help="with --recorder: export as steps are scored, not after the run")
     ap.add_argument("--redact", action="store_true", help="send sha256+length markers instead of texts")
     ap.add_argument("--save", default=None, help="also write the trace JSON here")
     ap.add_argument("--load", default=None, help="ship this saved trace JSON instead of recording a run")
@@ -81,7 +86,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"shipped {args.load}: OTel trace id {ship(trace, args.endpoint, project=args.project, redact=args.redact)}")
         return 0
 
-    if args.live:
+    if not args.recorder:
+        import sys
+        from pathlib import Path
+
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from langgraph_rag import run_support_desk
+
+        from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+
+        provider = configure_otlp(args.endpoint, project=args.project)
+        _, trace = run_support_desk(GroundlensLangGraphCallback(name="support-desk-rag", tracer_provider=provider))
+        provider.shutdown()  # flushes the spans still queued
+        print(f"live-exported the LangGraph run {trace.id}")
+    elif args.live:
         provider = configure_otlp(args.endpoint, project=args.project)
         recorder = Recorder("example", listeners=[OTelExporter(provider, redact=args.redact)])
         trace = record_demo_run(recorder)
