@@ -52,19 +52,22 @@ def _k_chunks(weight: torch.Tensor) -> list[torch.Tensor]:
     return [wt[k:k + K_CHUNK].contiguous() for k in range(0, wt.shape[0], K_CHUNK)]
 
 
-def _linear_kchunked(x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torch.Tensor) -> torch.Tensor:
+def _linear_kchunked(x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torch.Tensor,
+                     out: torch.Tensor | None = None) -> torch.Tensor:
     """``x @ W.T + bias`` with the inner dimension cut into fixed chunks, summed in fixed order.
 
     Measured with MKL 2024.2: a (128, 1536) x (1536, 384) GEMM gives different bits with 1 thread
     than with 2+ threads (the library splits the long reduction differently), while every GEMM with
     K <= 768 was identical for 1, 2, 3, 4 and 8 threads. Chunking keeps results thread-count
-    independent at a ~2% cost.
+    independent at a ~2% cost. ``out`` (a reused buffer) gives the same bits as a fresh tensor.
     """
     k = 0
-    out = None
-    for w in w_t_chunks:
+    for i, w in enumerate(w_t_chunks):
         part = x[:, k:k + w.shape[0]]
-        out = torch.addmm(bias, part, w) if out is None else torch.addmm(out, part, w)
+        if i == 0:
+            out = torch.addmm(bias, part, w, out=out) if out is not None else torch.addmm(bias, part, w)
+        else:
+            out.addmm_(part, w)
         k += w.shape[0]
     return out
 
@@ -213,6 +216,10 @@ class PackedMiniLMEmbedder:
 
         qkv = torch.empty(padded, 3 * H, dtype=torch.float32)
         ctx = torch.zeros(padded, H, dtype=torch.float32)
+        inter = self._layers[0][6].shape[0]  # intermediate size
+        buf_o = torch.empty(tile_rows, H, dtype=torch.float32)
+        buf_i = torch.empty(tile_rows, inter, dtype=torch.float32)
+        buf_h = torch.empty(tile_rows, inter, dtype=torch.float32)
         for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers:
             wqkv_t = wqkv.t()
             for t in tiles:
@@ -223,10 +230,16 @@ class PackedMiniLMEmbedder:
                 blk = qkv[s:s + n].view(1, n, 3, nh, hd).permute(2, 0, 3, 1, 4)
                 o = F.scaled_dot_product_attention(blk[0], blk[1], blk[2])  # (1, heads, n, hd)
                 ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+            wo_t, wi_t = wo.t(), wi.t()
             for t in tiles:
-                a = F.layer_norm(F.linear(ctx[t], wo, bo) + x[t], (H,), ln1w, ln1b, eps)
-                h = F.gelu(F.linear(a, wi, bi))
-                x[t] = F.layer_norm(_linear_kchunked(h, wo2, bo2) + a, (H,), ln2w, ln2b, eps)
+                # the same operations as F.linear / F.gelu / "+", written into reused buffers: a
+                # fresh 0.2-0.8 MB tensor per tile makes glibc map and unmap memory, and the page
+                # faults and TLB flushes that follow slow the agent's threads down too
+                torch.addmm(bo, ctx[t], wo_t, out=buf_o)
+                a = F.layer_norm(buf_o.add_(x[t]), (H,), ln1w, ln1b, eps)
+                torch.addmm(bi, a, wi_t, out=buf_i)
+                torch._C._nn.gelu(buf_i, out=buf_h)
+                x[t] = F.layer_norm(_linear_kchunked(buf_h, wo2, bo2, out=buf_o).add_(a), (H,), ln2w, ln2b, eps)
 
         emb = torch.empty(len(ids), H, dtype=torch.float32)
         for k, (s, n) in enumerate(spans):
