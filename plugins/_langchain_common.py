@@ -27,12 +27,10 @@ Scores are triage signals for ranking outputs for human review, not verdicts of 
 
 from __future__ import annotations
 
-import functools
-import logging
 import threading
 import time
 from dataclasses import dataclass, field
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from groundlens_core.plugins._common import (
@@ -44,20 +42,12 @@ from groundlens_core.plugins._common import (
     pieces_from_value,
     short,
 )
-from groundlens_core.plugins._lazy import require
-from groundlens_core.trace.model import ContextPiece, Trace, Usage
+from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, parse_usage, require
+from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
-try:  # the base class only; nothing else from LangChain is needed at import time
-    from langchain_core.callbacks import BaseCallbackHandler as _HandlerBase
-
-    _LANGCHAIN_ERROR: ImportError | None = None
-except ImportError as _exc:  # the plugin module still imports; instantiating says what to install
-
-    class _HandlerBase:  # type: ignore[no-redef]
-        pass
-
-    _LANGCHAIN_ERROR = _exc
+# the base class only; nothing else from LangChain is needed at import time
+_HandlerBase: Any = optional_base("langchain_core.callbacks", "BaseCallbackHandler")
 
 #: config metadata keys a user can set to give a call's context / question explicitly
 CONTEXT_OVERRIDE_KEY = "groundlens_context"
@@ -121,21 +111,18 @@ class _Run:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _guarded(method: Callable) -> Callable:
-    """Run a callback method so that nothing it raises reaches the framework: log it and record an
-    ``error`` step in the run's trace instead."""
+def _error_target(self: "GroundlensCallbackBase", *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
+    """(trace key, node) of the run a failing callback was about: its root's trace and its node."""
+    run_id = kwargs.get("run_id")
+    rid = str(run_id) if run_id is not None else None
+    with self._lock:
+        run = self._runs.get(rid) if rid else None
+    return (run.root, run.node) if run is not None else (rid, None)
 
-    name = method.__name__
 
-    @functools.wraps(method)
-    def wrapper(self: "GroundlensCallbackBase", *args: Any, **kwargs: Any) -> None:
-        try:
-            method(self, *args, **kwargs)
-        except Exception as exc:
-            self._internal_error(name, exc, kwargs.get("run_id"))
-        return None
-
-    return wrapper
+#: every callback method: nothing it raises reaches LangChain; it is logged and recorded as an
+#: ``error`` step in the run's trace instead
+_guarded = handle_internal_errors(trace_key=_error_target)
 
 
 # ---------------------------------------------------------------- small readers
@@ -178,14 +165,7 @@ def _model_name(*sources: Any) -> str | None:
 
 
 def _usage(message: Any, llm_output: Any) -> Usage | None:
-    um = getattr(message, "usage_metadata", None)
-    if isinstance(um, Mapping) and um:
-        return Usage(um.get("input_tokens"), um.get("output_tokens"), um.get("total_tokens"))
-    tu = llm_output.get("token_usage") or llm_output.get("usage") if isinstance(llm_output, Mapping) else None
-    if isinstance(tu, Mapping) and tu:
-        return Usage(tu.get("prompt_tokens", tu.get("input_tokens")), tu.get("completion_tokens", tu.get("output_tokens")),
-                     tu.get("total_tokens"))
-    return None
+    return parse_usage(getattr(message, "usage_metadata", None)) or parse_usage(llm_output)
 
 
 def _tool_name_for(messages: Sequence[Any], index: int) -> str:
@@ -238,15 +218,15 @@ def _is_interrupt(error: BaseException) -> bool:
 # ---------------------------------------------------------------- the handler
 
 
-class GroundlensCallbackBase(_HandlerBase):
+class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     """Records every LLM call of a LangChain / LangGraph run as a trace step, scored off-thread.
 
-    Subclasses set :attr:`framework` and :attr:`logger_name`. One instance serves any number of
-    invocations, concurrently (threads or asyncio); each root run is its own trace.
+    Subclasses set :attr:`framework` (also the logger, ``groundlens.<framework>``) and :attr:`extra`.
+    One instance serves any number of invocations, concurrently (threads or asyncio); each root run
+    is its own trace. The constructor is the shell's (:class:`AdapterShell`), plus ``context_keys``.
     """
 
     framework = "langchain"
-    logger_name = "groundlens.langchain"
     extra = "langchain"
 
     # our methods are cheap and thread-safe: run them in line (in order, no executor hop) in async runs
@@ -257,6 +237,7 @@ class GroundlensCallbackBase(_HandlerBase):
         self,
         name: str | None = None,
         *,
+        recorder: Recorder | None = None,
         calibration: Any = None,
         context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
         embedder: Any = None,
@@ -265,37 +246,15 @@ class GroundlensCallbackBase(_HandlerBase):
         long_context: str | None = None,
         max_traces: int = 100,
     ):
-        if _LANGCHAIN_ERROR is not None:
+        if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
-        super().__init__()
-        self.name = name
-        self.context_keys = tuple(context_keys)
-        self.log = logging.getLogger(self.logger_name)
-        self.recorder = Recorder(self.framework, name=name, embedder=embedder, calibration=calibration,
-                                 long_context=long_context, listeners=listeners, max_traces=max_traces)
-        if tracer_provider is not None:
-            otel = require("groundlens_core.trace.otel", "otel", "the OpenTelemetry exporter")
-            self.recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
         self._lock = threading.Lock()
         self._runs: dict[str, _Run] = {}
         self._roots: dict[str, _Root] = {}
-
-    # ------------------------------------------------------------ reading the traces
-
-    def get_trace(self, key: str | None = None, *, wait: bool = True) -> Trace | None:
-        """The trace of root run ``key`` (default: the latest invocation), once its scores are in."""
-        return self.recorder.get_trace(key, wait=wait)
-
-    def get_traces(self, *, wait: bool = True) -> list[Trace]:
-        """Every kept trace, oldest first."""
-        return self.recorder.get_traces(wait=wait)
-
-    def flush(self, timeout: float | None = 120.0) -> bool:
-        """Wait until every recorded call is scored."""
-        return self.recorder.flush(timeout)
-
-    def add_listener(self, listener: TraceListener) -> None:
-        self.recorder.add_listener(listener)
+        self.context_keys = tuple(context_keys)
+        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
+                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
+                         max_traces=max_traces)
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -446,29 +405,12 @@ class GroundlensCallbackBase(_HandlerBase):
                 state.extend(task.outputs)
         return merge_pieces(retrieved, state)
 
-    def _internal_error(self, method: str, exc: BaseException, run_id: Any) -> None:
-        """A bug or a surprise in our translation: log it, record an error step, never raise."""
-        try:
-            self.log.warning("groundlens: %s failed inside %s: %s: %s", type(self).__name__, method,
-                             type(exc).__name__, exc, exc_info=True)
-            rid = str(run_id) if run_id is not None else None
-            with self._lock:
-                run = self._runs.get(rid) if rid else None
-            key = run.root if run is not None else (rid or "groundlens-internal")
-            self.recorder.record(CallRecord(
-                trace_key=key, node=run.node if run is not None else "groundlens", kind="agent",
-                error=f"groundlens could not read this event ({method}): {type(exc).__name__}: {exc}",
-                started_at=time.time(), ended_at=time.time(), metadata={"internal_error": True, "callback": method},
-            ))
-        except Exception:  # pragma: no cover - the very last line of defence
-            pass
-
     def _end_root(self, key: str, error: BaseException | None = None) -> None:
         if error is not None and _is_interrupt(error):  # human-in-the-loop pause, not a failure
-            self.recorder.start_trace(key, metadata={"interrupted": True})
+            self.recorder.annotate_trace(key, {"interrupted": True})
             error = None
         elif isinstance(error, GeneratorExit):  # the caller stopped consuming a stream early
-            self.recorder.start_trace(key, metadata={"stopped_early": True})
+            self.recorder.annotate_trace(key, {"stopped_early": True})
             error = None
         self.recorder.end_trace(key, error=None if error is None else f"{type(error).__name__}: {error}")
 
@@ -493,7 +435,7 @@ class GroundlensCallbackBase(_HandlerBase):
         run, is_root = self._close_run(run_id)
         if is_root and run is not None:
             if isinstance(outputs, Mapping) and outputs.get("__interrupt__"):  # paused for a human (interrupt())
-                self.recorder.start_trace(run.root, metadata={"interrupted": True})
+                self.recorder.annotate_trace(run.root, {"interrupted": True})
             self._end_root(run.root)
 
     @_guarded
@@ -504,7 +446,7 @@ class GroundlensCallbackBase(_HandlerBase):
         if is_root:
             self._end_root(run.root, error)
         elif _is_interrupt(error):  # a node paused the graph for a human (interrupt()); the root ends normally
-            self.recorder.start_trace(run.root, metadata={"interrupted": True})
+            self.recorder.annotate_trace(run.root, {"interrupted": True})
 
     # ------------------------------------------------------------ LLM calls
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 
 from groundlens_core.plugins._common import as_text, merge_pieces, short
-from groundlens_core.plugins._lazy import require
+from groundlens_core.plugins._shell import require
 from groundlens_core.trace.model import ContextPiece, Trace, Usage, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
@@ -348,7 +348,7 @@ class CheckedStream:
                 try:
                     if hasattr(item, "stop_reason") and hasattr(item, "messages"):  # the final TaskResult
                         self.task_result = item
-                        recorder.start_trace(key, metadata={"stop_reason": item.stop_reason})
+                        recorder.annotate_trace(key, {"stop_reason": item.stop_reason})
                     elif hasattr(item, "chat_message") and hasattr(item, "inner_messages"):  # an agent's Response
                         checker._observe(conv, key, item.chat_message)
                     else:

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
-from groundlens_core.plugins._lazy import require
+from groundlens_core.plugins._shell import require
 from groundlens_core.trace.model import ContextPiece, Trace, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 

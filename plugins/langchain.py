@@ -51,7 +51,6 @@ class GroundlensCallback(GroundlensCallbackBase):
     Same constructor as :class:`groundlens_core.plugins.langgraph.GroundlensLangGraphCallback`."""
 
     framework = "langchain"
-    logger_name = "groundlens.langchain"
     extra = "langchain"
 
 

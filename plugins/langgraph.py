@@ -38,5 +38,4 @@ class GroundlensLangGraphCallback(GroundlensCallbackBase):
     (an OpenTelemetry tracer provider: spans are exported live, needs ``groundlens-core[otel]``)."""
 
     framework = "langgraph"
-    logger_name = "groundlens.langgraph"
     extra = "langgraph"

@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 from groundlens_core.plugins._common import CONTEXT_NAMES, QUESTION_NAMES, as_text, first_text, merge_pieces, pieces_from_value, short
-from groundlens_core.plugins._lazy import require
+from groundlens_core.plugins._shell import require
 from groundlens_core.trace.model import ContextPiece, Trace, Usage, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 

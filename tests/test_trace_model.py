@@ -222,5 +222,13 @@ def test_get_traces_snapshots_do_not_share_metadata():
     rec = Recorder("test")
     rec.record(CallRecord("k", "n", kind="tool", response="x"))
     snap = rec.get_traces()[0]
-    rec.start_trace("k", metadata={"later": True})
-    assert "later" not in snap.metadata
+    rec.annotate_trace("k", {"later": True})
+    assert "later" not in snap.metadata and rec.get_traces()[0].metadata == {"later": True}
+
+
+def test_start_trace_never_rewrites_an_open_trace():
+    rec = Recorder("test")
+    assert rec.start_trace("k", name="first", metadata={"user": "a"}) is True
+    assert rec.start_trace("k", name="second", metadata={"user": "b", "extra": 1}) is False
+    trace = rec.get_trace("k")
+    assert trace.name == "first" and trace.metadata == {"user": "a"}

@@ -89,6 +89,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
+from groundlens_core._imports import require
 from groundlens_core._version import __version__
 from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import Step, Trace
@@ -104,8 +105,6 @@ __all__ = ["OTelExporter", "export_trace", "configure_otlp", "iso_to_ns", "rende
 
 
 def _require(module: str):
-    from groundlens_core.plugins._lazy import require
-
     return require(module, *_INSTALL)
 
 

@@ -19,6 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
+from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
 
 log = logging.getLogger("groundlens.recorder")
@@ -71,7 +72,7 @@ class CallRecord:
     metadata: dict[str, Any] = field(default_factory=dict)
     # An adapter that had to score in line (e.g. to annotate a result it returns) passes the score
     # here so the recorder keeps it instead of scoring the same call a second time.
-    score: dict[str, Any] | None = None  # GroundlensScore.to_dict()
+    score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
 
 
@@ -150,13 +151,24 @@ class Recorder:
         with self._lock:
             self._listeners.append(listener)
 
-    def start_trace(self, key: str, *, name: str | None = None, metadata: dict[str, Any] | None = None) -> None:
-        """Open a trace for root run ``key`` (done implicitly by the first ``record``)."""
+    def scoring_options(self) -> dict[str, Any]:
+        """The keywords this recorder passes to the core's ``evaluate`` / ``evaluate_batch``: adapters
+        that score in line use them too, so a call scores the same either way."""
+        kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration}
+        if self._long_context:
+            kwargs["long_context"] = self._long_context
+        return kwargs
+
+    def start_trace(self, key: str, *, name: str | None = None, metadata: dict[str, Any] | None = None) -> bool:
+        """Open a trace for root run ``key`` (done implicitly by the first ``record``).
+
+        Returns True when it opened a new trace. A key that is already open is left as it is (its
+        name and metadata are not touched, so a late or repeated start cannot rewrite a trace);
+        :meth:`annotate_trace` adds metadata to an open trace on purpose.
+        """
         with self._lock:
             if key in self._traces:
-                if metadata:
-                    self._traces[key].metadata.update(metadata)
-                return
+                return False
             trace = Trace(id=new_id(), name=name or self.name, framework=self.framework, started_at=utc_now(),
                           metadata=dict(metadata or {}))
             self._traces[key] = trace
@@ -167,6 +179,14 @@ class Recorder:
                 self._traces.pop(old, None)
                 self._next_index.pop(old, None)
         self._submit(("start", key))
+        return True
+
+    def annotate_trace(self, key: str, metadata: dict[str, Any]) -> None:
+        """Merge ``metadata`` into the open trace ``key`` (e.g. ``interrupted``); unknown keys are ignored."""
+        with self._lock:
+            trace = self._traces.get(key)
+            if trace is not None:
+                trace.metadata.update(metadata)
 
     def record(self, call: CallRecord) -> str:
         """Queue one call; returns its step id at once. Never raises into the caller."""
@@ -366,6 +386,8 @@ class Recorder:
         todo = []
         for i, (m, _) in enumerate(decisions):
             pre = calls[i].score
+            if isinstance(pre, GroundlensScore):
+                pre = pre.to_dict()
             if m == "score" and isinstance(pre, dict) and pre.get("method") in ("sgi", "dgi"):
                 out[i] = (pre["method"], None, dict(pre), calls[i].scoring_latency_ms)  # scored in line already
             elif m == "score":
@@ -376,9 +398,7 @@ class Recorder:
         try:
             from groundlens_core.scoring import evaluate_batch
 
-            kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration, "errors": "record"}
-            if self._long_context:
-                kwargs["long_context"] = self._long_context
+            kwargs = dict(self.scoring_options(), errors="record")
             items = [{"question": calls[i].question, "response": calls[i].response,
                       "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)]} for i in todo]
             results = evaluate_batch(items, **kwargs)

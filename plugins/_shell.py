@@ -1,0 +1,525 @@
+"""The adapter shell: what every plugin and provider guard stands on, written once.
+
+A framework adapter has two jobs. One is its framework's: read a callback, hook, filter or SDK
+response and turn it into a :class:`~groundlens_core.trace.CallRecord`. The other is the same for
+every adapter, and lives here:
+
+* :func:`require` — the one lazy import; a missing framework raises ``ImportError`` whose message
+  is the install line ``pip install "groundlens-core[<extra>]"``.
+* :class:`AdapterShell` — the base class. One constructor with the same keywords and meaning on
+  every adapter::
+
+      name=None            trace name (default: the framework's name)
+      recorder=None        share a Recorder with other adapters; by default the adapter owns one
+      embedder=None        the embedder to score with (default: the bundled model)
+      calibration=None     a DGI direction (CalibrationResult or a path)
+      long_context=None    "mean" | "nearest" (how a context longer than the model window is read)
+      listeners=()         TraceListeners (exporters) added to the recorder
+      tracer_provider=None an OpenTelemetry TracerProvider: attaches the live OTel exporter; a
+                           broken provider logs one warning and is ignored, never raises
+      max_traces=100       traces an owned recorder keeps (oldest dropped first)
+
+  With a shared ``recorder=``, ``embedder``/``calibration``/``long_context``/``max_traces`` are the
+  recorder's (they were set when it was made); ``listeners`` and ``tracer_provider`` are added to it.
+  Reading: :meth:`~AdapterShell.get_trace`, :meth:`~AdapterShell.get_traces`,
+  :meth:`~AdapterShell.flush` (``timeout=None`` waits up to :data:`DEFAULT_WAIT_SECONDS`).
+* :func:`handle_internal_errors` — the one error guard, a decorator and a context manager. It
+  swallows any ``Exception`` raised by *our* code, logs it on ``groundlens.<framework>`` (a warning
+  with the traceback the first time a place fails with an exception type, debug after that, so a
+  bug hit on every call does not flood the user's log) and records an ``error`` step when it knows
+  the trace. ``BaseException`` (KeyboardInterrupt, CancelledError) is never swallowed.
+* :meth:`AdapterShell.score_inline` — scoring on the caller's thread for adapters that must answer
+  synchronously (the Semantic Kernel filter, the CrewAI self-check tool, provider guards). It
+  decides the method exactly as the recorder does (:meth:`Recorder.decide`) and never raises.
+* :func:`parse_usage` — token usage from any SDK/framework usage object or dict.
+* :class:`GroundlensFlaggedError` and :func:`apply_guard` — the guard modes shared by the Semantic
+  Kernel filter and the provider guards: ``mode="annotate"`` (default: only attach the score),
+  ``on_flagged=callable`` (called with the :class:`InlineScore` and the response when flagged; its
+  own exceptions are the user's and propagate), ``mode="raise"`` (raise
+  :class:`GroundlensFlaggedError`).
+
+Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, ClassVar, TypeVar
+
+from groundlens_core._imports import MissingFrameworkError, install_line, require
+from groundlens_core.results import GroundlensScore
+from groundlens_core.trace.model import ContextPiece, Trace, Usage
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
+
+__all__ = [
+    "DEFAULT_WAIT_SECONDS",
+    "GUARD_MODES",
+    "AdapterShell",
+    "GroundlensFlaggedError",
+    "InlineScore",
+    "MissingFrameworkError",
+    "apply_guard",
+    "check_mode",
+    "handle_internal_errors",
+    "install_line",
+    "optional_base",
+    "parse_usage",
+    "require",
+]
+
+#: what ``timeout=None`` means for ``get_trace`` / ``get_traces`` / ``flush``: wait this long at most
+DEFAULT_WAIT_SECONDS = 120.0
+#: the guard modes every guarding adapter accepts (the Semantic Kernel filter adds ``"replace"``)
+GUARD_MODES: tuple[str, ...] = ("annotate", "raise")
+#: trace key of an internal error that happened before the adapter knew which trace it belonged to
+INTERNAL_TRACE_KEY = "groundlens-internal"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+# ---------------------------------------------------------------- framework base classes
+
+
+def optional_base(module: str, name: str) -> type:
+    """The framework class ``module.name`` for an adapter to subclass, or ``object`` when the
+    framework is not installed: the adapter module still imports, and the adapter's constructor
+    calls :func:`require`, which raises the install line. The one lazy-import pattern of the
+    plugins: no stub classes, no factories, no module ``__getattr__``."""
+    try:
+        return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
+    except ImportError:
+        return object
+
+
+# ---------------------------------------------------------------- token usage
+
+_INPUT_KEYS = ("input_tokens", "prompt_tokens", "prompt_token_count")
+_OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidates_token_count")
+_TOTAL_KEYS = ("total_tokens", "total_token_count")
+#: where a response object or a framework's output dict keeps its usage
+_NESTED_KEYS = ("usage", "usage_metadata", "token_usage", "models_usage")
+
+
+def _field(obj: Any, key: str) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    try:
+        return getattr(obj, key, None)
+    except Exception:  # odd objects (lazy proxies) must not break an adapter
+        return None
+
+
+def _count(obj: Any, keys: Sequence[str]) -> int | None:
+    for key in keys:
+        value = _field(obj, key)
+        if isinstance(value, bool):
+            continue
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+    return None
+
+
+def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
+    """Token usage from any usage object or dict, or None when it holds no counts.
+
+    Reads ``input_tokens``/``output_tokens`` (Anthropic, LangChain ``usage_metadata``),
+    ``prompt_tokens``/``completion_tokens`` (OpenAI, AutoGen, Semantic Kernel),
+    ``prompt_token_count``/``candidates_token_count`` (Google) and ``total_tokens`` /
+    ``total_token_count``; the total is the sum when it is not given. A response object or output
+    dict that keeps its usage under ``usage``, ``usage_metadata``, ``token_usage`` or
+    ``models_usage`` is looked into (two levels at most).
+    """
+    if obj is None or isinstance(obj, (str, bytes, int, float)):
+        return None
+    if isinstance(obj, Usage):
+        return obj
+    inp, out, total = _count(obj, _INPUT_KEYS), _count(obj, _OUTPUT_KEYS), _count(obj, _TOTAL_KEYS)
+    if inp is None and out is None and total is None:
+        if _depth >= 2:
+            return None
+        for key in _NESTED_KEYS:
+            inner = _field(obj, key)
+            if inner is not None and inner is not obj:
+                found = parse_usage(inner, _depth + 1)
+                if found is not None:
+                    return found
+        return None
+    if total is None:
+        total = (inp or 0) + (out or 0)
+    return Usage(inp, out, total)
+
+
+# ---------------------------------------------------------------- inline scores and guard modes
+
+
+@dataclass(frozen=True)
+class InlineScore:
+    """The outcome of :meth:`AdapterShell.score_inline`.
+
+    ``score`` is the core's frozen score object (:class:`~groundlens_core.GroundlensScore`, an
+    ``SGIResult`` or ``DGIResult``), or None when the call was not scored: then ``error`` says why
+    scoring failed, or ``skipped`` why the call is not scorable (no question, no response text).
+    """
+
+    score: GroundlensScore | None
+    error: str | None = None
+    latency_ms: float = 0.0
+    skipped: str | None = None
+
+    @property
+    def flagged(self) -> bool:
+        return self.score is not None and self.score.flagged
+
+    @property
+    def triage(self) -> str | None:
+        return None if self.score is None else self.score.triage
+
+    def record_fields(self) -> dict[str, Any]:
+        """The ``CallRecord`` fields that hand this outcome to the recorder (so it is not scored twice)."""
+        if self.score is not None:
+            return {"score": self.score, "scoring_latency_ms": self.latency_ms}
+        if self.error is not None:
+            return {"error": f"groundlens could not score this call: {self.error}"}
+        return {}
+
+
+class GroundlensFlaggedError(Exception):
+    """Raised by guard modes (``mode="raise"``) when an answer is flagged.
+
+    ``.score`` is the core's score object, ``.response`` the adapter's response object or text,
+    ``.node`` the function/agent/model whose answer it was, ``.step_id`` its trace step.
+    """
+
+    def __init__(self, message: str, *, score: GroundlensScore, response: Any, node: str | None = None,
+                 step_id: str | None = None):
+        super().__init__(message)
+        self.score = score
+        self.response = response
+        self.node = node
+        self.step_id = step_id
+
+    @property
+    def function_name(self) -> str | None:
+        """The Semantic Kernel name of :attr:`node`."""
+        return self.node
+
+    @classmethod
+    def find(cls, exc: BaseException | None) -> GroundlensFlaggedError | None:
+        """This error inside ``exc``'s cause/context chain (frameworks wrap it), or None."""
+        seen: set[int] = set()
+        while exc is not None and id(exc) not in seen:
+            if isinstance(exc, cls):
+                return exc
+            seen.add(id(exc))
+            exc = exc.__cause__ or exc.__context__
+        return None
+
+    @classmethod
+    def for_score(cls, score: GroundlensScore, response: Any, node: str | None = None,
+                  step_id: str | None = None) -> GroundlensFlaggedError:
+        where = f" of {node}" if node else ""
+        message = (f"groundlens flagged the answer{where} ({score.method.upper()}={score.value:.2f}): "
+                   f"{score.explanation}")
+        return cls(message, score=score, response=response, node=node, step_id=step_id)
+
+
+def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None,
+               modes: Sequence[str] = GUARD_MODES) -> str:
+    """``mode`` if it is one of ``modes``, else a one-line ``ValueError``; ``on_flagged`` must be callable."""
+    if mode not in modes:
+        raise ValueError(f"mode must be one of {', '.join(modes)}, got {mode!r}")
+    if on_flagged is not None and not callable(on_flagged):
+        raise ValueError(f"on_flagged must be callable, got {type(on_flagged).__name__}")
+    return mode
+
+
+def apply_guard(inline: InlineScore, *, mode: str, response: Any, on_flagged: Callable[..., Any] | None = None,
+                node: str | None = None, step_id: str | None = None) -> GroundlensFlaggedError | None:
+    """Apply a guard mode to one scored answer.
+
+    Not flagged (or not scored): nothing happens, None. Flagged: ``on_flagged(inline, response)`` is
+    called when given (exceptions it raises are the caller's and propagate); then with
+    ``mode="raise"`` the :class:`GroundlensFlaggedError` to raise is returned (the adapter raises it
+    once its step is recorded). ``"annotate"`` and other modes return None.
+    """
+    if not inline.flagged or inline.score is None:
+        return None
+    if on_flagged is not None:
+        on_flagged(inline, response)
+    if mode == "raise":
+        return GroundlensFlaggedError.for_score(inline.score, response, node, step_id)
+    return None
+
+
+# ---------------------------------------------------------------- the error guard
+
+
+class _ErrorGuard:
+    """See :func:`handle_internal_errors`."""
+
+    def __init__(self, adapter: Any, where: str | None, trace_key: Any, node: str | None, default: Any,
+                 framework: str | None):
+        self.adapter = adapter
+        self.where = where
+        self.trace_key = trace_key
+        self.node = node
+        self.default = default
+        self.framework = framework
+
+    # -- context manager
+    def __enter__(self) -> _ErrorGuard:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> bool:
+        if exc is None or not isinstance(exc, Exception):
+            return False
+        key = self.trace_key() if callable(self.trace_key) else self.trace_key
+        _report(self.adapter, self.framework, self.where or "groundlens", exc, key, self.node)
+        return True
+
+    async def __aenter__(self) -> _ErrorGuard:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> bool:
+        return self.__exit__(exc_type, exc, tb)
+
+    # -- decorator
+    def __call__(self, fn: F) -> F:
+        guard = self
+        where = self.where or fn.__name__
+
+        def key_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            if callable(guard.trace_key):
+                try:
+                    return guard.trace_key(*args, **kwargs)
+                except Exception:
+                    return None
+            return guard.trace_key
+
+        def owner(args: tuple[Any, ...]) -> Any:
+            if guard.adapter is not None:
+                return guard.adapter
+            return args[0] if args and isinstance(args[0], AdapterShell) else None
+
+        if inspect.iscoroutinefunction(fn):
+            @functools.wraps(fn)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    return await fn(*args, **kwargs)
+                except Exception as exc:
+                    _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
+                    return guard.default
+
+            return async_wrapper  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except Exception as exc:
+                _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
+                return guard.default
+
+        return wrapper  # type: ignore[return-value]
+
+
+def handle_internal_errors(adapter: Any = None, where: str | None = None, *, trace_key: Any = None,
+                           node: str | None = None, default: Any = None, framework: str | None = None) -> Any:
+    """The one error guard: our exceptions never reach the user's agent, request or batch.
+
+    As a decorator on an adapter method (the adapter is the method's ``self``)::
+
+        @handle_internal_errors                       # returns None when the body raised
+        def on_llm_end(self, response, *, run_id, **kw): ...
+
+        @handle_internal_errors(trace_key=lambda self, *a, **kw: self._root_of(kw.get("run_id")))
+        def on_tool_end(self, output, *, run_id, **kw): ...
+
+    As a context manager (``with`` or ``async with``) around a block of our code::
+
+        with handle_internal_errors(self, "after_llm_call", trace_key=key, node=node):
+            ...                                       # a failure here is logged and recorded
+
+    ``trace_key`` is a key or a callable returning one (for the decorator it gets the method's
+    arguments), or returning ``(key, node)`` to name the error step's node too; when the adapter knows no trace, the failure is still logged, and the error step
+    goes to the adapter's own error trace. ``default`` is what a decorated function returns after
+    a failure. ``framework`` names the logger when there is no adapter (``groundlens.<framework>``).
+    """
+    if callable(adapter) and not isinstance(adapter, AdapterShell) and where is None:
+        return _ErrorGuard(None, None, trace_key, node, default, framework)(adapter)  # bare @decorator
+    return _ErrorGuard(adapter, where, trace_key, node, default, framework)
+
+
+_SEEN_LOCK = threading.Lock()
+_SEEN: set[tuple[str, str, str]] = set()
+
+
+def _report(adapter: Any, framework: str | None, where: str, exc: BaseException, trace_key: Any,
+            node: str | None) -> None:
+    """Log once and record an error step. Never raises."""
+    try:
+        if isinstance(trace_key, tuple):  # a trace_key callable may name the node too: (key, node)
+            trace_key, node = trace_key[0], trace_key[1] if len(trace_key) > 1 and trace_key[1] else node
+        fw = getattr(adapter, "framework", None) or framework or "plugins"
+        logger = logging.getLogger(f"groundlens.{fw}")
+        sig = (fw, where, type(exc).__name__)
+        seen = getattr(adapter, "_logged_failures", None)
+        if not isinstance(seen, set):
+            seen = _SEEN
+        with _SEEN_LOCK:
+            first = sig not in seen
+            seen.add(sig)
+        owner = type(adapter).__name__ if adapter is not None else fw
+        if first:
+            logger.warning("groundlens: %s failed inside %s: %s: %s", owner, where, type(exc).__name__, exc,
+                           exc_info=exc)
+        else:
+            logger.debug("groundlens: %s failed inside %s again: %s: %s", owner, where, type(exc).__name__, exc)
+        recorder = getattr(adapter, "recorder", None)
+        if isinstance(recorder, Recorder):
+            now = time.time()
+            recorder.record(CallRecord(
+                trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY, node=node or "groundlens",
+                kind="agent", error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
+                started_at=now, ended_at=now, metadata={"internal_error": True, "callback": where},
+            ))
+    except Exception:  # pragma: no cover - the very last line of defence
+        pass
+
+
+# ---------------------------------------------------------------- the base class
+
+
+def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) -> bool:
+    """Add the live OTel exporter for ``tracer_provider``; a broken provider is one warning, no raise."""
+    try:
+        otel = require("groundlens_core.trace.otel", "otel", "the OpenTelemetry exporter")
+        recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
+        return True
+    except Exception as exc:
+        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s: %s",
+                    type(exc).__name__, exc)
+        return False
+
+
+class AdapterShell:
+    """Base class of every framework adapter and provider guard (see the module docstring)."""
+
+    #: the framework or SDK this adapter translates (``"langgraph"``, ``"openai"``): the recorder's
+    #: framework, the logger name ``groundlens.<framework>``
+    framework: ClassVar[str] = "plugins"
+    #: the install extra that brings the framework (``pip install "groundlens-core[<extra>]"``)
+    extra: ClassVar[str] = "all"
+
+    def __init__(
+        self,
+        *,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
+    ):
+        self.name = name
+        self.log = logging.getLogger(f"groundlens.{self.framework}")
+        self._logged_failures: set[tuple[str, str, str]] = set()  # (framework, place, exception type)
+        if recorder is None:
+            recorder = Recorder(self.framework, name=name, embedder=embedder, calibration=calibration,
+                                long_context=long_context, listeners=listeners, max_traces=max_traces)
+        else:
+            if not isinstance(recorder, Recorder):
+                raise TypeError(f"recorder must be a groundlens Recorder, got {type(recorder).__name__}")
+            for listener in listeners:
+                recorder.add_listener(listener)
+        self.recorder: Recorder = recorder
+        if tracer_provider is not None:
+            _attach_otel(recorder, tracer_provider, self.log)
+
+    # ------------------------------------------------------------ reading the traces
+
+    def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
+        """The trace ``key`` (default: the latest), once its pending scores are done (or ``timeout``
+        passed: then the steps scored so far)."""
+        if isinstance(key, (int, float)) and not isinstance(key, bool):  # get_trace(5.0): a timeout
+            key, timeout = None, float(key)
+        self.flush(timeout)
+        return self.recorder.get_trace(key, wait=False)
+
+    def get_traces(self, *, timeout: float | None = None) -> list[Trace]:
+        """Every kept trace, oldest first, once pending scores are done (or ``timeout`` passed)."""
+        self.flush(timeout)
+        return self.recorder.get_traces(wait=False)
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every recorded call is scored; False when ``timeout`` (default
+        :data:`DEFAULT_WAIT_SECONDS`) passed first."""
+        return self.recorder.flush(DEFAULT_WAIT_SECONDS if timeout is None else timeout)
+
+    def add_listener(self, listener: TraceListener) -> None:
+        self.recorder.add_listener(listener)
+
+    # ------------------------------------------------------------ scoring in line
+
+    def score_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
+        """Score one answer now, on this thread. Never raises.
+
+        ``context`` is a text, a list of texts or :class:`ContextPiece` s, or ``(text, source)``
+        pairs. The method is decided as the recorder decides it: SGI with non-blank context, DGI
+        without; no question or no response text gives ``skipped`` and no score.
+        """
+        t0 = time.perf_counter()
+        try:
+            pieces = _pieces(context)
+            call = CallRecord(trace_key="", node="", question=question, response=response, context=pieces)
+            method, reason = Recorder.decide(call)
+            if method != "score":
+                return InlineScore(None, error=reason if method == "error" else None,
+                                   skipped=reason if method == "skipped" else None)
+            from groundlens_core.scoring import evaluate
+
+            texts = [p.text for p in pieces if isinstance(p.text, str)]
+            score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
+            return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
+        except Exception as exc:
+            self.log.warning("groundlens: %s could not score in line: %s: %s", type(self).__name__,
+                             type(exc).__name__, exc)
+            return InlineScore(None, error=f"{type(exc).__name__}: {exc}",
+                               latency_ms=(time.perf_counter() - t0) * 1000.0)
+
+    async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
+        """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
+        return await asyncio.to_thread(self.score_inline, question=question, response=response, context=context)
+
+    # ------------------------------------------------------------ errors
+
+    def record_internal_error(self, where: str, exc: BaseException, trace_key: str | None = None,
+                              node: str | None = None) -> None:
+        """What :func:`handle_internal_errors` does, for code that caught the exception itself."""
+        _report(self, None, where, exc, trace_key, node)
+
+
+def _pieces(context: Any) -> tuple[ContextPiece, ...]:
+    if context is None:
+        return ()
+    if isinstance(context, str):
+        return context_pieces([context])
+    if isinstance(context, Iterable):
+        return context_pieces(context)
+    raise TypeError(f"context must be text or a list of texts, got {type(context).__name__}")
+
