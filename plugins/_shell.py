@@ -71,6 +71,7 @@ __all__ = [
     "check_mode",
     "handle_internal_errors",
     "install_line",
+    "lazy_classes",
     "optional_base",
     "parse_usage",
     "require",
@@ -98,6 +99,28 @@ def optional_base(module: str, name: str) -> type:
         return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
     except ImportError:
         return object
+
+
+def lazy_classes(module: str, builders: Mapping[str, Callable[[], type]]) -> Callable[[str], Any]:
+    """A module ``__getattr__`` (PEP 562) that builds the classes which subclass framework types
+    on first access: ``builders[name]()`` calls :func:`require` (so a missing framework raises the
+    install line right where the class is named) and returns the class, cached in the module's
+    ``_built`` dict. Used where the framework's own base classes are needed (AutoGen's model
+    client and termination condition, CrewAI's tool); the translation itself lives in plain
+    module-level classes, so a builder only names the bases."""
+
+    def __getattr__(name: str) -> Any:
+        builder = builders.get(name)
+        if builder is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        cache = vars(importlib.import_module(module)).setdefault("_built", {})
+        if name not in cache:
+            cls = builder()
+            cls.__module__ = module
+            cache[name] = cls
+        return cache[name]
+
+    return __getattr__
 
 
 # ---------------------------------------------------------------- token usage
@@ -384,8 +407,8 @@ def _report(adapter: Any, framework: str | None, where: str, exc: BaseException,
             seen.add(sig)
         owner = type(adapter).__name__ if adapter is not None else fw
         if first:
-            logger.warning("groundlens: %s failed inside %s: %s: %s", owner, where, type(exc).__name__, exc,
-                           exc_info=exc)
+            logger.warning("groundlens: %s failed inside %s: %s: %s (could not record this event; an error "
+                           "step stands in for it)", owner, where, type(exc).__name__, exc, exc_info=exc)
         else:
             logger.debug("groundlens: %s failed inside %s again: %s: %s", owner, where, type(exc).__name__, exc)
         recorder = getattr(adapter, "recorder", None)
@@ -450,6 +473,20 @@ class AdapterShell:
         self.recorder: Recorder = recorder
         if tracer_provider is not None:
             _attach_otel(recorder, tracer_provider, self.log)
+
+    # ------------------------------------------------------------ the scoring settings (the recorder's)
+
+    @property
+    def embedder(self) -> Any:
+        return self.recorder.scoring_options()["embedder"]
+
+    @property
+    def calibration(self) -> Any:
+        return self.recorder.scoring_options()["calibration"]
+
+    @property
+    def long_context(self) -> str | None:
+        return self.recorder.scoring_options().get("long_context")
 
     # ------------------------------------------------------------ reading the traces
 

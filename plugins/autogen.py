@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 
 from groundlens_core.plugins._common import as_text, merge_pieces, short
-from groundlens_core.plugins._shell import require
-from groundlens_core.trace.model import ContextPiece, Trace, Usage, new_id
+from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, lazy_classes, parse_usage, require
+from groundlens_core.trace.model import ContextPiece, Trace, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 log = logging.getLogger("groundlens.autogen")
@@ -88,20 +88,6 @@ def groundlens_trace(recorder: Recorder, name: str | None = None, *, metadata: d
     finally:
         _TRACE_KEY.reset(token)
         recorder.end_trace(key, error=error)
-
-
-def _new_recorder(recorder: Recorder | None, name: str | None, embedder: Any, calibration: Any,
-                  long_context: str | None, listeners: Sequence[TraceListener]) -> Recorder:
-    return recorder or Recorder(FRAMEWORK, name=name, embedder=embedder, calibration=calibration,
-                                long_context=long_context, listeners=listeners)
-
-
-def _usage(u: Any) -> Usage | None:
-    if u is None:
-        return None
-    inp, out = getattr(u, "prompt_tokens", None), getattr(u, "completion_tokens", None)
-    total = (inp or 0) + (out or 0) if inp is not None or out is not None else None
-    return Usage(inp, out, total)
 
 
 def _content_text(content: Any) -> str | None:
@@ -187,7 +173,7 @@ class _Conversation:
         src = str(getattr(msg, "source", "") or "agent")
         kind_name = type(msg).__name__
         meta: dict[str, Any] = {"message_type": kind_name}
-        usage = _usage(getattr(msg, "models_usage", None))
+        usage = parse_usage(getattr(msg, "models_usage", None))
 
         def rec(**kw: Any) -> CallRecord:
             base: dict[str, Any] = dict(trace_key="", node=src, question=self.question, usage=usage,
@@ -265,37 +251,52 @@ def _messages_of(obj: Any) -> list[Any]:
     return list(obj)
 
 
-class GroundlensChecker:
-    """Scores the answers in a finished (or streaming) AgentChat run; one trace per check."""
+class _AutoGenShell(AdapterShell):
+    """The shell with AutoGen's two reading options (``question_sources``, ``agent_messages_as_context``)."""
+
+    framework = FRAMEWORK
+    extra = EXTRA
 
     def __init__(
         self,
         *,
-        recorder: Recorder | None = None,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
+        name: str | None = None,
+        recorder: Recorder | None = None,
         embedder: Any = None,
         calibration: Any = None,
         long_context: str | None = None,
         listeners: Sequence[TraceListener] = (),
-        name: str | None = None,
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
-        _agentchat()
-        self.recorder = _new_recorder(recorder, name, embedder, calibration, long_context, listeners)
-        self.question_sources = question_sources
+        self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
-        self._name = name
+        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
+                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
+                         max_traces=max_traces)
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)
 
+
+class GroundlensChecker(_AutoGenShell):
+    """Scores the answers in a finished (or streaming) AgentChat run; one trace per check.
+
+    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`), plus
+    ``question_sources`` and ``agent_messages_as_context``.
+    """
+
+    def __init__(self, **kwargs: Any):
+        _agentchat()
+        super().__init__(**kwargs)
+
     def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:
-        try:
+        records: list[CallRecord] = []
+        with handle_internal_errors(self, f"reading a {type(msg).__name__}", trace_key=key,
+                                    node=str(getattr(msg, "source", "agent"))):
             records = conv.feed(msg)
-        except Exception as exc:
-            log.warning("groundlens: could not read a %s: %s", type(msg).__name__, exc, exc_info=True)
-            records = [CallRecord(trace_key="", node=str(getattr(msg, "source", "agent")), kind="llm",
-                                  error=f"groundlens could not read {type(msg).__name__}: {exc}")]
         for r in records:
             self.recorder.record(dataclasses.replace(r, trace_key=key))
 
@@ -304,7 +305,7 @@ class GroundlensChecker:
         """Record and score a run's messages; returns the trace once scored."""
         key = new_id()
         meta = {"stop_reason": stop_reason} if stop_reason is not None else None
-        self.recorder.start_trace(key, name=name or self._name, metadata=meta)
+        self.recorder.start_trace(key, name=name or self.name, metadata=meta)
         conv = self._conversation()
         for msg in messages:
             self._observe(conv, key, msg)
@@ -319,9 +320,6 @@ class GroundlensChecker:
     def check_stream(self, stream: Any, *, name: str | None = None) -> "CheckedStream":
         """Follow a ``run_stream``: ``async for`` yields every item through, ``await`` returns the trace."""
         return CheckedStream(self, stream, name)
-
-    def get_trace(self, key: str | None = None) -> Trace | None:
-        return self.recorder.get_trace(key)
 
 
 class CheckedStream:
@@ -340,12 +338,12 @@ class CheckedStream:
     async def _iterate(self) -> AsyncIterator[Any]:
         checker, recorder = self._checker, self._checker.recorder
         self.key = key = new_id()
-        recorder.start_trace(key, name=self._name or checker._name)
+        recorder.start_trace(key, name=self._name or checker.name)
         conv = checker._conversation()
         error: str | None = None
         try:
             async for item in self._stream:
-                try:
+                with handle_internal_errors(checker, "observing a stream item", trace_key=key):
                     if hasattr(item, "stop_reason") and hasattr(item, "messages"):  # the final TaskResult
                         self.task_result = item
                         recorder.annotate_trace(key, {"stop_reason": item.stop_reason})
@@ -353,8 +351,6 @@ class CheckedStream:
                         checker._observe(conv, key, item.chat_message)
                     else:
                         checker._observe(conv, key, item)
-                except Exception:  # pragma: no cover - _observe already guards; last line of defence
-                    log.warning("groundlens: could not observe a stream item", exc_info=True)
                 yield item
         except Exception as exc:
             error = f"{type(exc).__name__}: {exc}"
@@ -376,14 +372,236 @@ class CheckedStream:
         return None if self.key is None else self._checker.recorder.get_trace(self.key)
 
 
-# ---------------------------------------------------------------- classes that subclass AutoGen types
 
-_built: dict[str, type] = {}
+# ---------------------------------------------------------------- the model-client wrapper
 
 
-def _build_client_class() -> type:
-    models = _core_models()
-    core = require("autogen_core", EXTRA, "AutoGen")
+class _ClientTranslation(_AutoGenShell):
+    """What :class:`GroundlensChatCompletionClient` does; the AutoGen base classes are added on
+    first access (see :func:`_build_client`)."""
+
+    def __init__(self, client: Any, *, agent_name: str | None = None, trace_key: str = DEFAULT_TRACE_KEY,
+                 **kwargs: Any):
+        self._client = client
+        self.agent_name = agent_name
+        self.trace_key = trace_key
+        super().__init__(**kwargs)
+
+    @property
+    def wrapped(self) -> Any:
+        return self._client
+
+    # -------------------------------------------------- the two calls we watch
+
+    async def create(self, messages: Sequence[Any], **kwargs: Any) -> Any:
+        started = time.time()
+        try:
+            result = await self._client.create(messages, **kwargs)
+        except Exception as exc:
+            self._record(messages, None, started, error=f"the model call raised {type(exc).__name__}: {exc}")
+            raise
+        self._record(messages, result, started)
+        return result
+
+    async def create_stream(self, messages: Sequence[Any], **kwargs: Any) -> AsyncIterator[Any]:
+        models = _core_models()
+        started = time.time()
+        final = None
+        error: str | None = None
+        try:
+            async for chunk in self._client.create_stream(messages, **kwargs):
+                if isinstance(chunk, models.CreateResult):
+                    final = chunk
+                yield chunk
+        except Exception as exc:
+            error = f"the model call raised {type(exc).__name__}: {exc}"
+            raise
+        finally:
+            self._record(messages, final, started, error=error, streaming=True)
+
+    def _record(self, messages: Sequence[Any], result: Any, started: float, *, error: str | None = None,
+                streaming: bool = False) -> None:
+        """Cheap: read the request and result, queue a CallRecord. Never raises."""
+        ended = time.time()
+        key = _TRACE_KEY.get() or self.trace_key
+        with handle_internal_errors(self, "record a model call", trace_key=key, node=self.agent_name or "assistant"):
+            node = self.agent_name or _agent_from_request(messages) or "assistant"
+            question, pieces = request_question_and_context(messages, self.question_sources,
+                                                            self.agent_messages_as_context)
+            meta: dict[str, Any] = {"client": type(self._client).__name__}
+            if streaming:
+                meta["streaming"] = True
+            kind, response = "llm", None
+            if result is not None:
+                content = result.content
+                if isinstance(content, str):
+                    response = content
+                else:
+                    kind = "tool_call"
+                    meta["calls"] = [getattr(c, "name", "?") for c in content or []]
+                if getattr(result, "finish_reason", None):
+                    meta["finish_reason"] = result.finish_reason
+            elif error is None:
+                meta["skip_note"] = "the stream ended without a result"
+            self.recorder.record(CallRecord(
+                trace_key=key, node=node, kind=kind, question=question, context=pieces, response=response,
+                model=self._model_name(), provider=type(self._client).__name__,
+                usage=parse_usage(getattr(result, "usage", None)), started_at=started, ended_at=ended,
+                error=error, metadata=meta,
+            ))
+
+    def _model_name(self) -> str | None:
+        for attr in ("model", "_model", "model_name"):
+            value = getattr(self._client, attr, None)
+            if isinstance(value, str):
+                return value
+        args = getattr(self._client, "_create_args", None)
+        if isinstance(args, dict) and isinstance(args.get("model"), str):
+            return args["model"]
+        try:
+            family = self._client.model_info.get("family")
+        except Exception:
+            family = None
+        return str(family) if family else None
+
+    def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
+        """The trace ``key`` (default: this wrapper's ``trace_key``), once scored."""
+        if isinstance(key, (int, float)) and not isinstance(key, bool):
+            key, timeout = None, float(key)
+        return super().get_trace(key or self.trace_key, timeout=timeout)
+
+    # -------------------------------------------------- delegated unchanged
+
+    async def close(self) -> None:
+        await self._client.close()
+
+    def actual_usage(self) -> Any:
+        return self._client.actual_usage()
+
+    def total_usage(self) -> Any:
+        return self._client.total_usage()
+
+    def count_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
+        return self._client.count_tokens(messages, **kwargs)
+
+    def remaining_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
+        return self._client.remaining_tokens(messages, **kwargs)
+
+    @property
+    def capabilities(self) -> Any:  # deprecated in AutoGen, kept for old callers
+        return self._client.capabilities
+
+    @property
+    def model_info(self) -> Any:
+        return self._client.model_info
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for attributes this class lacks: e.g. ReplayChatCompletionClient.reset
+        client = self.__dict__.get("_client")
+        if client is None:
+            raise AttributeError(name)
+        return getattr(client, name)
+
+    def _to_config(self) -> Any:
+        return self.component_config_schema(  # type: ignore[attr-defined]
+            client=self._client.dump_component(), agent_name=self.agent_name, trace_key=self.trace_key,
+            question_sources=None if self.question_sources is None else list(self.question_sources),
+            agent_messages_as_context=self.agent_messages_as_context,
+        )
+
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        return cls(_core_models().ChatCompletionClient.load_component(config.client), agent_name=config.agent_name,
+                   trace_key=config.trace_key, question_sources=config.question_sources,
+                   agent_messages_as_context=config.agent_messages_as_context)
+
+
+# ---------------------------------------------------------------- the termination condition
+
+
+class _TerminationTranslation(_AutoGenShell):
+    """What :class:`GroundlensFlaggedTermination` does; the AutoGen base classes are added on first
+    access (see :func:`_build_termination`)."""
+
+    def __init__(self, *, stop_on: Sequence[str] = ("flagged",), sources: Sequence[str] | None = None,
+                 name: str | None = None, **kwargs: Any):
+        bad = set(stop_on) - {"flagged", "review", "trusted"}
+        if bad:
+            raise ValueError(f"stop_on takes triage bands (flagged, review, trusted), got {sorted(bad)}")
+        self.stop_on = tuple(stop_on)
+        self.sources = None if sources is None else tuple(sources)
+        super().__init__(name=name or "flagged-termination", **kwargs)
+        self._conv = self._conversation()
+        self._terminated = False
+        self._key: str | None = None
+        self.last_trigger: dict[str, Any] | None = None  # the step that stopped the team
+
+    @property
+    def terminated(self) -> bool:
+        return self._terminated
+
+    async def __call__(self, messages_in: Sequence[Any]) -> Any:
+        if self._terminated:
+            raise require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat").TerminatedException(
+                "Termination condition has already been reached")
+        stop = None
+        for msg in messages_in:
+            async with handle_internal_errors(self, "termination check", trace_key=self._key):  # never break the team
+                stop = await self._check(msg) or stop
+        if stop is not None:
+            self._terminated = True
+        return stop
+
+    async def _check(self, msg: Any) -> Any:
+        if self._key is None:
+            self._key = new_id()
+            self.recorder.start_trace(self._key)
+        stop = None
+        for record in self._conv.feed(msg):
+            record = dataclasses.replace(record, trace_key=self._key)
+            inline = None
+            if record.kind == "llm":
+                inline = await self.ascore_inline(question=record.question, response=record.response,
+                                                  context=record.context)
+                record = dataclasses.replace(record, **inline.record_fields())
+            step_id = self.recorder.record(record)
+            score = None if inline is None else inline.score
+            if (score is not None and stop is None and score.triage in self.stop_on
+                    and (self.sources is None or record.node in self.sources)):
+                self.last_trigger = {"step_id": step_id, "node": record.node, "score": score.to_dict(),
+                                     "response": record.response}
+                stop = _agentchat().StopMessage(
+                    content=(f"groundlens {score.triage} the answer of {record.node} "
+                             f"({score.method.upper()}={score.value:.2f}): {score.explanation}"),
+                    source="GroundlensFlaggedTermination",
+                )
+        return stop
+
+    async def reset(self) -> None:
+        self._terminated = False
+        self._conv = self._conversation()  # a new run, a new task
+        if self._key is not None:
+            self.recorder.end_trace(self._key)
+            self._key = None
+
+    def _to_config(self) -> Any:
+        return self.component_config_schema(  # type: ignore[attr-defined]
+            stop_on=list(self.stop_on), sources=None if self.sources is None else list(self.sources),
+            question_sources=None if self.question_sources is None else list(self.question_sources),
+            agent_messages_as_context=self.agent_messages_as_context,
+        )
+
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        return cls(stop_on=config.stop_on, sources=config.sources, question_sources=config.question_sources,
+                   agent_messages_as_context=config.agent_messages_as_context)
+
+
+# ---------------------------------------------------------------- the AutoGen subclasses, built on first access
+
+
+def _build_client() -> type:
+    models, core = _core_models(), require("autogen_core", EXTRA, "AutoGen")
     from pydantic import BaseModel
 
     class GroundlensClientConfig(BaseModel):
@@ -393,179 +611,26 @@ def _build_client_class() -> type:
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensChatCompletionClient(models.ChatCompletionClient, core.Component[GroundlensClientConfig]):
+    class GroundlensChatCompletionClient(_ClientTranslation, models.ChatCompletionClient,
+                                         core.Component[GroundlensClientConfig]):
         """Wraps a ``ChatCompletionClient``: results come back unchanged and at once, scored off the hot path.
 
         One wrapper per agent (``agent_name`` names its steps); share ``recorder`` across a team.
-        Everything not about scoring is delegated to the wrapped client.
+        Everything not about scoring is delegated to the wrapped client. Constructor:
+        ``(client, *, agent_name=None, trace_key="autogen", question_sources=("user",),
+        agent_messages_as_context=True)`` plus the shell's keywords.
         """
 
         component_type = "model"
         component_config_schema = GroundlensClientConfig
         component_provider_override = "groundlens_core.plugins.autogen.GroundlensChatCompletionClient"
 
-        def __init__(
-            self,
-            client: Any,
-            *,
-            agent_name: str | None = None,
-            recorder: Recorder | None = None,
-            trace_key: str = DEFAULT_TRACE_KEY,
-            question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
-            agent_messages_as_context: bool = True,
-            embedder: Any = None,
-            calibration: Any = None,
-            long_context: str | None = None,
-            listeners: Sequence[TraceListener] = (),
-            name: str | None = None,
-        ):
-            self._client = client
-            self.agent_name = agent_name
-            self.trace_key = trace_key
-            self.question_sources = None if question_sources is None else tuple(question_sources)
-            self.agent_messages_as_context = agent_messages_as_context
-            self.recorder = _new_recorder(recorder, name, embedder, calibration, long_context, listeners)
-
-        @property
-        def wrapped(self) -> Any:
-            return self._client
-
-        # -------------------------------------------------- the two calls we watch
-
-        async def create(self, messages: Sequence[Any], **kwargs: Any) -> Any:
-            started = time.time()
-            try:
-                result = await self._client.create(messages, **kwargs)
-            except Exception as exc:
-                self._record(messages, None, started, error=f"the model call raised {type(exc).__name__}: {exc}")
-                raise
-            self._record(messages, result, started)
-            return result
-
-        async def create_stream(self, messages: Sequence[Any], **kwargs: Any) -> AsyncIterator[Any]:
-            started = time.time()
-            final = None
-            error: str | None = None
-            try:
-                async for chunk in self._client.create_stream(messages, **kwargs):
-                    if isinstance(chunk, models.CreateResult):
-                        final = chunk
-                    yield chunk
-            except Exception as exc:
-                error = f"the model call raised {type(exc).__name__}: {exc}"
-                raise
-            finally:
-                self._record(messages, final, started, error=error, streaming=True)
-
-        def _record(self, messages: Sequence[Any], result: Any, started: float, *, error: str | None = None,
-                    streaming: bool = False) -> None:
-            """Cheap: read the request and result, queue a CallRecord. Never raises."""
-            ended = time.time()
-            try:
-                key = _TRACE_KEY.get() or self.trace_key
-                node = self.agent_name or _agent_from_request(messages) or "assistant"
-                question, pieces = request_question_and_context(messages, self.question_sources,
-                                                                self.agent_messages_as_context)
-                meta: dict[str, Any] = {"client": type(self._client).__name__}
-                if streaming:
-                    meta["streaming"] = True
-                kind, response = "llm", None
-                if result is not None:
-                    content = result.content
-                    if isinstance(content, str):
-                        response = content
-                    else:
-                        kind = "tool_call"
-                        meta["calls"] = [getattr(c, "name", "?") for c in content or []]
-                    if getattr(result, "finish_reason", None):
-                        meta["finish_reason"] = result.finish_reason
-                elif error is None:
-                    meta["skip_note"] = "the stream ended without a result"
-                self.recorder.record(CallRecord(
-                    trace_key=key, node=node, kind=kind, question=question, context=pieces, response=response,
-                    model=self._model_name(), provider=type(self._client).__name__,
-                    usage=_usage(getattr(result, "usage", None)), started_at=started, ended_at=ended,
-                    error=error, metadata=meta,
-                ))
-            except Exception as exc:
-                log.warning("groundlens: could not record a model call: %s", exc, exc_info=True)
-                try:
-                    self.recorder.record(CallRecord(trace_key=self.trace_key, node=self.agent_name or "assistant",
-                                                    error=f"groundlens could not read the call: {type(exc).__name__}: {exc}"))
-                except Exception:  # pragma: no cover - defensive
-                    pass
-
-        def _model_name(self) -> str | None:
-            for attr in ("model", "_model", "model_name"):
-                value = getattr(self._client, attr, None)
-                if isinstance(value, str):
-                    return value
-            args = getattr(self._client, "_create_args", None)
-            if isinstance(args, dict) and isinstance(args.get("model"), str):
-                return args["model"]
-            try:
-                family = self._client.model_info.get("family")
-            except Exception:
-                family = None
-            return str(family) if family else None
-
-        def get_trace(self, key: str | None = None) -> Trace | None:
-            """The trace ``key`` (default: this wrapper's ``trace_key``), once scored."""
-            return self.recorder.get_trace(key or self.trace_key)
-
-        # -------------------------------------------------- delegated unchanged
-
-        async def close(self) -> None:
-            await self._client.close()
-
-        def actual_usage(self) -> Any:
-            return self._client.actual_usage()
-
-        def total_usage(self) -> Any:
-            return self._client.total_usage()
-
-        def count_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
-            return self._client.count_tokens(messages, **kwargs)
-
-        def remaining_tokens(self, messages: Sequence[Any], **kwargs: Any) -> int:
-            return self._client.remaining_tokens(messages, **kwargs)
-
-        @property
-        def capabilities(self) -> Any:  # deprecated in AutoGen, kept for old callers
-            return self._client.capabilities
-
-        @property
-        def model_info(self) -> Any:
-            return self._client.model_info
-
-        def __getattr__(self, name: str) -> Any:
-            # only reached for attributes this class lacks: e.g. ReplayChatCompletionClient.reset
-            client = self.__dict__.get("_client")
-            if client is None:
-                raise AttributeError(name)
-            return getattr(client, name)
-
-        def _to_config(self) -> GroundlensClientConfig:
-            return GroundlensClientConfig(
-                client=self._client.dump_component(), agent_name=self.agent_name, trace_key=self.trace_key,
-                question_sources=None if self.question_sources is None else list(self.question_sources),
-                agent_messages_as_context=self.agent_messages_as_context,
-            )
-
-        @classmethod
-        def _from_config(cls, config: GroundlensClientConfig) -> "GroundlensChatCompletionClient":
-            return cls(models.ChatCompletionClient.load_component(config.client), agent_name=config.agent_name,
-                       trace_key=config.trace_key, question_sources=config.question_sources,
-                       agent_messages_as_context=config.agent_messages_as_context)
-
-    GroundlensChatCompletionClient.__module__ = __name__
     return GroundlensChatCompletionClient
 
 
-def _build_termination_class() -> type:
-    base = require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat")
-    messages = _agentchat()
-    core = require("autogen_core", EXTRA, "AutoGen")
+def _build_termination() -> type:
+    base, core = require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat"), require("autogen_core", EXTRA, "AutoGen")
+    _agentchat()
     from pydantic import BaseModel
 
     class GroundlensFlaggedTerminationConfig(BaseModel):
@@ -574,7 +639,8 @@ def _build_termination_class() -> type:
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensFlaggedTermination(base.TerminationCondition, core.Component[GroundlensFlaggedTerminationConfig]):
+    class GroundlensFlaggedTermination(_TerminationTranslation, base.TerminationCondition,
+                                       core.Component[GroundlensFlaggedTerminationConfig]):
         """Stops a team as soon as an answer is flagged (or lands in another band of ``stop_on``).
 
         Scores each new answer while the team waits (in a worker thread, off the event loop); the steps
@@ -585,134 +651,14 @@ def _build_termination_class() -> type:
         component_config_schema = GroundlensFlaggedTerminationConfig
         component_provider_override = "groundlens_core.plugins.autogen.GroundlensFlaggedTermination"
 
-        def __init__(
-            self,
-            *,
-            stop_on: Sequence[str] = ("flagged",),
-            sources: Sequence[str] | None = None,
-            recorder: Recorder | None = None,
-            question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
-            agent_messages_as_context: bool = True,
-            embedder: Any = None,
-            calibration: Any = None,
-            long_context: str | None = None,
-            listeners: Sequence[TraceListener] = (),
-            name: str | None = None,
-        ):
-            bad = set(stop_on) - {"flagged", "review", "trusted"}
-            if bad:
-                raise ValueError(f"stop_on takes triage bands (flagged, review, trusted), got {sorted(bad)}")
-            self.stop_on = tuple(stop_on)
-            self.sources = None if sources is None else tuple(sources)
-            self.question_sources = question_sources
-            self.agent_messages_as_context = agent_messages_as_context
-            self.recorder = _new_recorder(recorder, name or "flagged-termination", embedder, calibration,
-                                          long_context, listeners)
-            self._embedder, self._calibration, self._long_context = embedder, calibration, long_context
-            self._conv = _Conversation(question_sources, agent_messages_as_context)
-            self._terminated = False
-            self._key: str | None = None
-            self.last_trigger: dict[str, Any] | None = None  # the step that stopped the team
-
-        @property
-        def terminated(self) -> bool:
-            return self._terminated
-
-        async def __call__(self, messages_in: Sequence[Any]) -> Any:
-            if self._terminated:
-                raise base.TerminatedException("Termination condition has already been reached")
-            stop = None
-            for msg in messages_in:
-                try:
-                    stop = await self._check(msg) or stop
-                except Exception as exc:  # never break the team
-                    log.warning("groundlens: termination check failed on %s: %s", type(msg).__name__, exc,
-                                exc_info=True)
-            if stop is not None:
-                self._terminated = True
-            return stop
-
-        async def _check(self, msg: Any) -> Any:
-            if self._key is None:
-                self._key = new_id()
-                self.recorder.start_trace(self._key)
-            stop = None
-            for record in self._conv.feed(msg):
-                record = dataclasses.replace(record, trace_key=self._key)
-                score = None
-                if record.kind == "llm" and record.response and record.response.strip() and record.question:
-                    t0 = time.perf_counter()
-                    try:
-                        score = await asyncio.to_thread(self._evaluate, record)
-                    except Exception as exc:
-                        log.warning("groundlens: could not score %s's answer: %s", record.node, exc)
-                        record = dataclasses.replace(record, error=f"groundlens failed: {type(exc).__name__}: {exc}")
-                    else:
-                        record = dataclasses.replace(record, score=score.to_dict(),
-                                                     scoring_latency_ms=(time.perf_counter() - t0) * 1000.0)
-                step_id = self.recorder.record(record)
-                if (score is not None and stop is None and score.triage in self.stop_on
-                        and (self.sources is None or record.node in self.sources)):
-                    self.last_trigger = {"step_id": step_id, "node": record.node, "score": score.to_dict(),
-                                         "response": record.response}
-                    stop = messages.StopMessage(
-                        content=(f"groundlens {score.triage} the answer of {record.node} "
-                                 f"({score.method.upper()}={score.value:.2f}): {score.explanation}"),
-                        source="GroundlensFlaggedTermination",
-                    )
-            return stop
-
-        def _evaluate(self, record: CallRecord) -> Any:
-            from groundlens_core.scoring import evaluate
-
-            kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration}
-            if self._long_context:
-                kwargs["long_context"] = self._long_context
-            texts = [p.text for p in record.context if isinstance(p.text, str)]
-            return evaluate(record.question, record.response, texts or None, **kwargs)
-
-        async def reset(self) -> None:
-            self._terminated = False
-            self._conv = _Conversation(self.question_sources, self.agent_messages_as_context)  # a new run, a new task
-            if self._key is not None:
-                self.recorder.end_trace(self._key)
-                self._key = None
-
-        def get_trace(self, key: str | None = None) -> Trace | None:
-            """The latest run's trace (or ``key``'s), once scored."""
-            return self.recorder.get_trace(key)
-
-        def _to_config(self) -> GroundlensFlaggedTerminationConfig:
-            return GroundlensFlaggedTerminationConfig(
-                stop_on=list(self.stop_on), sources=None if self.sources is None else list(self.sources),
-                question_sources=None if self.question_sources is None else list(self.question_sources),
-                agent_messages_as_context=self.agent_messages_as_context,
-            )
-
-        @classmethod
-        def _from_config(cls, config: GroundlensFlaggedTerminationConfig) -> "GroundlensFlaggedTermination":
-            return cls(stop_on=config.stop_on, sources=config.sources, question_sources=config.question_sources,
-                       agent_messages_as_context=config.agent_messages_as_context)
-
-    GroundlensFlaggedTermination.__module__ = __name__
     return GroundlensFlaggedTermination
 
 
-_BUILDERS = {
-    "GroundlensChatCompletionClient": _build_client_class,
-    "GroundlensFlaggedTermination": _build_termination_class,
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Build the AutoGen subclasses on first access (PEP 562): the module imports without AutoGen."""
-    builder = _BUILDERS.get(name)
-    if builder is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    if name not in _built:
-        _built[name] = builder()
-    return _built[name]
-
+_built: dict[str, type] = {}
+__getattr__ = lazy_classes(__name__, {
+    "GroundlensChatCompletionClient": _build_client,
+    "GroundlensFlaggedTermination": _build_termination,
+})
 
 __all__ = [
     "CheckedStream",

@@ -45,12 +45,13 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
-from groundlens_core.plugins._shell import require
-from groundlens_core.trace.model import ContextPiece, Trace, new_id
+from groundlens_core.plugins._shell import AdapterShell, InlineScore, handle_internal_errors, lazy_classes, require
+from groundlens_core.trace.model import ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
-log = logging.getLogger("groundlens.plugins.crewai")
+log = logging.getLogger("groundlens.crewai")
 
+FRAMEWORK = "crewai"
 EXTRA = "crewai"
 SELF_CHECK_TOOL_NAME = "groundlens_self_check"
 SELF_CHECK_DESCRIPTION = (
@@ -218,7 +219,20 @@ def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
 # ---------------------------------------------------------------- the listener
 
 
-class GroundlensCrewListener:
+def _hook_target(self: "GroundlensCrewListener", ctx: Any = None, *args: Any, **kwargs: Any) -> tuple[str | None, str]:
+    """(trace key, node) of a hook call that failed: the kickoff it belongs to, if one is known."""
+    agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
+    with self._lock:
+        key = next((self._kickoffs[id(o)] for o in (task, crew, agent) if o is not None and id(o) in self._kickoffs),
+                   self._standalone.get(id(agent)))
+    return key, node_name(agent, task)
+
+
+#: every crewai hook: nothing it raises reaches the agent; it is logged and recorded as an error step
+_hook = handle_internal_errors(trace_key=_hook_target)
+
+
+class GroundlensCrewListener(AdapterShell):
     """Scores every agent LLM call of the crews kicked off while it is open; one trace per kickoff.
 
     Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards::
@@ -226,27 +240,34 @@ class GroundlensCrewListener:
         with GroundlensCrewListener() as gl:
             crew.kickoff()
         print(gl.get_trace().summary())
+
+    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`; ``name``
+    defaults to ``"crew"``), plus ``include_expected_output``.
     """
+
+    framework = FRAMEWORK
+    extra = EXTRA
 
     def __init__(
         self,
         *,
         name: str | None = None,
+        recorder: Recorder | None = None,
         embedder: Any = None,
         calibration: Any = None,
         long_context: str | None = None,
         listeners: Sequence[TraceListener] = (),
-        include_expected_output: bool = False,
+        tracer_provider: Any = None,
         max_traces: int = 100,
+        include_expected_output: bool = False,
     ):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
+        super().__init__(name=name or "crew", recorder=recorder, embedder=embedder, calibration=calibration,
+                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
+                         max_traces=max_traces)
         self.include_expected_output = include_expected_output
-        self.embedder = embedder
-        self.calibration = calibration
-        self.recorder = Recorder("crewai", name=name or "crew", embedder=embedder, calibration=calibration,
-                                 long_context=long_context, listeners=listeners, max_traces=max_traces)
         self.context_store = ContextStore()
         self._lock = threading.Lock()
         self._kickoffs: dict[int, str] = {}  # id(crew) -> trace key of its running kickoff
@@ -270,8 +291,6 @@ class GroundlensCrewListener:
 
     def self_check_tool(self, **kwargs: Any) -> Any:
         """A ``GroundlensTool`` bound to this listener's context store and scoring settings."""
-        kwargs.setdefault("embedder", self.embedder)
-        kwargs.setdefault("calibration", self.calibration)
         return _tool_class()(listener=self, **kwargs)
 
     def context_for(self, agent: Any, task: Any) -> tuple[ContextPiece, ...]:
@@ -280,20 +299,6 @@ class GroundlensCrewListener:
 
     def question_for(self, task: Any) -> str | None:
         return task_question(task, include_expected_output=self.include_expected_output)
-
-    def add_listener(self, listener: TraceListener) -> None:
-        self.recorder.add_listener(listener)
-
-    def flush(self, timeout: float | None = 120.0) -> bool:
-        return self.recorder.flush(timeout)
-
-    def get_trace(self, key: str | None = None) -> Trace | None:
-        """The latest kickoff's trace (or kickoff ``key``'s), once its steps are scored."""
-        return self.recorder.get_trace(key)
-
-    def get_traces(self) -> list[Trace]:
-        """One trace per crew kickoff, oldest first."""
-        return self.recorder.get_traces()
 
     def close(self) -> None:
         """Remove every hook this listener installed (globally and in agent executors)."""
@@ -318,7 +323,7 @@ class GroundlensCrewListener:
                     if isinstance(hooks, list):
                         hooks[:] = [h for h in hooks if h != self._hooks[point]]
         except Exception as exc:  # pragma: no cover - defensive
-            log.warning("groundlens: could not remove crewai hooks: %s", exc)
+            self.record_internal_error("close", exc)
         finally:
             with self._lock:
                 standalone = list(self._standalone.values())
@@ -411,142 +416,130 @@ class GroundlensCrewListener:
         with self._lock:
             self._executors[id(executor)] = ref
 
+    @_hook
     def _on_execution_start(self, ctx: Any) -> None:
-        try:
-            crew = getattr(ctx, "crew", None)
-            if crew is None:  # a flow, not a crew
-                return
-            key = f"crew:{_ident(crew)}:{new_id()[:8]}"
-            with self._lock:
-                for member in self._members(crew):
-                    self._kickoffs[id(member)] = key
-            for task in getattr(crew, "tasks", None) or []:
-                self.context_store.clear(task=task)
-            agents = [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []]
-            inputs = getattr(ctx, "inputs", None) or {}
-            self.recorder.start_trace(key, name=str(getattr(crew, "name", None) or "crew"), metadata={
-                "crew_id": _ident(crew), "crew_name": getattr(crew, "name", None), "agents": agents,
-                "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
-                "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
-                "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
-            })
-            self._adopt_executors(crew)
-        except Exception as exc:
-            log.warning("groundlens: crewai execution_start hook failed: %s", exc)
+        crew = getattr(ctx, "crew", None)
+        if crew is None:  # a flow, not a crew
+            return
+        key = f"crew:{_ident(crew)}:{new_id()[:8]}"
+        with self._lock:
+            for member in self._members(crew):
+                self._kickoffs[id(member)] = key
+        for task in getattr(crew, "tasks", None) or []:
+            self.context_store.clear(task=task)
+        agents = [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []]
+        inputs = getattr(ctx, "inputs", None) or {}
+        self.recorder.start_trace(key, name=str(getattr(crew, "name", None) or "crew"), metadata={
+            "crew_id": _ident(crew), "crew_name": getattr(crew, "name", None), "agents": agents,
+            "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
+            "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
+            "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
+        })
+        self._adopt_executors(crew)
 
+    @_hook
     def _on_execution_end(self, ctx: Any) -> None:
-        try:
-            crew = getattr(ctx, "crew", None)
-            if crew is None:
-                return
-            with self._lock:
-                key = self._kickoffs.get(id(crew))
-                for member in self._members(crew):
-                    if self._kickoffs.get(id(member)) == key:
-                        self._kickoffs.pop(id(member), None)
-            if key is None:
-                return
-            error = getattr(ctx, "error", None)
-            failed = getattr(ctx, "status", "completed") == "failed"
-            self.recorder.end_trace(key, error=(f"{type(error).__name__}: {error}" if error else "failed") if failed else None)
-            for task in getattr(crew, "tasks", None) or []:
-                self.context_store.clear(task=task)
-        except Exception as exc:
-            log.warning("groundlens: crewai execution_end hook failed: %s", exc)
+        crew = getattr(ctx, "crew", None)
+        if crew is None:
+            return
+        with self._lock:
+            key = self._kickoffs.get(id(crew))
+            for member in self._members(crew):
+                if self._kickoffs.get(id(member)) == key:
+                    self._kickoffs.pop(id(member), None)
+        if key is None:
+            return
+        error = getattr(ctx, "error", None)
+        failed = getattr(ctx, "status", "completed") == "failed"
+        self.recorder.end_trace(key, error=(f"{type(error).__name__}: {error}" if error else "failed") if failed else None)
+        for task in getattr(crew, "tasks", None) or []:
+            self.context_store.clear(task=task)
 
+    @_hook
     def _on_before_llm(self, ctx: Any) -> None:
         if self._closed:
             return None
-        try:
-            self._track_executor(getattr(ctx, "executor", None))
-            agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
-            if agent is not None and task is None and getattr(ctx, "crew", None) is None \
-                    and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or []):
-                self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
-            self.context_store.mark_llm_start(agent, task)
-        except Exception as exc:
-            log.warning("groundlens: crewai before_llm_call hook failed: %s", exc)
+        self._track_executor(getattr(ctx, "executor", None))
+        agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
+        if agent is not None and task is None and getattr(ctx, "crew", None) is None \
+                and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or []):
+            self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
+        self.context_store.mark_llm_start(agent, task)
         return None  # never block the call
 
+    @_hook
     def _on_after_llm(self, ctx: Any) -> None:
         if self._closed:
             return None
-        try:
-            agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
-            text = getattr(ctx, "response", None)
-            if not isinstance(text, str) or agent is None:  # only agents' calls (not planning, summaries)
-                return None
-            self._track_executor(getattr(ctx, "executor", None))
-            state = getattr(getattr(ctx, "executor", None), "state", None)
-            native = bool(getattr(state, "use_native_tools", False))
-            kind, response, action = _classify_response(text, native)
-            question = self.question_for(task)
-            if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
-                question = first_user_question(getattr(ctx, "messages", None) or [])
-            llm = getattr(ctx, "llm", None)
-            metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "task": task_label(task) if task else None,
-                                        "iteration": getattr(ctx, "iterations", None), "mode": "native" if native else "react"}
-            if action:
-                metadata["action"] = action
-            self.context_store.set_pending_action(agent, task, kind == "tool_call")
-            self.recorder.record(CallRecord(
-                trace_key=self._trace_key(crew, agent, task), node=node_name(agent, task), kind=kind,
-                question=question, context=self.context_for(agent, task), response=response,
-                model=getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm,
-                provider=getattr(llm, "provider", None) if llm is not None and not isinstance(llm, str) else None,
-                started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(), metadata=metadata,
-            ))
-        except Exception as exc:
-            log.warning("groundlens: crewai after_llm_call hook failed: %s", exc)
+        agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
+        text = getattr(ctx, "response", None)
+        if not isinstance(text, str) or agent is None:  # only agents' calls (not planning, summaries)
+            return None
+        self._track_executor(getattr(ctx, "executor", None))
+        state = getattr(getattr(ctx, "executor", None), "state", None)
+        native = bool(getattr(state, "use_native_tools", False))
+        kind, response, action = _classify_response(text, native)
+        question = self.question_for(task)
+        if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
+            question = first_user_question(getattr(ctx, "messages", None) or [])
+        llm = getattr(ctx, "llm", None)
+        metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "task": task_label(task) if task else None,
+                                    "iteration": getattr(ctx, "iterations", None), "mode": "native" if native else "react"}
+        if action:
+            metadata["action"] = action
+        self.context_store.set_pending_action(agent, task, kind == "tool_call")
+        self.recorder.record(CallRecord(
+            trace_key=self._trace_key(crew, agent, task), node=node_name(agent, task), kind=kind,
+            question=question, context=self.context_for(agent, task), response=response,
+            model=getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm,
+            provider=getattr(llm, "provider", None) if llm is not None and not isinstance(llm, str) else None,
+            started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(), metadata=metadata,
+        ))
         return None  # never rewrite the agent's response
 
+    @_hook
     def _on_before_tool(self, ctx: Any) -> None:
-        try:
-            agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
-            _CURRENT_CALL.set((agent, task))
-            if self._closed:
-                return None
-            if self.context_store.set_pending_action(agent, task, False):
-                return None  # the ReAct Action turn that asked for this call is already a step
-            # native function calling: the model turn that requested tools never reaches the
-            # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
-            name = str(getattr(ctx, "tool_name", "") or "tool")
-            args = getattr(ctx, "tool_input", None)
-            self.recorder.record(CallRecord(
-                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=node_name(agent, task),
-                kind="tool_call", question=self.question_for(task), response=f"{name}({_dump(args)})",
-                started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(),
-                metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
-            ))
-        except Exception as exc:
-            log.warning("groundlens: crewai before_tool_call hook failed: %s", exc)
+        agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
+        _CURRENT_CALL.set((agent, task))
+        if self._closed:
+            return None
+        if self.context_store.set_pending_action(agent, task, False):
+            return None  # the ReAct Action turn that asked for this call is already a step
+        # native function calling: the model turn that requested tools never reaches the
+        # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
+        name = str(getattr(ctx, "tool_name", "") or "tool")
+        args = getattr(ctx, "tool_input", None)
+        self.recorder.record(CallRecord(
+            trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=node_name(agent, task),
+            kind="tool_call", question=self.question_for(task), response=f"{name}({_dump(args)})",
+            started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(),
+            metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
+        ))
         return None  # never block the tool
 
+    @_hook
     def _on_after_tool(self, ctx: Any) -> None:
         if self._closed:
             return None
-        try:
-            agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
-            name = str(getattr(ctx, "tool_name", "") or "tool")
-            result = getattr(ctx, "tool_result", None)
-            raw = getattr(ctx, "raw_tool_result", None)
-            # the raw result: crewai appends format reminders to the text the agent reads
-            text = str(raw) if isinstance(raw, (str, int, float)) else ("" if result is None else str(result))
-            metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "tool": name}
-            error = None
-            if name == SELF_CHECK_TOOL_NAME:
-                metadata["self_check"] = True  # our own verdict is never context for the agent
-            elif _is_tool_error(text, raw):
-                error = f"tool {name} failed: {text.strip()[:500]}"
-            else:
-                self.context_store.add(agent, task, text, f"tool:{name}")
-            self.recorder.record(CallRecord(
-                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=f"{node_name(agent, task)} / {name}",
-                kind="tool", question=_dump(getattr(ctx, "tool_input", None)), response=text, error=error,
-                ended_at=time.time(), metadata=metadata,
-            ))
-        except Exception as exc:
-            log.warning("groundlens: crewai after_tool_call hook failed: %s", exc)
+        agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
+        name = str(getattr(ctx, "tool_name", "") or "tool")
+        result = getattr(ctx, "tool_result", None)
+        raw = getattr(ctx, "raw_tool_result", None)
+        # the raw result: crewai appends format reminders to the text the agent reads
+        text = str(raw) if isinstance(raw, (str, int, float)) else ("" if result is None else str(result))
+        metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "tool": name}
+        error = None
+        if name == SELF_CHECK_TOOL_NAME:
+            metadata["self_check"] = True  # our own verdict is never context for the agent
+        elif _is_tool_error(text, raw):
+            error = f"tool {name} failed: {text.strip()[:500]}"
+        else:
+            self.context_store.add(agent, task, text, f"tool:{name}")
+        self.recorder.record(CallRecord(
+            trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=f"{node_name(agent, task)} / {name}",
+            kind="tool", question=_dump(getattr(ctx, "tool_input", None)), response=text, error=error,
+            ended_at=time.time(), metadata=metadata,
+        ))
         return None  # never rewrite the tool result
 
 
@@ -629,14 +622,23 @@ def self_check(
                 sources.extend(p for p in lst.context_for(agent, task) if p not in sources)
             if not listeners:
                 sources.extend(_task_context_pieces(task))
-        from groundlens_core import evaluate
-
-        result = evaluate(q, text, [p.text for p in sources] or None, embedder=embedder, calibration=calibration)
-        return _format(result, sources)
+        scorer: AdapterShell = listener if listener is not None and embedder is None and calibration is None \
+            else _SelfChecker(embedder=embedder, calibration=calibration)
+        inline = scorer.score_inline(question=q, response=text, context=sources)
     except Exception as exc:
-        log.warning("groundlens: self-check failed: %s", exc)
-        return (f"groundlens self-check could not score this answer ({type(exc).__name__}: {exc}). "
+        inline = InlineScore(None, error=f"{type(exc).__name__}: {exc}")
+        log.warning("groundlens: self-check failed: %s", inline.error)
+    if inline.score is None:
+        return (f"groundlens self-check could not score this answer ({inline.error or inline.skipped}). "
                 "Check your answer against your sources yourself before answering.")
+    return _format(inline.score, sources)
+
+
+class _SelfChecker(AdapterShell):
+    """Scores a self-check in line when no listener (or other scoring settings) is given."""
+
+    framework = FRAMEWORK
+    extra = EXTRA
 
 
 def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
@@ -651,14 +653,8 @@ def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
     return f"{head}\n{_INSTRUCTIONS[(method, triage)]}\n(A triage signal, not a verdict of truth.)"
 
 
-_TOOL_CLASS: Any = None
-
-
-def _tool_class() -> Any:
-    """Build ``GroundlensTool`` on first use, so importing this module needs no crewai."""
-    global _TOOL_CLASS
-    if _TOOL_CLASS is not None:
-        return _TOOL_CLASS
+def _build_tool() -> type:
+    """``GroundlensTool``, built on first access so that importing this module needs no crewai."""
     tools = require("crewai.tools", EXTRA, "CrewAI")
     from pydantic import BaseModel, ConfigDict, Field
 
@@ -693,14 +689,15 @@ def _tool_class() -> Any:
             return self_check(answer, question, context, listener=self.listener, embedder=self.embedder,
                               calibration=self.calibration)
 
-    _TOOL_CLASS = GroundlensTool
-    return _TOOL_CLASS
+    return GroundlensTool
 
 
-def __getattr__(name: str) -> Any:
-    if name == "GroundlensTool":
-        return _tool_class()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_built: dict[str, type] = {}
+__getattr__ = lazy_classes(__name__, {"GroundlensTool": _build_tool})
+
+
+def _tool_class() -> Any:
+    return __getattr__("GroundlensTool")
 
 
 __all__ = [

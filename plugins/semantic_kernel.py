@@ -33,7 +33,6 @@ stream is consumed; their result cannot be annotated or guarded, since it was al
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import logging
@@ -42,8 +41,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
 from groundlens_core.plugins._common import CONTEXT_NAMES, QUESTION_NAMES, as_text, first_text, merge_pieces, pieces_from_value, short
-from groundlens_core.plugins._shell import require
-from groundlens_core.trace.model import ContextPiece, Trace, Usage, new_id
+from groundlens_core.plugins._shell import (
+    AdapterShell,
+    GroundlensFlaggedError,
+    apply_guard,
+    check_mode,
+    handle_internal_errors,
+    parse_usage,
+    require,
+)
+from groundlens_core.trace.model import ContextPiece, Usage, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,36 +59,12 @@ if TYPE_CHECKING:  # pragma: no cover
 log = logging.getLogger("groundlens.semantic_kernel")
 
 FRAMEWORK = "semantic_kernel"
+EXTRA = "semantic-kernel"
 MODES = ("annotate", "replace", "raise")
 DEFAULT_REPLACEMENT = (
     "This answer was held back for human review: groundlens ranked it as weakly grounded. "
     "(A triage signal, not a verdict of truth.)"
 )
-
-
-class GroundlensFlaggedError(Exception):
-    """Raised in ``mode="raise"`` when a prompt function's answer is flagged.
-
-    Carries the score (``.score``, a dict), the function's name and the answer that was held back.
-    """
-
-    def __init__(self, message: str, *, score: dict[str, Any], function_name: str, response: str, step_id: str | None = None):
-        super().__init__(message)
-        self.score = score
-        self.function_name = function_name
-        self.response = response
-        self.step_id = step_id
-
-    @classmethod
-    def find(cls, exc: BaseException | None) -> "GroundlensFlaggedError | None":
-        """This error inside ``exc``'s cause/context chain (``kernel.invoke`` wraps it), or None."""
-        seen: set[int] = set()
-        while exc is not None and id(exc) not in seen:
-            if isinstance(exc, cls):
-                return exc
-            seen.add(id(exc))
-            exc = exc.__cause__ or exc.__context__
-        return None
 
 
 @dataclass
@@ -96,7 +79,7 @@ _RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("groundlens_s
 _PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("groundlens_sk_parent", default=None)
 
 
-class GroundlensFilter:
+class GroundlensFilter(AdapterShell):
     """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context.
 
     Args:
@@ -104,40 +87,45 @@ class GroundlensFilter:
             ``"replace"`` also swaps a flagged answer for ``replacement`` (the original is kept in
             ``result.metadata[metadata_key + "_guard"]``); ``"raise"`` raises
             :class:`GroundlensFlaggedError` for a flagged answer.
+        on_flagged: called with the :class:`~groundlens_core.plugins._shell.InlineScore` and the
+            answer text whenever an answer is flagged, in every mode.
         question_arguments / context_arguments: kernel argument names that hold the question / the
             context, in order of preference.
-        recorder: share a :class:`Recorder` with other adapters; by default the filter has its own.
-        embedder, calibration, long_context: passed to the scoring core.
+        name, recorder, embedder, calibration, long_context, listeners, tracer_provider, max_traces:
+            the shell's keywords (:class:`~groundlens_core.plugins._shell.AdapterShell`).
     """
+
+    framework = FRAMEWORK
+    extra = EXTRA
 
     def __init__(
         self,
         *,
         mode: str = "annotate",
+        on_flagged: Callable[..., Any] | None = None,
         replacement: str = DEFAULT_REPLACEMENT,
         question_arguments: Sequence[str] = QUESTION_NAMES,
         context_arguments: Sequence[str] = CONTEXT_NAMES,
+        metadata_key: str = "groundlens",
+        name: str | None = None,
         recorder: Recorder | None = None,
         embedder: Any = None,
         calibration: Any = None,
         long_context: str | None = None,
         listeners: Sequence[TraceListener] = (),
-        name: str | None = None,
-        metadata_key: str = "groundlens",
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-        require("semantic_kernel", "semantic-kernel", "Semantic Kernel")
-        self.mode = mode
+        self.mode = check_mode(mode, on_flagged, MODES)
+        require("semantic_kernel", EXTRA, "Semantic Kernel")
+        self.on_flagged = on_flagged
         self.replacement = replacement
         self.question_arguments = tuple(question_arguments)
         self.context_arguments = tuple(context_arguments)
         self.metadata_key = metadata_key
-        self._embedder = embedder
-        self._calibration = calibration
-        self._long_context = long_context
-        self.recorder = recorder or Recorder(FRAMEWORK, name=name, embedder=embedder, calibration=calibration,
-                                             long_context=long_context, listeners=listeners)
+        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
+                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
+                         max_traces=max_traces)
 
     # ------------------------------------------------------------ traces
 
@@ -157,16 +145,6 @@ class GroundlensFilter:
             _RUN.reset(token)
             self.recorder.end_trace(run.key, error=error)
 
-    def get_trace(self, key: str | None = None) -> Trace | None:
-        """The trace ``key`` (default: the latest), once its pending scores are done."""
-        return self.recorder.get_trace(key)
-
-    def get_traces(self) -> list[Trace]:
-        return self.recorder.get_traces()
-
-    def flush(self, timeout: float | None = 120.0) -> bool:
-        return self.recorder.flush(timeout)
-
     # ------------------------------------------------------------ the filter
 
     async def __call__(self, context: "FunctionInvocationContext", next: Callable[[Any], Awaitable[None]]) -> None:
@@ -179,18 +157,16 @@ class GroundlensFilter:
             await next(context)
         except BaseException as exc:  # CancelledError too: a timed-out invoke must not leave its trace open
             _PARENT.reset(parent_token)
-            self._safely(self._record_failure, context, run, step_id, parent_id, started, exc)
+            with handle_internal_errors(self, "record_failure", trace_key=run.key):
+                self._record_failure(context, run, step_id, parent_id, started, exc)
             self._leave(run, owner_token, error=f"{type(exc).__name__}: {exc}")
             raise
         _PARENT.reset(parent_token)
         ended = time.time()
         flagged: GroundlensFlaggedError | None = None
         try:
-            flagged = await self._after(context, run, step_id, parent_id, started, ended)
-        except Exception as exc:  # our bug or a broken embedder: never the kernel's problem
-            log.warning("groundlens: could not score %s: %s: %s", _function_name(context), type(exc).__name__, exc)
-            log.debug("groundlens: scoring failure", exc_info=True)
-            self._safely(self._record_error, context, run, step_id, parent_id, started, ended, f"groundlens failed: {type(exc).__name__}: {exc}")
+            async with handle_internal_errors(self, "score_result", trace_key=run.key, node=_function_name(context)):
+                flagged = await self._after(context, run, step_id, parent_id, started, ended)
         finally:
             # a deliberate raise still ends the invocation abnormally: the trace says so
             self._leave(run, owner_token, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
@@ -204,10 +180,8 @@ class GroundlensFilter:
         if run is not None:
             return run, None
         run = _Run(key=new_id())
-        try:
+        with handle_internal_errors(self, "start_trace"):
             self.recorder.start_trace(run.key, name=_function_name(context))
-        except Exception:  # pragma: no cover - defensive
-            log.warning("groundlens: could not start a trace", exc_info=True)
         return run, _RUN.set(run)
 
     def _leave(self, run: _Run, owner_token: contextvars.Token | None, *, error: str | None) -> None:
@@ -217,18 +191,11 @@ class GroundlensFilter:
             _RUN.reset(owner_token)
         except ValueError:  # pragma: no cover - a different context; nothing to undo
             pass
-        self._safely(self.recorder.end_trace, run.key, error=error)
-
-    @staticmethod
-    def _safely(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except Exception:
-            log.warning("groundlens: %s failed", getattr(fn, "__name__", fn), exc_info=True)
-            return None
+        with handle_internal_errors(self, "end_trace", trace_key=run.key):
+            self.recorder.end_trace(run.key, error=error)
 
     def _is_prompt_function(self, function: Any) -> bool:
-        sk_prompt = require("semantic_kernel.functions.kernel_function_from_prompt", "semantic-kernel", "Semantic Kernel")
+        sk_prompt = require("semantic_kernel.functions.kernel_function_from_prompt", EXTRA, "Semantic Kernel")
         return isinstance(function, sk_prompt.KernelFunctionFromPrompt)
 
     async def _after(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
@@ -265,34 +232,19 @@ class GroundlensFilter:
             self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta, **base))
             return None
 
-        t0 = time.perf_counter()
-        score = await asyncio.to_thread(self._evaluate, question, response, [p.text for p in pieces])
-        scoring_ms = (time.perf_counter() - t0) * 1000.0
-        score_dict = score.to_dict()
-        context.result.metadata[self.metadata_key] = score_dict
-
-        flagged_error: GroundlensFlaggedError | None = None
-        if score.flagged and self.mode == "replace":
-            context.result = self._replaced(context.result, response, score_dict)
+        inline = await self.ascore_inline(question=question, response=response, context=pieces)
+        if inline.score is not None:
+            context.result.metadata[self.metadata_key] = inline.score.to_dict()
+        flagged_error = apply_guard(inline, mode=self.mode, response=response, on_flagged=self.on_flagged,
+                                    node=node, step_id=step_id)
+        if inline.flagged and self.mode == "replace":
+            context.result = self._replaced(context.result, response, inline.score.to_dict())
             meta["guard"] = "replaced"
-        elif score.flagged and self.mode == "raise":
+        elif flagged_error is not None:
             meta["guard"] = "raised"
-            flagged_error = GroundlensFlaggedError(
-                f"groundlens flagged the answer of {node} ({score.method.upper()}={score.value:.2f}): "
-                f"{score.explanation}",
-                score=score_dict, function_name=node, response=response, step_id=step_id,
-            )
         self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta,
-                                        score=score_dict, scoring_latency_ms=scoring_ms, **base))
+                                        **inline.record_fields(), **base))
         return flagged_error
-
-    def _evaluate(self, question: str, response: str, context: list[str]) -> Any:
-        from groundlens_core.scoring import evaluate
-
-        kwargs: dict[str, Any] = {"embedder": self._embedder, "calibration": self._calibration}
-        if self._long_context:
-            kwargs["long_context"] = self._long_context
-        return evaluate(question, response, context or None, **kwargs)
 
     def _question(self, context: Any) -> tuple[str | None, str | None]:
         """(question, where it came from): an argument, else the last user message sent."""
@@ -358,13 +310,6 @@ class GroundlensFilter:
         self.recorder.record(CallRecord(
             trace_key=run.key, node=_function_name(context), kind=kind, started_at=started, ended_at=time.time(),
             step_id=step_id, parent_id=parent_id, error=f"the function raised {type(exc).__name__}: {exc}",
-        ))
-
-    def _record_error(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
-                      ended: float, error: str) -> None:
-        self.recorder.record(CallRecord(
-            trace_key=run.key, node=_function_name(context), kind="llm", started_at=started, ended_at=ended,
-            step_id=step_id, parent_id=parent_id, error=error, response=_result_text(context.result),
         ))
 
     def _wrap_stream(self, context: Any, base: dict[str, Any], meta: dict[str, Any]) -> None:
@@ -441,14 +386,7 @@ def _only_function_calls(message: Any) -> bool:
 def _model_and_usage(message: Any) -> tuple[str | None, Usage | None]:
     model = getattr(message, "ai_model_id", None)
     meta = getattr(message, "metadata", None) or {}
-    raw = meta.get("usage") if isinstance(meta, dict) else None
-    usage = None
-    if raw is not None:
-        get = raw.get if isinstance(raw, dict) else (lambda k: getattr(raw, k, None))
-        inp = get("prompt_tokens") or get("input_tokens")
-        out = get("completion_tokens") or get("output_tokens")
-        total = get("total_tokens") or ((inp or 0) + (out or 0) if inp is not None or out is not None else None)
-        usage = Usage(inp, out, total)
+    usage = parse_usage(meta.get("usage")) if isinstance(meta, dict) else None
     return (str(model) if model else None), usage
 
 
