@@ -38,3 +38,25 @@ class BrokenEmbedder:
 
     def __getattr__(self, name):
         raise RuntimeError("embedder exploded")
+
+
+@pytest.fixture(scope="module")
+def _fake_llm_server_for_module():
+    from fake_llm_server import FakeLLMServer
+
+    server = FakeLLMServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def fake_llm_server(_fake_llm_server_for_module):
+    """A scripted HTTP server on 127.0.0.1 that the real SDK clients talk to (tests/fake_llm_server.py).
+
+    One server per test module; its queue, default handler and recorded requests are reset for
+    every test."""
+    server = _fake_llm_server_for_module
+    server.reset()
+    server.default = None
+    yield server
+    server.reset()

@@ -1,0 +1,4 @@
+"""The OpenAI guard and instrumented client (public name of ``groundlens_core.plugins.openai``)."""
+
+from groundlens_core.plugins.openai import *  # noqa: F403
+from groundlens_core.plugins.openai import __all__, __doc__  # noqa: F401

@@ -1,0 +1,346 @@
+"""OpenAI: a guard call and an instrumented client, through the real ``openai`` SDK.
+
+The guard call::
+
+    from groundlens_core.providers.openai import OpenAIProvider
+
+    guard = OpenAIProvider(model="gpt-4o")                   # or client=OpenAI(...) of your own
+    answer = guard.complete("Summarize this document.", context=document)
+    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
+
+Instrument a client you already have (its calls stay exactly as they are)::
+
+    from groundlens_core.providers.openai import instrument, guard_of
+
+    client = instrument(OpenAI(), name="support-bot")        # the same client object
+    client.chat.completions.create(model=..., messages=[...], groundlens_context=docs)
+    client.responses.create(model=..., input="...")
+    guard_of(client).get_trace().summary()
+
+What each call records (one step; node ``openai.chat`` / ``openai.responses`` unless
+``groundlens_node=`` names it; ``gen_ai.provider.name`` ``openai``):
+
+* ``chat.completions.create`` (sync, async, ``stream=True``): question = the last ``user``
+  message; context = every ``role="tool"`` message (source ``tool:<function name>``, the name read
+  from the assistant's ``tool_calls``) plus attached context; response = ``choices[0]``'s content;
+  a turn whose first choice only has ``tool_calls`` is an unscored ``tool_call`` step (metadata
+  ``tool_calls``: the function names); model, usage (``prompt_tokens``/``completion_tokens``; for a
+  stream, when ``stream_options={"include_usage": True}`` asks for it), ``finish_reason``.
+* ``responses.create`` (sync, async, ``stream=True``): question = ``input`` when it is text, else
+  the last ``user`` message of the input items; context = ``function_call_output`` items (source
+  ``tool:<name>`` from the matching ``function_call`` item) plus attached context; response =
+  ``output_text``; a response whose output is only ``function_call`` items is a ``tool_call`` step;
+  usage (``input_tokens``/``output_tokens``); finish reason = the response ``status``
+  (``incomplete:<reason>`` when cut short). A stream is read from its typed events
+  (``response.output_text.delta``, ``response.completed``/``incomplete``/``failed``).
+
+A failed call (an ``openai.APIStatusError`` after the SDK's retries, a time-out, a stream that
+breaks) is an ``error`` step; the caller gets the SDK's exception, untouched. Not instrumented:
+``with_raw_response`` / ``with_streaming_response`` (passed through unread), the ``beta`` and
+``chat.completions.stream``/``parse`` helpers, embeddings, images, audio.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from groundlens_core.plugins._common import as_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.plugins._provider import (
+    CONTEXT_KEYWORD,
+    NODE_KEYWORD,
+    QUESTION_KEYWORD,
+    AsyncGuardedStream,
+    Completion,
+    GroundlensFlaggedError,
+    GuardedStream,
+    ProviderGuard,
+    ProviderResponse,
+    RequestView,
+    StreamReader,
+    Target,
+    guard_of,
+    prompt_with_context,
+    uninstrument,
+    using_context,
+)
+from groundlens_core.plugins._shell import parse_usage
+from groundlens_core.trace.model import ContextPiece
+
+__all__ = [
+    "CONTEXT_KEYWORD",
+    "NODE_KEYWORD",
+    "QUESTION_KEYWORD",
+    "AsyncGuardedStream",
+    "GroundlensFlaggedError",
+    "GuardedStream",
+    "OpenAIProvider",
+    "ProviderResponse",
+    "guard_of",
+    "instrument",
+    "prompt_with_context",
+    "uninstrument",
+    "using_context",
+]
+
+CHAT = "chat"
+RESPONSES = "responses"
+_RAW_HEADER = "X-Stainless-Raw-Response"
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` for a dict, ``obj.key`` for an SDK object (requests may hold either)."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+class OpenAIProvider(ProviderGuard):
+    """The OpenAI guard: ``complete``/``acomplete``/``stream``/``astream`` through Chat Completions,
+    and ``instrument(client)`` for ``chat.completions.create`` and ``responses.create``.
+
+    ``OpenAIProvider(model="gpt-4o", client=None, **client_kwargs)``: without ``client`` it makes
+    ``openai.OpenAI(**client_kwargs)`` (and ``AsyncOpenAI`` for the async calls), so
+    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` work as usual. The guard request is
+    ``messages=[{"role": "system", "content": system}, {"role": "user", "content":
+    prompt_with_context(prompt, context)}]`` plus your ``request_kwargs`` (``temperature=``,
+    ``max_tokens=`` ...); a stream asks for usage (``stream_options={"include_usage": True}``)
+    unless you pass ``stream_options`` yourself.
+    """
+
+    framework: ClassVar[str] = "openai"
+    extra: ClassVar[str] = "openai"
+    provider: ClassVar[str] = "openai"
+    sdk_module: ClassVar[str] = "openai"
+    sdk_name: ClassVar[str] = "The OpenAI SDK"
+    guard_operation: ClassVar[str] = CHAT
+
+    # ------------------------------------------------------------ clients and guard requests
+
+    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
+        return (self.sdk.AsyncOpenAI if asynchronous else self.sdk.OpenAI)(**client_kwargs)
+
+    def _is_async_client(self, client: Any) -> bool:
+        return isinstance(client, self.sdk.AsyncOpenAI)
+
+    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
+                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+        messages: list[dict[str, Any]] = []
+        if system:
+            messages.append({"role": "system", "content": system})
+        messages.append({"role": "user", "content": user_text})
+        request = dict(request_kwargs)
+        request["messages"] = messages
+        if stream:
+            request["stream"] = True
+            request.setdefault("stream_options", {"include_usage": True})
+        return request
+
+    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+        return client.chat.completions.create(**request)
+
+    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
+        return await client.chat.completions.create(**request)
+
+    # ------------------------------------------------------------ reading responses
+
+    def _read_response(self, raw: Any, operation: str) -> Completion:
+        if operation == RESPONSES:
+            return _responses_completion(raw)
+        choices = _get(raw, "choices") or []
+        first = choices[0] if choices else None
+        message = _get(first, "message")
+        tool_calls = tuple(_tool_call_name(tc) for tc in (_get(message, "tool_calls") or ()))
+        if not tool_calls and _get(message, "function_call") is not None:  # the legacy functions API
+            tool_calls = (str(_get(_get(message, "function_call"), "name") or "function"),)
+        return Completion(
+            text=as_text(_get(message, "content")), model=_get(raw, "model"), usage=parse_usage(_get(raw, "usage")),
+            finish_reason=_get(first, "finish_reason"), tool_calls=tool_calls,
+        )
+
+    def _stream_reader(self, operation: str) -> StreamReader:
+        return _ResponsesStreamReader() if operation == RESPONSES else _ChatStreamReader()
+
+    # ------------------------------------------------------------ instrumenting a client
+
+    def _targets(self, client: Any) -> list[Target]:
+        targets = [Target(client.chat.completions, "create", CHAT)]
+        responses = getattr(client, "responses", None)  # every 2.x client has it; be kind to odd builds
+        if responses is not None and hasattr(responses, "create"):
+            targets.append(Target(responses, "create", RESPONSES))
+        return targets
+
+    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
+        headers = kwargs.get("extra_headers")
+        return isinstance(headers, Mapping) and _RAW_HEADER in headers
+
+    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+        stream = kwargs.get("stream") is True
+        model = kwargs.get("model")
+        model = str(model) if model else None
+        if operation == RESPONSES:
+            question, context = _responses_input(kwargs.get("input"))
+            return RequestView(question=question, context=context, model=model, stream=stream)
+        messages = list(kwargs.get("messages") or ())
+        return RequestView(question=last_user_question(messages), context=_tool_messages(messages), model=model,
+                           stream=stream)
+
+    def _tap_stream(self, result: Any, wrap: Any) -> Any:
+        """``openai.Stream`` / ``AsyncStream`` read their events from ``_iterator``; wrapping it in
+        place keeps the caller's object the SDK's own (its type, ``response``, ``close()``)."""
+        if hasattr(result, "_iterator"):
+            result._iterator = wrap(result._iterator)
+            return result
+        return wrap(result)  # not the SDK's stream type (a future SDK): a plain (async) generator
+
+
+def instrument(client: Any, **kwargs: Any) -> Any:
+    """Record every ``chat.completions.create`` and ``responses.create`` call of ``client`` (an
+    ``OpenAI`` or ``AsyncOpenAI``); returns the same client. ``kwargs`` are :class:`OpenAIProvider`'s
+    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
+    whose ``get_trace()`` holds the calls."""
+    return OpenAIProvider(client=client, **kwargs).instrument(client)
+
+
+# ---------------------------------------------------------------- Chat Completions
+
+
+def _tool_call_name(tool_call: Any) -> str:
+    function = _get(tool_call, "function")
+    return str(_get(function, "name") or _get(tool_call, "type") or "tool")
+
+
+def _tool_messages(messages: Sequence[Any]) -> tuple[ContextPiece, ...]:
+    """Every ``role="tool"`` (and legacy ``role="function"``) message as context, named by the
+    function the assistant called with that ``tool_call_id``."""
+    names: dict[str, str] = {}
+    out: list[ContextPiece] = []
+    for message in messages:
+        role = message_role(message)
+        if role == "assistant":
+            for tc in _get(message, "tool_calls") or ():
+                call_id = _get(tc, "id")
+                if call_id:
+                    names[str(call_id)] = _tool_call_name(tc)
+        elif role in ("tool", "function"):
+            name = names.get(str(_get(message, "tool_call_id")), None) or _get(message, "name") or "tool"
+            out.extend(pieces_from_value(_get(message, "content"), f"tool:{name}"))
+    return tuple(out)
+
+
+class _ChatStreamReader(StreamReader):
+    """``ChatCompletionChunk`` s: text deltas of choice 0, tool-call names, the usage chunk."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.model: str | None = None
+        self.usage: Any = None
+        self.finish_reason: str | None = None
+        self.tool_calls: dict[int, str] = {}
+
+    def add(self, event: Any) -> str | None:
+        self.model = self.model or _get(event, "model")
+        usage = _get(event, "usage")
+        if usage is not None:
+            self.usage = usage
+        text = None
+        for choice in _get(event, "choices") or ():
+            if (_get(choice, "index") or 0) != 0:
+                continue
+            delta = _get(choice, "delta")
+            content = _get(delta, "content")
+            if isinstance(content, str) and content:
+                self.parts.append(content)
+                text = content
+            for tc in _get(delta, "tool_calls") or ():
+                name = _get(_get(tc, "function"), "name")
+                index = _get(tc, "index") or 0
+                if name or index not in self.tool_calls:
+                    self.tool_calls[index] = str(name or self.tool_calls.get(index) or "tool")
+            if _get(choice, "finish_reason"):
+                self.finish_reason = _get(choice, "finish_reason")
+        return text
+
+    def completion(self) -> Completion:
+        text = "".join(self.parts)
+        return Completion(text=text or None, model=self.model, usage=parse_usage(self.usage),
+                          finish_reason=self.finish_reason,
+                          tool_calls=tuple(self.tool_calls[i] for i in sorted(self.tool_calls)))
+
+
+# ---------------------------------------------------------------- Responses API
+
+
+def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:
+    """(question, tool-result context) of a Responses ``input``: a text, or a list of items."""
+    if isinstance(value, str):
+        return (value if value.strip() else None), ()
+    if not isinstance(value, (list, tuple)):
+        return None, ()
+    names: dict[str, str] = {}
+    context: list[ContextPiece] = []
+    messages: list[Any] = []
+    for item in value:
+        kind = _get(item, "type")
+        if kind == "function_call":
+            names[str(_get(item, "call_id"))] = str(_get(item, "name") or "function")
+        elif kind == "function_call_output":
+            name = names.get(str(_get(item, "call_id")), "function")
+            context.extend(pieces_from_value(_get(item, "output"), f"tool:{name}"))
+        elif _get(item, "role") is not None:
+            messages.append({"role": _get(item, "role"), "content": _get(item, "content")})
+    return last_user_question(messages), tuple(context)
+
+
+def _responses_completion(response: Any) -> Completion:
+    texts: list[str] = []
+    tools: list[str] = []
+    for item in _get(response, "output") or ():
+        kind = _get(item, "type")
+        if kind == "message":
+            for part in _get(item, "content") or ():
+                if _get(part, "type") == "output_text" and isinstance(_get(part, "text"), str):
+                    texts.append(_get(part, "text"))
+        elif kind == "function_call":
+            tools.append(str(_get(item, "name") or "function"))
+    status = _get(response, "status")
+    reason = _get(_get(response, "incomplete_details"), "reason")
+    finish = f"{status}:{reason}" if status == "incomplete" and reason else status
+    return Completion(text="".join(texts) or None, model=_get(response, "model"),
+                      usage=parse_usage(_get(response, "usage")), finish_reason=finish, tool_calls=tuple(tools))
+
+
+class _ResponsesStreamReader(StreamReader):
+    """Typed Responses events: text deltas, and the final response of ``response.completed``
+    (``incomplete``/``failed``), which carries the model, usage and every output item."""
+
+    _FINAL = ("response.completed", "response.incomplete", "response.failed")
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.final: Any = None
+        self.model: str | None = None
+        self.tools: list[str] = []
+
+    def add(self, event: Any) -> str | None:
+        kind = _get(event, "type")
+        if kind == "response.output_text.delta":
+            delta = _get(event, "delta")
+            if isinstance(delta, str) and delta:
+                self.parts.append(delta)
+                return delta
+        elif kind in self._FINAL:
+            self.final = _get(event, "response")
+        elif kind == "response.created":
+            self.model = _get(_get(event, "response"), "model")
+        elif kind == "response.output_item.done" and _get(_get(event, "item"), "type") == "function_call":
+            self.tools.append(str(_get(_get(event, "item"), "name") or "function"))
+        return None
+
+    def completion(self) -> Completion:
+        text = "".join(self.parts) or None
+        if self.final is not None:
+            done = _responses_completion(self.final)
+            return Completion(text=done.text or text, model=done.model or self.model, usage=done.usage,
+                              finish_reason=done.finish_reason, tool_calls=done.tool_calls or tuple(self.tools))
+        return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))
