@@ -674,25 +674,9 @@ class ProviderGuard(AdapterShell):
         return client
 
     def _wrap(self, target: Target, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper put on the client: a plain function, as the SDK's own methods are; for an
+        async client the SDK method returns a coroutine, and so does the wrapper."""
         guard, operation = self, target.operation
-
-        if inspect.iscoroutinefunction(original):
-            @functools.wraps(original)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                extras = _pop_extras(kwargs)
-                if guard._passthrough(kwargs):
-                    return await original(*args, **kwargs)
-                call = guard._start_call(operation, args, kwargs, extras)
-                try:
-                    result = await original(*args, **kwargs)
-                except BaseException as exc:
-                    if call is not None:
-                        guard._failed(call, exc)
-                    raise
-                return result if call is None else guard._returned(call, result, asynchronous=True)
-
-            async_wrapper.__groundlens_original__ = original  # type: ignore[attr-defined]
-            return async_wrapper
 
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -706,10 +690,22 @@ class ProviderGuard(AdapterShell):
                 if call is not None:
                     guard._failed(call, exc)
                 raise
-            return result if call is None else guard._returned(call, result, asynchronous=False)
+            if call is None:
+                return result
+            if inspect.isawaitable(result):
+                return guard._awaited(call, result)
+            return guard._returned(call, result, asynchronous=False)
 
         wrapper.__groundlens_original__ = original  # type: ignore[attr-defined]
         return wrapper
+
+    async def _awaited(self, call: _Call, awaitable: Any) -> Any:
+        try:
+            result = await awaitable
+        except BaseException as exc:
+            self._failed(call, exc)
+            raise
+        return self._returned(call, result, asynchronous=True)
 
     def _start_call(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                     extras: dict[str, Any]) -> _Call | None:
