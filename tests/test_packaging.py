@@ -30,6 +30,7 @@ def test_wheel_has_one_namespace(wheel):
     assert "trace" not in top and "plugins" not in top and "templates" not in top
     assert any(n.startswith("groundlens_core/trace/") for n in names)
     assert any(n.startswith("groundlens_core/plugins/") for n in names)
+    assert "groundlens_core/providers/openai.py" in names and "groundlens_core/plugins/_provider.py" in names
     assert any(n.startswith("groundlens_core/templates/") and n.endswith(".j2") for n in names)
     assert "groundlens_core/data/dgi_direction_halueval_general.json" in names
     assert "groundlens_core/trace/schema.json" in names
@@ -48,8 +49,10 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
         "import sys, importlib, importlib.resources as r\n"
         "import groundlens_core, groundlens_core.trace, groundlens_core.plugins, groundlens_core.cli\n"
         "import groundlens_core.trace.html, groundlens_core.trace.otel, groundlens_core.trace.batch\n"
-        "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen'):\n"
+        "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen','openai'):\n"
         "    importlib.import_module('groundlens_core.plugins.' + m)\n"
+        "import groundlens_core.providers, groundlens_core.providers.openai\n"
+        "assert groundlens_core.providers.openai.OpenAIProvider.provider == 'openai'\n"
         "assert '/site-packages/groundlens_core/' in groundlens_core.__file__, groundlens_core.__file__\n"
         "assert groundlens_core.trace.__file__.startswith(groundlens_core.__file__.rsplit('/', 1)[0])\n"
         "names = [p.name for p in r.files('groundlens_core.templates').iterdir()]\n"
