@@ -635,8 +635,11 @@ class ProviderGuard(AdapterShell):
                 self._end(call, error=message)
             return None, None
         call.metadata["streaming"] = True
-        if incomplete:
-            call.metadata["stream_incomplete"] = True
+        if incomplete:  # closed early (or collected): no answer to guard; the recorder scores what came
+            with handle_internal_errors(self, "record a closed stream", trace_key=call.key, node=call.node):
+                self._record(call, completion, metadata={"stream_incomplete": True})
+                self._end(call)
+            return None, None
         inline = self.score_inline(**self._score_args(call, completion))
         return self._guarded_response(call, raw, completion, inline, read_error)
 
@@ -871,6 +874,8 @@ class GuardedStream:
     def close(self) -> None:
         """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``)."""
         self._iterator.close()
+        if not self._done:  # closed before the first chunk: the generator never ran
+            self._end(None, incomplete=True)
         with contextlib.suppress(Exception):
             self.raw.close()
 
@@ -941,6 +946,9 @@ class AsyncGuardedStream:
 
     async def aclose(self) -> None:
         await self._iterator.aclose()
+        if not self._done:
+            self._done = True
+            self._guard._finish_stream(self._call, self.raw, self._reader, None, True)
         with contextlib.suppress(Exception):
             await self.raw.close()
 

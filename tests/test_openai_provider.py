@@ -195,6 +195,19 @@ def test_stream_cut_midway_raises_the_sdks_error_and_records_it(guard, fake_llm_
     assert step.method == "error" and "RemoteProtocolError" in step.error and step.response == "It charges "
 
 
+def test_a_guard_stream_closed_early_records_what_came(guard, fake_llm_server):
+    fake_llm_server.add(Reply.sse(chat_chunks(["It charges ", "fully ", "in 4 hours."])))
+    with guard.stream(QUESTION, context=CONTEXT) as stream:
+        first = next(iter(stream))
+    assert first == "It charges " and stream.response is None
+    fake_llm_server.add(Reply.sse(chat_chunks(["unread"])))
+    guard.stream(QUESTION).close()  # closed before the first chunk
+    first_step, second_step = [t.steps[0] for t in guard.get_traces()]
+    assert first_step.metadata["stream_incomplete"] is True and first_step.response == "It charges "
+    assert first_step.method == "sgi"  # scored by the recorder, in the background
+    assert second_step.metadata["stream_incomplete"] is True and second_step.method == "skipped"
+
+
 def test_stream_in_raise_mode_raises_after_the_last_chunk(client, fake_llm_server, dgi_calibration):
     fake_llm_server.add(Reply.sse(chat_chunks([FLAGGED])))
     guard = OpenAIProvider(model="m", client=client, calibration=dgi_calibration, mode="raise")
