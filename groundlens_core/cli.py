@@ -6,10 +6,7 @@ Errors are one line on stderr and exit code 2; no traceback for anything the use
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
-import math
 import os
 import sys
 import time
@@ -19,89 +16,9 @@ from typing import Any, Sequence
 from groundlens_core import _offline  # noqa: F401
 from groundlens_core._version import __version__
 from groundlens_core.bands import TRIAGE_NOTE
+from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
+from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError
-
-OUT_COLUMNS = ("groundlens_method", "groundlens_value", "groundlens_normalized", "groundlens_flagged", "groundlens_triage", "groundlens_error")
-_RISK = {"error": 0, "flagged": 1, "review": 2, "trusted": 3}
-
-
-# ---------------------------------------------------------------- files
-
-
-def read_table(path: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Rows and column names of a CSV or JSONL file (by extension)."""
-    path = Path(path)
-    if not path.is_file():
-        raise GroundlensInputError(f"input file not found: {path}")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise GroundlensInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start}); re-save it as UTF-8") from None
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson"):
-        rows: list[dict[str, Any]] = []
-        columns: dict[str, None] = {}
-        # split on \n only: str.splitlines() also breaks at U+2028, \x0c ... inside values
-        for n, line in enumerate(text.split("\n"), 1):
-            line = line.rstrip("\r")
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GroundlensInputError(f"{path}:{n}: not valid JSON ({exc.msg})") from None
-            if not isinstance(row, dict):
-                raise GroundlensInputError(f"{path}:{n}: each line must be a JSON object")
-            rows.append(row)
-            columns.update(dict.fromkeys(row))
-        cols = list(columns)
-    elif suffix == ".csv":
-        reader = csv.DictReader(io.StringIO(text, newline=""))
-        cols = list(reader.fieldnames or [])
-        rows = [dict(r) for r in reader]
-    else:
-        raise GroundlensInputError(f"{path}: unsupported file type {suffix or '(none)'}; use .csv or .jsonl")
-    missing = [c for c in ("question", "response") if c not in cols]
-    if missing:
-        raise GroundlensInputError(f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(cols) or 'none'}")
-    return rows, cols
-
-
-def write_table(path: str | Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix == ".csv":
-        with open(path, "w", newline="", encoding="utf-8") as fh:
-            w = csv.DictWriter(fh, fieldnames=columns, extrasaction="ignore")
-            w.writeheader()
-            for r in rows:
-                w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in columns})
-    elif suffix in (".jsonl", ".ndjson"):
-        with open(path, "w", encoding="utf-8") as fh:
-            for r in rows:
-                fh.write(json.dumps({k: r.get(k) for k in columns}, ensure_ascii=False) + "\n")
-    else:
-        raise GroundlensInputError(f"{path}: unsupported output type {suffix or '(none)'}; use .csv or .jsonl")
-
-
-class Progress:
-    """A one-line progress bar on stderr (silent when stderr is not a terminal unless forced)."""
-
-    def __init__(self, label: str, enabled: bool | None = None):
-        self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
-        self.start = time.perf_counter()
-
-    def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or total == 0:
-            return
-        width = 30
-        filled = int(width * done / total)
-        rate = done / max(1e-9, time.perf_counter() - self.start)
-        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (width - filled)}] {done}/{total} ({rate:.0f} rows/s)")
-        if done >= total:
-            sys.stderr.write("\n")
-        sys.stderr.flush()
 
 
 # ---------------------------------------------------------------- commands
@@ -119,48 +36,30 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
-def _row_values(res: Any) -> dict[str, Any]:
-    if res.method == "error":
-        return {"groundlens_method": "error", "groundlens_value": None, "groundlens_normalized": None,
-                "groundlens_flagged": None, "groundlens_triage": "error", "groundlens_error": res.error}
-    return {"groundlens_method": res.method, "groundlens_value": res.value, "groundlens_normalized": res.normalized,
-            "groundlens_flagged": res.flagged, "groundlens_triage": res.triage, "groundlens_error": None}
-
-
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from groundlens_core.scoring import evaluate_batch
+    """Streaming: chunked read -> score -> write, resumable; the engine lives in groundlens_core.stream."""
+    from groundlens_core.stream import EvaluateJob, run_evaluate
+    from groundlens_core.threads import use_threads
 
-    rows, cols = read_table(args.input)
-    items = []
-    for r in rows:
-        ctx = r.get("context") if "context" in cols else None
-        items.append({"question": r.get("question"), "response": r.get("response"), "context": ctx if ctx != "" else None})
-    progress = Progress("groundlens evaluate", enabled=None if not args.progress else True)
-    results = evaluate_batch(items, calibration=args.calibration, long_context=args.long_context, errors="record",
-                             chunk_size=args.batch_size, progress=progress)
-    out_rows = []
-    for r, res in zip(rows, results):
-        out = dict(r)
-        out.update(_row_values(res))
-        out_rows.append(out)
-    order = list(range(len(out_rows)))
-    if args.sort:
-        order.sort(key=lambda i: (_RISK.get(out_rows[i]["groundlens_triage"], 4),
-                                  out_rows[i]["groundlens_normalized"] if out_rows[i]["groundlens_normalized"] is not None else 2.0, i))
-    columns = [c for c in cols if c not in OUT_COLUMNS] + list(OUT_COLUMNS)
-    write_table(args.output, [out_rows[i] for i in order], columns)
+    if args.address and args.engine != "ray":
+        raise GroundlensInputError("--address is for --engine ray")
+    threads = use_threads(args.threads)
+    job = EvaluateJob(
+        input=Path(args.input), output=Path(args.output), sort=args.sort,
+        html=Path(args.html) if args.html else None, html_rows=args.html_rows, batch_size=args.batch_size,
+        calibration=args.calibration, long_context=args.long_context, resume=args.resume,
+        progress=True if args.progress else None, engine=args.engine, address=args.address,
+        workers=args.workers, threads=threads,
+    )
+    summary = run_evaluate(job)
+    counts = summary.counts
+    n_err = counts.get("error", 0)
+    parts = ", ".join(f"{counts[k]} {k}" for k in ("flagged", "review", "trusted", "error") if counts.get(k))
+    report = ""
     if args.html:
-        from groundlens_core.trace.batch import trace_from_batch
-        from groundlens_core.trace.html import write_html
-
-        trace = trace_from_batch(rows, items, results, name=Path(args.input).name)
-        write_html([trace], args.html, title=f"groundlens triage: {Path(args.input).name}")
-    n_err = sum(1 for r in results if r.method == "error")
-    counts: dict[str, int] = {}
-    for r in results:
-        counts[r.triage] = counts.get(r.triage, 0) + 1
-    summary = ", ".join(f"{counts[k]} {k}" for k in ("flagged", "review", "trusted", "error") if counts.get(k))
-    print(f"scored {len(rows) - n_err}/{len(rows)} rows -> {args.output} ({summary})" + (f"; report {args.html}" if args.html else ""), file=sys.stderr)
+        shown = "all rows" if summary.html_rows >= summary.rows else f"the riskiest {summary.html_rows:,} of {summary.rows:,} rows"
+        report = f"; report {args.html} ({shown})"
+    print(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}", file=sys.stderr)
     print(f"note: scores are {TRIAGE_NOTE}", file=sys.stderr)
     return 0
 
@@ -286,14 +185,22 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the full result as JSON")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("evaluate", help="score a CSV or JSONL file (columns question, response, optional context)")
-    s.add_argument("input")
-    s.add_argument("--output", "-o", required=True, help="CSV or JSONL, by extension")
-    s.add_argument("--sort", action="store_true", help="riskiest rows first")
+    s = sub.add_parser("evaluate", help="score a CSV, JSONL or Parquet file (columns question, response, optional context), streaming")
+    s.add_argument("input", help=".csv, .jsonl, .parquet (.csv.gz, .jsonl.gz)")
+    s.add_argument("--output", "-o", required=True, help=".csv, .jsonl or .parquet, by extension; appears when complete")
+    s.add_argument("--sort", action="store_true", help="riskiest rows first (a second pass over the written rows)")
     s.add_argument("--html", default=None, help="also write an HTML triage report")
+    s.add_argument("--html-rows", type=_positive_int, default=1000,
+                   help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)")
+    s.add_argument("--resume", action="store_true", help="continue an interrupted run from its last written chunk")
     s.add_argument("--calibration", default=None)
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
-    s.add_argument("--batch-size", type=_positive_int, default=256)
+    s.add_argument("--batch-size", type=_positive_int, default=256, help="rows per chunk (and per checkpoint)")
+    s.add_argument("--threads", type=_positive_int, default=None,
+                   help="torch threads for scoring (default 1, or GROUNDLENS_THREADS: more threads collapse on a busy machine)")
+    s.add_argument("--engine", choices=("local", "ray"), default="local", help="ray: score on a Ray cluster (pip install \"groundlens-core[ray]\")")
+    s.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
+    s.add_argument("--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)")
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     s.set_defaults(func=cmd_evaluate)
 

@@ -169,7 +169,7 @@ def test_progress_bar_goes_to_stderr(tmp_path, capsys):
     src = _write_csv(tmp_path / "in.csv", rows, ["question", "response"])
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--progress"]) == 0
     cap = capsys.readouterr()
-    assert "groundlens evaluate [" in cap.err and "5/5" in cap.err
+    assert "groundlens evaluate: 100%" in cap.err and "5/5" in cap.err and "rows/s" in cap.err
     assert "groundlens evaluate" not in cap.out
 
 

@@ -61,14 +61,22 @@ def render_html(
     title: str | None = None,
     redact: bool = False,
     max_text_chars: int | None = None,
+    population: Mapping[str, Any] | None = None,
 ) -> str:
     """The report for one trace or several (a batch, several graph runs) as one HTML string.
 
     ``redact`` keeps only a SHA-256 and the length of every question, response and context text;
-    ``max_text_chars`` cuts long texts (their full length is shown).
+    ``max_text_chars`` cuts long texts (their full length is shown). ``population`` is for a batch
+    too big to show whole: the steps are its riskiest rows, and ``population`` holds the summary
+    over every row (``rows``, ``counts`` by band, ``methods``, ``histogram`` bins of normalized
+    scores by band), shown above the table and as the score distribution.
     """
     trace_list = _as_traces(traces)
     context = _build_context(trace_list, title=title, redact=redact, max_text_chars=max_text_chars)
+    context["population"] = None
+    if population is not None:
+        context["population"] = {**population, "shown": context["total"]}
+        context["histogram"] = _histogram_svg_model(list(population["histogram"]))
     return _environment().get_template("report.html.j2").render(**context)
 
 

@@ -1,0 +1,305 @@
+"""Tables in and out, one chunk at a time: CSV, JSONL and Parquet, by extension.
+
+Why chunks: a day of production traffic is millions of rows; reading it whole makes memory grow
+with the file. Readers yield row dicts lazily, writers append one chunk at a time, so a run holds
+one chunk (plus the model) whatever the file size.
+
+- Input: ``.csv``, ``.jsonl`` / ``.ndjson`` (each optionally ``.gz``), ``.parquet`` (needs
+  ``pyarrow``: ``pip install "groundlens-core[parquet]"``).
+- Output: ``.csv``, ``.jsonl`` / ``.ndjson``, ``.parquet``.
+
+Problems with the file as a whole (not found, a directory, not UTF-8, a duplicate column name,
+a malformed JSON line, missing ``question``/``response``) are one-line :class:`GroundlensInputError`
+s found by :func:`scan_table` before any scoring. Problems with one CSV row (more fields than the
+header) are recorded on that row (:data:`READ_ERROR`) and the row is not scored: nothing is
+dropped silently.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import math
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+from groundlens_core.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
+from groundlens_core.errors import GroundlensInputError
+
+#: key of a row dict whose row could not be read as it stands (the row is written, not scored)
+READ_ERROR = "\x00groundlens_read_error"
+
+# a CSV cell may be as long as any text we accept; the default 131,072-character limit made a long
+# response a traceback (`_csv.Error: field larger than field limit`) instead of a row error
+csv.field_size_limit(2**31 - 1)
+
+_KINDS = {".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".parquet": "parquet"}
+PARQUET_HINT = 'Parquet needs pyarrow: pip install "groundlens-core[parquet]"'
+
+
+def table_kind(path: str | Path, *, output: bool = False) -> tuple[str, bool]:
+    """``(kind, gzipped)`` from the file name: ``("csv" | "jsonl" | "parquet", bool)``."""
+    name = Path(path).name.lower()
+    gz = name.endswith(".gz")
+    kind = _KINDS.get(Path(name[:-3] if gz else name).suffix)
+    if kind is None or (gz and (output or kind == "parquet")):
+        what = "output" if output else "file"
+        allowed = ".csv, .jsonl or .parquet" if output else ".csv, .jsonl, .parquet (.csv.gz, .jsonl.gz)"
+        suffix = "".join(Path(name).suffixes[-2:]) or "(none)"
+        raise GroundlensInputError(f"{path}: unsupported {what} type {suffix}; use {allowed}")
+    return kind, gz
+
+
+def _pyarrow():
+    try:
+        import pyarrow  # noqa: F401
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise GroundlensInputError(PARQUET_HINT) from None
+    return pyarrow
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What one pass over an input file found: its columns (in order) and number of rows."""
+
+    path: Path
+    kind: str
+    gz: bool
+    columns: tuple[str, ...]
+    rows: int
+
+    @property
+    def has_context(self) -> bool:
+        return "context" in self.columns
+
+
+# ---------------------------------------------------------------- reading
+
+
+def _open_text(path: Path, gz: bool, newline: str) -> io.TextIOBase:
+    if gz:
+        return gzip.open(path, "rt", encoding="utf-8-sig", newline=newline)  # type: ignore[return-value]
+    return open(path, "r", encoding="utf-8-sig", newline=newline)
+
+
+def _not_utf8(path: Path, exc: UnicodeDecodeError) -> GroundlensInputError:
+    return GroundlensInputError(f"{path} is not UTF-8 text ({exc.reason}); re-save it as UTF-8")
+
+
+def _check_path(path: Path) -> None:
+    if path.is_dir():
+        raise GroundlensInputError(f"{path} is a directory; give a .csv, .jsonl or .parquet file")
+    if not path.exists():
+        raise GroundlensInputError(f"input file not found: {path}")
+    if not path.is_file():
+        raise GroundlensInputError(f"{path} is not a regular file")
+
+
+def scan_table(path: str | Path) -> TableInfo:
+    """One cheap pass (no scoring): columns, row count and every whole-file problem, up front."""
+    path = Path(path)
+    _check_path(path)
+    kind, gz = table_kind(path)
+    try:
+        if kind == "csv":
+            columns, rows = _scan_csv(path, gz)
+        elif kind == "jsonl":
+            columns, rows = _scan_jsonl(path, gz)
+        else:
+            columns, rows = _scan_parquet(path)
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, exc) from None
+    except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+        raise GroundlensInputError(f"{path} is not a complete gzip file ({exc or 'truncated'})") from None
+    dupes = sorted({c for c in columns if columns.count(c) > 1})
+    if dupes:
+        raise GroundlensInputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dupes))} in the header; "
+                                   "each column needs its own name")
+    missing = [c for c in ("question", "response") if c not in columns]
+    if missing:
+        raise GroundlensInputError(f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(columns) or 'none'}")
+    return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows)
+
+
+def _scan_csv(path: Path, gz: bool) -> tuple[list[str], int]:
+    with _open_text(path, gz, "") as fh:
+        reader = csv.reader(fh)
+        header = next(reader, None) or []
+        n = sum(1 for row in reader if row)  # blank lines are not rows (as csv.DictReader)
+    return list(header), n
+
+
+def _scan_jsonl(path: Path, gz: bool) -> tuple[list[str], int]:
+    columns: dict[str, None] = {}
+    n = 0
+    with _open_text(path, gz, "\n") as fh:  # split on \n only: U+2028, \x0c ... may sit inside values
+        for lineno, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GroundlensInputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise GroundlensInputError(f"{path}:{lineno}: each line must be a JSON object")
+            columns.update(dict.fromkeys(row))
+            n += 1
+    return list(columns), n
+
+
+def _scan_parquet(path: Path) -> tuple[list[str], int]:
+    _pyarrow()
+    import pyarrow.parquet as pq
+
+    try:
+        pf = pq.ParquetFile(path)
+    except Exception as exc:  # pyarrow raises ArrowInvalid / OSError on a broken file
+        raise GroundlensInputError(f"{path} is not a readable Parquet file ({exc})") from None
+    return list(pf.schema_arrow.names), pf.metadata.num_rows
+
+
+def iter_rows(info: TableInfo, *, skip: int = 0) -> Iterator[dict[str, Any]]:
+    """The rows of a scanned file as dicts, lazily, after the first ``skip`` rows."""
+    try:
+        if info.kind == "csv":
+            yield from _iter_csv(info, skip)
+        elif info.kind == "jsonl":
+            yield from _iter_jsonl(info, skip)
+        else:
+            yield from _iter_parquet(info, skip)
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(info.path, exc) from None
+
+
+def _iter_csv(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
+    header = list(info.columns)
+    width = len(header)
+    with _open_text(info.path, info.gz, "") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        n = 0
+        for cells in reader:
+            if not cells:
+                continue
+            n += 1
+            if n <= skip:
+                continue
+            row: dict[str, Any] = dict(zip(header, cells))
+            if len(cells) < width:
+                row.update(dict.fromkeys(header[len(cells):]))  # missing cells: empty (as csv.DictReader)
+            elif len(cells) > width:
+                extra = cells[width:]
+                shown = ", ".join(repr(c[:30]) for c in extra[:3]) + (", ..." if len(extra) > 3 else "")
+                row[READ_ERROR] = (f"row {n} has {len(cells)} fields but the header has {width} "
+                                   f"(an unquoted comma?); extra fields not kept: {shown}")
+            yield row
+
+
+def _iter_jsonl(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
+    n = 0
+    with _open_text(info.path, info.gz, "\n") as fh:
+        for line in fh:
+            if not line.strip():
+                continue
+            n += 1
+            if n <= skip:
+                continue
+            yield json.loads(line)
+
+
+def _iter_parquet(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    pf = pq.ParquetFile(info.path)
+    seen = 0
+    for g in range(pf.metadata.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        if seen + n <= skip:
+            seen += n
+            continue
+        table = pf.read_row_group(g)
+        start = max(0, skip - seen)
+        seen += n
+        for b in table.slice(start).to_batches(max_chunksize=1024):
+            yield from b.to_pylist()
+
+
+def row_item(row: Mapping[str, Any], has_context: bool) -> dict[str, Any]:
+    """The (question, response, context) of a table row; an empty context cell means "no context"."""
+    ctx = row.get("context") if has_context else None
+    return {"question": row.get("question"), "response": row.get("response"), "context": ctx if ctx != "" else None}
+
+
+def output_columns(input_columns: Sequence[str]) -> list[str]:
+    """Input columns (an input's own ``groundlens_*`` columns are replaced), then ours."""
+    return [c for c in input_columns if c not in OUT_COLUMNS] + list(OUT_COLUMNS)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _csv_cell(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def encode_rows(kind: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bytes]:
+    """Each row as the exact bytes it takes in a CSV or JSONL file (so a row can be copied by offset)."""
+    out = []
+    if kind == "csv":
+        buf = io.StringIO(newline="")
+        w = csv.writer(buf)
+        for r in rows:
+            w.writerow([_csv_cell(r.get(k)) for k in columns])
+            out.append(buf.getvalue().encode("utf-8", "backslashreplace"))
+            buf.seek(0)
+            buf.truncate()
+    else:
+        for r in rows:
+            line = json.dumps({k: r.get(k) for k in columns}, ensure_ascii=False, default=str)
+            out.append((line + "\n").encode("utf-8", "backslashreplace"))
+    return out
+
+
+def csv_header(columns: Sequence[str]) -> bytes:
+    buf = io.StringIO(newline="")
+    csv.writer(buf).writerow(list(columns))
+    return buf.getvalue().encode("utf-8")
+
+
+def arrow_schema(info: TableInfo, columns: Sequence[str]):
+    """The output schema: a Parquet input keeps its column types; CSV/JSONL columns are text; ours are typed."""
+    pa = _pyarrow()
+    import pyarrow.parquet as pq
+
+    given = pq.ParquetFile(info.path).schema_arrow if info.kind == "parquet" else None
+    types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
+    fields = []
+    for c in columns:
+        if c in OUT_COLUMNS:
+            fields.append(pa.field(c, types[OUT_COLUMN_TYPES.get(c, "string")]))
+        elif given is not None and c in given.names:
+            fields.append(given.field(c))
+        else:
+            fields.append(pa.field(c, pa.string()))
+    return pa.schema(fields)
+
+
+def arrow_table(rows: Sequence[Mapping[str, Any]], schema):
+    """A chunk of rows as an Arrow table of ``schema``; JSONL values that are not text are kept as JSON text."""
+    import pyarrow as pa
+
+    text_cols = [f.name for f in schema if pa.types.is_string(f.type) and f.name not in OUT_COLUMNS]
+    fixed = []
+    for r in rows:
+        d = {k: r.get(k) for k in schema.names}
+        for c in text_cols:
+            v = d[c]
+            if v is not None and not isinstance(v, str):
+                d[c] = None if isinstance(v, float) and math.isnan(v) else json.dumps(v, ensure_ascii=False, default=str)
+        fixed.append(d)
+    return pa.Table.from_pylist(fixed, schema=schema)

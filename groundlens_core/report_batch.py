@@ -1,0 +1,76 @@
+"""The HTML report of a scored batch of any size, by a second pass over the written output.
+
+A report of a million rows could not be read by a person nor opened by a browser, and building it
+would hold every text in memory. So the report shows the riskiest ``html_rows`` rows (default
+1,000) with their texts and details, and a summary over every row (counts by band and method, the
+score distribution) computed from the 18-byte per-row keys the run wrote. The shown rows are read
+back by offset and re-scored for their details (explanation, distances, fingerprint): scores are
+deterministic, so these are the same results the file holds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from groundlens_core.results import ScoreError
+
+HISTOGRAM_BINS = 20
+_BANDS_BY_RANK = {0: "error", 1: "flagged", 2: "review", 3: "trusted"}
+
+
+def population_summary(keys: np.ndarray) -> dict[str, Any]:
+    """Counts by band and method and the score histogram over every row, from the keys alone."""
+    counts = {b: int((keys["rank"] == r).sum()) for r, b in _BANDS_BY_RANK.items()}
+    methods = {"sgi": int((keys["method"] == 1).sum()), "dgi": int((keys["method"] == 2).sum())}
+    hist = [{b: 0 for b in ("flagged", "review", "trusted")} for _ in range(HISTOGRAM_BINS)]
+    for rank, band in ((1, "flagged"), (2, "review"), (3, "trusted")):
+        norms = keys["norm"][keys["rank"] == rank]
+        bins = np.clip((norms * HISTOGRAM_BINS).astype(np.int64), 0, HISTOGRAM_BINS - 1)
+        for k, n in zip(*np.unique(bins, return_counts=True)):
+            hist[int(k)][band] = int(n)
+    return {"rows": int(len(keys)), "counts": counts, "methods": methods, "histogram": hist}
+
+
+def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, *, emb, calibration) -> int:
+    """Write ``job.html``; returns how many rows it shows."""
+    from groundlens_core.io_formats import output_columns, row_item
+    from groundlens_core.stream import _risk_order, read_rows_at, score_chunk
+    from groundlens_core.trace.batch import trace_from_batch
+    from groundlens_core.trace.html import write_html
+
+    indices = _risk_order(keys)[: max(0, job.html_rows)]
+    columns = output_columns(info.columns)
+    rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)
+    items = [row_item(r, info.has_context) for r in rows]
+    results: list[Any] = [None] * len(rows)
+    todo = []
+    for i, r in enumerate(rows):
+        if r.get("groundlens_method") == "error":  # keep the error the run recorded (also read errors)
+            results[i] = ScoreError(index=int(indices[i]), error=str(r.get("groundlens_error") or ""))
+        else:
+            todo.append(i)
+    for start in range(0, len(todo), job.batch_size):
+        part = todo[start : start + job.batch_size]
+        for i, res in zip(part, score_chunk([items[i] for i in part], embedder=emb, calibration=calibration,
+                                            long_context=job.long_context)):
+            results[i] = res
+    trace = trace_from_batch(rows, items, results, name=job.input.name)
+    # name each step after its row in the file, not its place in the report
+    trace.steps[:] = [dataclasses.replace(s, id=f"row-{int(indices[k])}", index=int(indices[k]), node=str(rows[k].get("node") or f"row {int(indices[k]) + 1}"),
+                                          metadata={"row": int(indices[k])}) for k, s in enumerate(trace.steps)]
+    trace.metadata["rows"] = int(len(keys))
+    trace.metadata["shown"] = len(rows)
+    population = population_summary(keys) if len(rows) < len(keys) else None
+    title = f"groundlens triage: {job.input.name}"
+    if population is not None:
+        title += f" (riskiest {len(rows):,} of {len(keys):,} rows)"
+    try:
+        write_html([trace], job.html, title=title, population=population)
+    except OSError as exc:
+        from groundlens_core.errors import GroundlensInputError
+
+        raise GroundlensInputError(f"cannot write the HTML report {job.html}: {exc.strerror or exc}") from None
+    return len(rows)

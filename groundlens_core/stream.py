@@ -1,0 +1,583 @@
+"""Scoring that streams: a lazy Python API, and the resumable file job behind ``groundlens evaluate``.
+
+Why: a day of production traffic is millions of rows. Reading it whole makes memory grow with the
+file, and writing only at the end loses everything when the run dies at 90 %. Here a run holds the
+model, one chunk and its output buffer; every finished chunk is on disk (fsync'd) with a checkpoint
+beside it, and the target file appears only when the run is complete (a rename of the temporary
+file beside it). ``resume=True`` continues from the last checkpoint and produces the same bytes as
+an uninterrupted run: scores are batch invariant (the packed backend), rows are written in input
+order, and the checkpoint pins everything that could change a byte (input identity, columns,
+chunk size, options, embedder, version).
+
+Files beside the target ``out.csv`` while a run is going (all removed when it completes):
+``.out.csv.groundlens-partial`` (the rows so far; a folder of Arrow parts for Parquet),
+``….keys`` (per row: byte offset, band, method, normalized score: 18 bytes, what ``--sort`` and
+the HTML report's second pass read instead of holding rows in memory) and ``….json`` (the checkpoint).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+import numpy as np
+
+from groundlens_core.columns import OUT_COLUMNS, RISK_RANK, result_columns
+from groundlens_core.errors import GroundlensInputError
+from groundlens_core.results import GroundlensScore, ScoreError
+
+#: rows the HTML report of a big batch shows (the riskiest); its summary counts every row
+DEFAULT_HTML_ROWS = 1000
+#: per-row record of the keys file (see the module docstring)
+KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
+_METHOD_CODE = {"error": 0, "sgi": 1, "dgi": 2}
+CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/1"
+
+
+# ---------------------------------------------------------------- the Python API
+
+
+def score_chunk(items: Sequence[Any], *, start: int = 0, embedder=None, calibration=None,
+                long_context: str = "mean", errors: str = "record") -> list[GroundlensScore | ScoreError]:
+    """``evaluate_batch`` on one chunk, with error indices counted from ``start`` (the chunk's first row)."""
+    from groundlens_core.scoring import evaluate_batch
+
+    results = evaluate_batch(items, embedder=embedder, calibration=calibration, long_context=long_context,
+                             errors=errors, chunk_size=max(1, len(items)))
+    return [dataclasses.replace(r, index=r.index + start) if isinstance(r, ScoreError) else r for r in results]
+
+
+def evaluate_stream(
+    rows: Iterable[Any],
+    *,
+    batch_size: int = 256,
+    embedder=None,
+    calibration=None,
+    long_context: str = "mean",
+    errors: str = "record",
+) -> Iterator[GroundlensScore | ScoreError]:
+    """Score an iterable of any length lazily, yielding one result per row in input order.
+
+    Rows are what :func:`~groundlens_core.scoring.evaluate_batch` takes (mappings with ``question``,
+    ``response``, optional ``context``, or tuples). Only ``batch_size`` rows are held at a time; the
+    unique texts of a chunk are embedded together. A bad row yields a :class:`ScoreError` whose
+    ``index`` is its position in the whole stream, and every other row is scored (``errors="raise"``
+    raises on the first bad row instead). Results are byte-identical to ``evaluate_batch`` on the same
+    rows, whatever ``batch_size``.
+    """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
+    if errors not in ("record", "raise"):
+        raise ValueError("errors must be 'record' or 'raise'")
+    from groundlens_core.calibration import CalibrationResult
+    from groundlens_core.scoring import get_default_embedder
+
+    emb = embedder or get_default_embedder()
+    if calibration is not None and not isinstance(calibration, CalibrationResult):
+        calibration = CalibrationResult.load(calibration)  # once, not once per chunk
+    it = iter(rows)
+    start = 0
+    while True:
+        chunk = list(islice(it, batch_size))
+        if not chunk:
+            return
+        yield from score_chunk(chunk, start=start, embedder=emb, calibration=calibration,
+                               long_context=long_context, errors=errors)
+        start += len(chunk)
+
+
+# ---------------------------------------------------------------- the file job
+
+
+@dataclass(frozen=True)
+class EvaluateJob:
+    """Everything ``groundlens evaluate`` was asked to do."""
+
+    input: Path
+    output: Path
+    sort: bool = False
+    html: Path | None = None
+    html_rows: int = DEFAULT_HTML_ROWS
+    batch_size: int = 256
+    calibration: Any = None  # a path or CalibrationResult
+    long_context: str = "mean"
+    resume: bool = False
+    progress: bool | None = None  # None: when stderr is a terminal
+    engine: str = "local"  # "local" | "ray"
+    address: str | None = None
+    workers: int | None = None
+    threads: int | None = None
+
+
+@dataclass
+class JobSummary:
+    rows: int = 0
+    counts: dict[str, int] = field(default_factory=dict)
+    methods: dict[str, int] = field(default_factory=dict)
+    resumed_from: int = 0
+    html_rows: int = 0
+
+
+@dataclass(frozen=True)
+class _Paths:
+    partial: Path
+    keys: Path
+    checkpoint: Path
+
+    @classmethod
+    def beside(cls, output: Path) -> "_Paths":
+        base = output.parent / f".{output.name}.groundlens-partial"
+        return cls(partial=base, keys=Path(f"{base}.keys"), checkpoint=Path(f"{base}.json"))
+
+    def remove(self) -> None:
+        for p in (self.keys, self.checkpoint):
+            p.unlink(missing_ok=True)
+        if self.partial.is_dir():
+            shutil.rmtree(self.partial, ignore_errors=True)
+        else:
+            self.partial.unlink(missing_ok=True)
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
+    except OSError:
+        return False
+
+
+def _check_writable_folder(target: Path, what: str) -> None:
+    """Fail now, before any scoring, if ``target`` cannot be created (naming the target, not a temp file)."""
+    if target.is_dir():
+        raise GroundlensInputError(f"{what} {target} is a directory; give a file name")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=str(target.parent))
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
+
+
+def _fsync(fh) -> None:
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _write_json_atomic(path: Path, data: dict) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as fh:
+        json.dump(data, fh, sort_keys=True)
+        _fsync(fh)
+    os.replace(tmp, path)
+
+
+class _Sink:
+    """Where the scored rows go while a run is going: append, fsync, truncate back on resume."""
+
+    def __init__(self, kind: str, paths: _Paths, columns: list[str], schema: Any):
+        self.kind, self.paths, self.columns, self.schema = kind, paths, columns, schema
+        self.fh = None
+        self.parts = 0
+        self.bytes = 0
+
+    def open(self, *, rows_done: int, state: dict | None) -> None:
+        from groundlens_core.io_formats import csv_header
+
+        p = self.paths
+        if self.kind == "parquet":
+            if state is None:
+                if p.partial.exists():
+                    shutil.rmtree(p.partial) if p.partial.is_dir() else p.partial.unlink()
+                p.partial.mkdir()
+            else:
+                self.parts = int(state["parts"])
+                for part in p.partial.glob("part-*.arrow"):
+                    if int(part.stem.split("-")[1]) >= self.parts:
+                        part.unlink()  # written after the last checkpoint
+        else:
+            if state is None:
+                if p.partial.is_dir():
+                    shutil.rmtree(p.partial)
+                self.fh = open(p.partial, "wb")
+                if self.kind == "csv":
+                    self.fh.write(csv_header(self.columns))
+            else:
+                self.fh = open(p.partial, "r+b")
+                self.fh.truncate(int(state["bytes"]))  # drop a chunk written after the last checkpoint
+                self.fh.seek(0, os.SEEK_END)
+            self.bytes = self.fh.tell()
+        mode = "wb" if state is None else "r+b"
+        if state is None:
+            p.keys.unlink(missing_ok=True)
+        self.keys = open(p.keys, mode)
+        self.keys.truncate(rows_done * KEY_DTYPE.itemsize)
+        self.keys.seek(0, os.SEEK_END)
+
+    def write(self, rows: list[dict], first_row: int) -> None:
+        from groundlens_core.io_formats import arrow_table, encode_rows
+
+        keys = np.zeros(len(rows), dtype=KEY_DTYPE)
+        for i, r in enumerate(rows):
+            norm = r.get("groundlens_normalized")
+            keys[i]["rank"] = RISK_RANK.get(r.get("groundlens_triage"), 4)
+            keys[i]["method"] = _METHOD_CODE.get(r.get("groundlens_method"), 0)
+            keys[i]["norm"] = 2.0 if norm is None else float(norm)
+        if self.kind == "parquet":
+            import pyarrow as pa
+
+            keys["offset"] = np.arange(first_row, first_row + len(rows))
+            part = self.paths.partial / f"part-{self.parts:07d}.arrow"
+            with pa.OSFile(str(part), "wb") as sink, pa.ipc.new_file(sink, self.schema) as w:
+                w.write_table(arrow_table(rows, self.schema))
+            fd = os.open(part, os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            self.parts += 1
+        else:
+            blobs = encode_rows(self.kind, rows, self.columns)
+            offsets = np.cumsum([0] + [len(b) for b in blobs[:-1]], dtype=np.int64) + self.bytes
+            keys["offset"] = offsets
+            self.fh.write(b"".join(blobs))
+            _fsync(self.fh)
+            self.bytes = self.fh.tell()
+        self.keys.write(keys.tobytes())
+        _fsync(self.keys)
+
+    def state(self) -> dict:
+        return {"parts": self.parts} if self.kind == "parquet" else {"bytes": self.bytes}
+
+    def close(self) -> None:
+        for fh in (self.fh, getattr(self, "keys", None)):
+            if fh is not None:
+                fh.close()
+
+
+def _signature(job: EvaluateJob, info, out_kind: str, emb, cal) -> dict:
+    from groundlens_core._version import __version__
+
+    st = job.input.stat()
+    return {
+        "input": str(job.input.resolve()), "input_size": st.st_size, "input_mtime_ns": st.st_mtime_ns,
+        "columns": list(info.columns), "rows": info.rows, "output_kind": out_kind, "batch_size": job.batch_size,
+        "long_context": job.long_context, "calibration": None if cal is None else cal.direction_id,
+        "fingerprint": emb.fingerprint, "backend": emb.backend, "version": __version__,
+    }
+
+
+def _load_calibration(value: Any):
+    from groundlens_core.calibration import CalibrationResult
+
+    if value is None or isinstance(value, CalibrationResult):
+        return value
+    path = Path(value)
+    if not path.is_file():
+        raise GroundlensInputError(f"calibration file not found: {path}")
+    return CalibrationResult.load(path)
+
+
+def _progress_bar(total: int, initial: int, enabled: bool | None):
+    from tqdm import tqdm
+
+    enabled = sys.stderr.isatty() if enabled is None else enabled
+    return tqdm(total=total, initial=initial, unit="rows", desc="groundlens evaluate", disable=not enabled,
+                file=sys.stderr, dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
+
+
+def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) -> JobSummary:
+    """Score ``job.input`` into ``job.output`` in chunks; see the module docstring for the guarantees."""
+    from groundlens_core.io_formats import READ_ERROR, arrow_schema, output_columns, row_item, scan_table, table_kind
+
+    log = log or (lambda msg: print(msg, file=sys.stderr))
+    # every check that can fail does so before the model loads or a row is scored
+    out_kind, _ = table_kind(job.output, output=True)
+    if _same_file(job.input, job.output):
+        raise GroundlensInputError(f"the output {job.output} is the input file; write to another file (the input is never overwritten)")
+    if job.html is not None:
+        if table_kind_or_none(job.html) is not None or _same_file(job.html, job.input) or _same_file(job.html, job.output):
+            raise GroundlensInputError(f"the HTML report {job.html} would overwrite a data file; give it an .html name")
+        _check_writable_folder(job.html, "the HTML report")
+    info = scan_table(job.input)
+    _check_writable_folder(job.output, "the output")
+    cal = _load_calibration(job.calibration)
+    columns = output_columns(info.columns)
+    schema = arrow_schema(info, columns) if out_kind == "parquet" else None
+    paths = _Paths.beside(job.output)
+
+    from groundlens_core.scoring import get_default_embedder
+
+    emb = get_default_embedder()
+    signature = _signature(job, info, out_kind, emb, cal)
+    state = None
+    if paths.checkpoint.is_file():
+        try:
+            saved = json.loads(paths.checkpoint.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = None
+        if saved is not None and not job.resume:
+            raise GroundlensInputError(
+                f"an interrupted run of this output left {paths.partial.name} ({saved.get('rows_done', 0):,} of "
+                f"{saved.get('signature', {}).get('rows', '?'):,} rows done) beside {job.output}: add --resume to continue it, "
+                f"or delete {paths.partial} and {paths.checkpoint.name} to start over")
+        if saved is not None:
+            if saved.get("format") != CHECKPOINT_FORMAT:
+                raise GroundlensInputError(f"{paths.checkpoint} is not a checkpoint this version can resume; delete it to start over")
+            diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
+            if diff:
+                raise GroundlensInputError(
+                    f"cannot resume: {', '.join(diff)} changed since the interrupted run (the output would not match an "
+                    f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over")
+            state = saved
+    elif job.resume:
+        log("note: nothing to resume for this output; starting from the first row")
+    rows_done = int(state["rows_done"]) if state else 0
+    summary = JobSummary(rows=info.rows, resumed_from=rows_done)
+    if state:
+        log(f"resuming after row {rows_done:,} of {info.rows:,}")
+
+    sink = _Sink(out_kind, paths, columns, schema)
+    sink.open(rows_done=rows_done, state=state)
+    if state is None:
+        _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
+                                              "rows_done": 0, **sink.state()})
+    scorer = _make_scorer(job, emb, cal, info)
+    bar = _progress_bar(info.rows, rows_done, job.progress)
+    try:
+        rows_iter = iter_rows_checked(info, rows_done)
+        chunk_rows = scorer.chunk_rows
+        while True:
+            rows = list(islice(rows_iter, chunk_rows))
+            if not rows:
+                break
+            results: list[Any] = [None] * len(rows)
+            todo = [i for i, r in enumerate(rows) if READ_ERROR not in r]
+            for i, r in enumerate(rows):
+                if READ_ERROR in r:
+                    results[i] = ScoreError(index=rows_done + i, error=r.pop(READ_ERROR))
+            for i, res in zip(todo, scorer.score([row_item(rows[i], info.has_context) for i in todo], rows_done)):
+                results[i] = res
+            out = []
+            for r, res in zip(rows, results):
+                o = dict(r)
+                o.update(res if isinstance(res, dict) else result_columns(res))  # Ray sends the cells
+                out.append(o)
+            # write in checkpoint-sized pieces so a resume never has to redo more than one chunk
+            for s in range(0, len(out), job.batch_size):
+                piece = out[s : s + job.batch_size]
+                sink.write(piece, rows_done)
+                rows_done += len(piece)
+                _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
+                                                      "rows_done": rows_done, **sink.state()})
+            bar.update(len(rows))
+    finally:
+        bar.close()
+        sink.close()
+        scorer.close()
+
+    keys = np.fromfile(paths.keys, dtype=KEY_DTYPE) if paths.keys.stat().st_size else np.zeros(0, KEY_DTYPE)
+    if len(keys) != info.rows:
+        raise GroundlensInputError(f"{job.input} changed while it was being scored ({len(keys)} rows written, {info.rows} scanned)")
+    bands = {v: k for k, v in RISK_RANK.items()}
+    for rank, n in zip(*np.unique(keys["rank"], return_counts=True)):
+        summary.counts[bands.get(int(rank), "other")] = int(n)
+    codes = {v: k for k, v in _METHOD_CODE.items()}
+    for code, n in zip(*np.unique(keys["method"], return_counts=True)):
+        summary.methods[codes[int(code)]] = int(n)
+    if job.html is not None:
+        from groundlens_core.report_batch import write_batch_html
+
+        summary.html_rows = write_batch_html(job, info, out_kind, paths, keys, schema, emb=emb, calibration=cal)
+    order = _risk_order(keys) if job.sort else None
+    _finalize(out_kind, paths, job.output, columns, schema, keys, order)
+    paths.remove()
+    return summary
+
+
+def table_kind_or_none(path: Path) -> str | None:
+    from groundlens_core.io_formats import table_kind
+
+    try:
+        return table_kind(path)[0]
+    except GroundlensInputError:
+        return None
+
+
+def iter_rows_checked(info, skip: int) -> Iterator[dict]:
+    from groundlens_core.io_formats import iter_rows
+
+    return iter_rows(info, skip=skip)
+
+
+def _risk_order(keys: np.ndarray) -> np.ndarray:
+    """Row indices riskiest first: band, lowest normalized score, then input order (a stable sort)."""
+    return np.lexsort((np.arange(len(keys)), keys["norm"], keys["rank"]))
+
+
+# ---------------------------------------------------------------- scoring engines
+
+
+class _LocalScorer:
+    """Scores in this process, one chunk at a time."""
+
+    def __init__(self, job: EvaluateJob, emb, cal):
+        self.job, self.emb, self.cal = job, emb, cal
+        self.chunk_rows = job.batch_size
+
+    def score(self, items: list[dict], start: int) -> list:
+        return score_chunk(items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context)
+
+    def close(self) -> None:
+        pass
+
+
+def _make_scorer(job: EvaluateJob, emb, cal, info):
+    if job.engine == "ray":
+        from groundlens_core.distributed import RayChunkScorer
+
+        return RayChunkScorer(job, cal)
+    return _LocalScorer(job, emb, cal)
+
+
+# ---------------------------------------------------------------- second pass: final file
+
+
+def read_rows_at(out_kind: str, paths: _Paths, keys: np.ndarray, indices: Sequence[int], columns: list[str], schema=None) -> list[dict]:
+    """The written rows at ``indices`` (in that order), read back by offset: the second pass never
+    holds more rows than it was asked for."""
+    if out_kind == "parquet":
+        tables = _arrow_rows(paths, keys, indices)
+        return tables.to_pylist() if tables is not None else []
+    import csv as _csv
+    import io as _io
+
+    out = []
+    ends = _row_ends(paths, keys)
+    with open(paths.partial, "rb") as fh:
+        for i in indices:
+            fh.seek(int(keys["offset"][i]))
+            blob = fh.read(int(ends[i] - keys["offset"][i])).decode("utf-8")
+            if out_kind == "csv":
+                cells = next(_csv.reader(_io.StringIO(blob, newline="")))
+                out.append(dict(zip(columns, cells)))
+            else:
+                out.append(json.loads(blob))
+    return out
+
+
+def _row_ends(paths: _Paths, keys: np.ndarray) -> np.ndarray:
+    ends = np.empty(len(keys), dtype=np.int64)
+    if len(keys):
+        ends[:-1] = keys["offset"][1:]
+        ends[-1] = paths.partial.stat().st_size
+    return ends
+
+
+def _part_rows(paths: _Paths) -> list[tuple[Path, int, int]]:
+    """(part file, first row, rows) of each Arrow part, in order."""
+    import pyarrow as pa
+
+    out, first = [], 0
+    for part in sorted(paths.partial.glob("part-*.arrow")):
+        with pa.memory_map(str(part)) as src:
+            n = pa.ipc.open_file(src).read_all().num_rows
+        out.append((part, first, n))
+        first += n
+    return out
+
+
+def _arrow_rows(paths: _Paths, keys: np.ndarray, indices: Sequence[int]):
+    """The rows at ``indices`` from the memory-mapped Arrow parts (zero-copy reads), as one table."""
+    import bisect
+
+    import pyarrow as pa
+
+    parts = _part_rows(paths)
+    starts = [p[1] for p in parts]
+    pieces = []
+    cache: dict[int, Any] = {}
+    for i in indices:
+        k = bisect.bisect_right(starts, int(i)) - 1
+        if k not in cache:
+            if len(cache) > 256:
+                cache.clear()
+            cache[k] = pa.ipc.open_file(pa.memory_map(str(parts[k][0]))).read_all()
+        pieces.append(cache[k].slice(int(i) - parts[k][1], 1))
+    return pa.concat_tables(pieces) if pieces else None
+
+
+def _finalize(out_kind: str, paths: _Paths, output: Path, columns: list[str], schema, keys: np.ndarray,
+              order: np.ndarray | None) -> None:
+    """Put the complete output in place: a rename for CSV/JSONL in input order; otherwise a second
+    pass into a temporary file beside the target, then a rename."""
+    if out_kind != "parquet" and order is None:
+        os.replace(paths.partial, output)
+        return
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=str(output.parent))
+    os.close(fd)
+    tmp = Path(tmp_name)
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the output gets the usual permissions
+    try:
+        if out_kind == "parquet":
+            _write_parquet(paths, tmp, schema, order)
+        else:
+            _write_sorted_text(out_kind, paths, tmp, columns, keys, order)
+        os.replace(tmp, output)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _write_sorted_text(out_kind: str, paths: _Paths, tmp: Path, columns: list[str], keys: np.ndarray, order: np.ndarray) -> None:
+    from groundlens_core.io_formats import csv_header
+
+    ends = _row_ends(paths, keys)
+    with open(paths.partial, "rb") as src, open(tmp, "wb") as dst:
+        if out_kind == "csv":
+            dst.write(csv_header(columns))
+        for i in order:
+            src.seek(int(keys["offset"][i]))
+            dst.write(src.read(int(ends[i] - keys["offset"][i])))
+        _fsync(dst)
+
+
+def _write_parquet(paths: _Paths, tmp: Path, schema, order: np.ndarray | None, rows_per_group: int = 16384) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with pq.ParquetWriter(str(tmp), schema) as writer:
+        if order is None:
+            # whole parts gathered into row groups of about ``rows_per_group`` rows (256-row groups
+            # would make the file slow to read); the grouping depends only on the parts, so a
+            # resumed run writes the same bytes
+            buffered: list = []
+            n = 0
+            for part, _, rows in _part_rows(paths):
+                buffered.append(pa.ipc.open_file(pa.memory_map(str(part))).read_all())
+                n += rows
+                if n >= rows_per_group:
+                    writer.write_table(pa.concat_tables(buffered).combine_chunks(), row_group_size=n)
+                    buffered, n = [], 0
+            if buffered:
+                writer.write_table(pa.concat_tables(buffered).combine_chunks(), row_group_size=n)
+        else:
+            for s in range(0, len(order), rows_per_group):
+                t = _arrow_rows(paths, None, order[s : s + rows_per_group])  # type: ignore[arg-type]
+                if t is not None:
+                    writer.write_table(t.combine_chunks(), row_group_size=rows_per_group)
+    with open(tmp, "rb+") as fh:
+        _fsync(fh)

@@ -1,0 +1,294 @@
+"""Streaming ``evaluate``: the Python API, file formats, the defects found by probing, and resume after SIGKILL."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from groundlens_core import evaluate_batch
+from groundlens_core.cli import main
+from groundlens_core.columns import result_columns
+from groundlens_core.results import ScoreError
+from groundlens_core.stream import evaluate_stream
+
+DATA = Path(__file__).resolve().parents[1] / "groundlens_core" / "data" / "halueval_qa.csv"
+CTX = "The Oberoi Group is a hotel company with its head office in Delhi."
+
+
+def _rows(n: int, start: int = 0) -> list[dict]:
+    with open(DATA, encoding="utf-8", newline="") as fh:
+        rows = list(csv.DictReader(fh))[start : start + n]
+    return [{"id": r["id"], "question": r["question"], "context": r["context"] if i % 4 else "", "response": r["response"]}
+            for i, r in enumerate(rows)]
+
+
+def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> Path:
+    columns = columns or list(rows[0])
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=columns)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.fixture
+def no_scoring(monkeypatch):
+    """Fail the test if any row gets scored: the checks under test must come first."""
+    import groundlens_core.stream as stream
+
+    def boom(*a, **k):
+        raise AssertionError("scoring started before the check")
+
+    monkeypatch.setattr(stream, "score_chunk", boom)
+
+
+# ---------------------------------------------------------------- the Python API
+
+
+def test_evaluate_stream_is_lazy_ordered_and_equal_to_evaluate_batch():
+    items = [(r["question"], r["response"], r["context"]) for r in _rows(23)]
+    items[5] = ("", "no question", None)
+    items[17] = {"question": "Q?", "response": 42}
+    pulled = []
+
+    def source():
+        for k, it in enumerate(items):
+            pulled.append(k)
+            yield it
+
+    stream = evaluate_stream(source(), batch_size=4)
+    first = next(stream)
+    assert len(pulled) <= 4  # only one chunk was read to give the first result
+    got = [first, *stream]
+    want = evaluate_batch(items)
+    assert [g.to_json() for g in got] == [w.to_json() for w in want]
+    errors = [g for g in got if isinstance(g, ScoreError)]
+    assert [e.index for e in errors] == [5, 17]  # positions in the whole stream, not in a chunk
+    assert "question is blank" in errors[0].error and "response must be text" in errors[1].error
+    with pytest.raises(Exception, match="question is blank"):
+        list(evaluate_stream(iter(items), batch_size=4, errors="raise"))
+    with pytest.raises(ValueError, match="batch_size"):
+        next(evaluate_stream(items, batch_size=0))
+
+
+# ---------------------------------------------------------------- formats
+
+
+def test_csv_gz_jsonl_gz_and_parquet_give_the_same_scores(tmp_path):
+    rows = _rows(12)
+    src = _write_csv(tmp_path / "in.csv", rows)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "ref.csv")]) == 0
+    ref = (tmp_path / "ref.csv").read_bytes()
+
+    with gzip.open(tmp_path / "in.csv.gz", "wb") as fh:
+        fh.write(src.read_bytes())
+    assert main(["evaluate", str(tmp_path / "in.csv.gz"), "-o", str(tmp_path / "gz.csv")]) == 0
+    assert (tmp_path / "gz.csv").read_bytes() == ref
+
+    # CSV -> Parquet -> CSV is the same file: text columns stay text, our columns are typed
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "out.parquet"), "--batch-size", "5"]) == 0
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "out.parquet")
+    assert table.column_names[:4] == ["id", "question", "context", "response"]
+    assert str(table.schema.field("groundlens_value").type) == "double"
+    assert str(table.schema.field("groundlens_flagged").type) == "bool"
+    assert main(["evaluate", str(tmp_path / "out.parquet"), "-o", str(tmp_path / "back.csv")]) == 0
+    assert (tmp_path / "back.csv").read_bytes() == ref
+
+    jl = tmp_path / "in.jsonl.gz"
+    with gzip.open(jl, "wt", encoding="utf-8") as fh:
+        for r in rows:
+            fh.write(json.dumps({**r, "meta": {"k": 1}}) + "\n")
+    assert main(["evaluate", str(jl), "-o", str(tmp_path / "out.jsonl"), "--sort"]) == 0
+    out = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    by_id = {r["id"]: r for r in csv.DictReader(open(tmp_path / "ref.csv", encoding="utf-8", newline=""))}
+    assert len(out) == 12 and out[0]["meta"] == {"k": 1}
+    for r in out:
+        assert repr(r["groundlens_value"]) == by_id[r["id"]]["groundlens_value"]
+    # JSONL values that are not text become JSON text in Parquet
+    assert main(["evaluate", str(jl), "-o", str(tmp_path / "j.parquet")]) == 0
+    assert pq.read_table(tmp_path / "j.parquet").column("meta")[0].as_py() == '{"k": 1}'
+
+
+# ---------------------------------------------------------------- defects found by probing
+
+
+def test_csv_field_over_the_csv_module_limit_is_scored_or_a_row_error_like_jsonl(tmp_path):
+    long_ok = ("The Oberoi Group has its head office in Delhi. " * 3000)[:140_000]  # > 131,072
+    too_long = "x " * 110_000  # 220,000 characters: over the 200,000-character limit
+    rows = [{"question": "Where is the head office?", "response": long_ok, "context": CTX},
+            {"question": "Where is the head office?", "response": too_long, "context": CTX},
+            {"question": "Where is the head office?", "response": "In Delhi.", "context": CTX}]
+    src = _write_csv(tmp_path / "in.csv", rows)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
+    got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
+    assert got[0]["groundlens_method"] == "sgi" and len(got[0]["response"]) == 140_000
+    assert got[1]["groundlens_method"] == "error" and "the limit is 200,000" in got[1]["groundlens_error"]
+    assert got[2]["groundlens_method"] == "sgi"
+    src_j = tmp_path / "in.jsonl"
+    src_j.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["evaluate", str(src_j), "-o", str(tmp_path / "o.jsonl")]) == 0
+    back = [json.loads(x) for x in (tmp_path / "o.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [r["groundlens_method"] for r in back] == [r["groundlens_method"] for r in got]
+
+
+def test_output_equal_to_input_is_refused_and_the_input_survives(tmp_path, capsys, no_scoring):
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    before = src.read_bytes()
+    os.symlink(src, tmp_path / "link.csv")
+    for target in (src, tmp_path / "link.csv", tmp_path / "sub" / ".." / "in.csv"):
+        assert main(["evaluate", str(src), "-o", str(target)]) == 2
+        assert "is the input file" in _one_line_error(capsys)
+    assert src.read_bytes() == before
+
+
+def test_unwritable_output_and_html_fail_before_any_scoring(tmp_path, capsys, no_scoring):
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    assert main(["evaluate", str(src), "-o", str(blocker / "out.csv")]) == 2
+    err = _one_line_error(capsys)
+    assert "cannot write the output" in err and str(blocker / "out.csv") in err
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(blocker / "r.html")]) == 2
+    err = _one_line_error(capsys)
+    assert "cannot write the HTML report" in err and str(blocker / "r.html") in err and ".tmp" not in err
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.txt")]) == 2
+    assert "unsupported output type" in _one_line_error(capsys)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(tmp_path / "r.csv")]) == 2
+    assert "would overwrite a data file" in _one_line_error(capsys)
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_header_problems_and_a_directory_as_input(tmp_path, capsys):
+    dup = tmp_path / "dup.csv"
+    dup.write_text("question,response,response\nQ?,first,second\n", encoding="utf-8")
+    assert main(["evaluate", str(dup), "-o", str(tmp_path / "o.csv")]) == 2
+    assert "duplicate column name(s) 'response'" in _one_line_error(capsys)
+
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("id,question,response\n1,Where is the head office?,In Delhi.\n"
+                      "2,Where is it?,In Delhi, India.,extra\n3,What is the capital of France?\n", encoding="utf-8")
+    assert main(["evaluate", str(ragged), "-o", str(tmp_path / "r.csv")]) == 0
+    got = list(csv.DictReader(open(tmp_path / "r.csv", encoding="utf-8", newline="")))
+    assert [g["id"] for g in got] == ["1", "2", "3"]
+    assert got[0]["groundlens_method"] == "dgi"
+    assert got[1]["groundlens_method"] == "error"
+    assert "row 2 has 5 fields but the header has 3" in got[1]["groundlens_error"] and "' India.'" in got[1]["groundlens_error"]
+    assert got[2]["groundlens_method"] == "error" and "response is missing" in got[2]["groundlens_error"]
+
+    capsys.readouterr()
+    (tmp_path / "folder.csv").mkdir()
+    assert main(["evaluate", str(tmp_path / "folder.csv"), "-o", str(tmp_path / "o.csv")]) == 2
+    assert "is a directory" in _one_line_error(capsys)
+    assert main(["evaluate", str(ragged), "-o", str(tmp_path / "folder.csv")]) == 2
+    assert "is a directory" in _one_line_error(capsys)
+
+
+def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, capsys):
+    rows = _rows(10)
+    rows[3]["question"] = ""
+    src = _write_csv(tmp_path / "in.csv", rows)
+    html = tmp_path / "r.html"
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(html), "--html-rows", "3", "--sort"]) == 0
+    assert "the riskiest 3 of 10 rows" in capsys.readouterr().err
+    page = html.read_text(encoding="utf-8")
+    assert "All 10 rows of the batch" in page and "riskiest 3 of 10 rows" in page
+    assert page.count('<tr class="gl-row gl-row-') == 3
+    assert "row 4" in page  # the error row, named after its row in the file
+    out = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
+    assert out[0]["groundlens_triage"] == "error"
+
+
+def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
+    import torch
+
+    src = _write_csv(tmp_path / "in.csv", _rows(2))
+    before = torch.get_num_threads()
+    try:
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--threads", "1"]) == 0
+        assert torch.get_num_threads() == 1
+        capsys.readouterr()
+        monkeypatch.setenv("GROUNDLENS_THREADS", "zero")
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv")]) == 2
+        assert "GROUNDLENS_THREADS" in _one_line_error(capsys)
+    finally:
+        torch.set_num_threads(before)
+
+
+# ---------------------------------------------------------------- nothing lost
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "groundlens_core", *args]
+
+
+def _kill_mid_run(cmd: list[str], checkpoint: Path, total: int, env: dict) -> None:
+    """Start ``cmd``, wait until its checkpoint shows some but not all rows written, SIGKILL it."""
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+            try:
+                done = json.loads(checkpoint.read_text())["rows_done"]
+            except (OSError, ValueError, KeyError):
+                done = 0
+            if done >= 16:
+                break
+            time.sleep(0.02)
+        assert done < total
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+        proc.stderr.close()
+
+
+@pytest.mark.parametrize("fmt,extra", [("csv", ["--sort"]), ("parquet", [])])
+def test_sigkill_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, capsys, fmt, extra):
+    rows = _rows(160, start=200)
+    src = _write_csv(tmp_path / "in.csv", rows)
+    ref = tmp_path / f"ref.{fmt}"
+    assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "8", *extra]) == 0
+
+    out = tmp_path / f"out.{fmt}"
+    checkpoint = tmp_path / f".out.{fmt}.groundlens-partial.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    _kill_mid_run(_cli("evaluate", str(src), "-o", str(out), "--batch-size", "8", *extra), checkpoint, len(rows), env)
+    assert not out.exists()  # the target appears only when complete
+    assert checkpoint.exists() and (tmp_path / f".out.{fmt}.groundlens-partial").exists()
+
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", *extra]) == 2
+    assert "add --resume" in _one_line_error(capsys)
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "16", "--resume", *extra]) == 2
+    assert "batch_size changed" in _one_line_error(capsys)
+
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", "--resume", *extra]) == 0
+    assert "resuming after row" in capsys.readouterr().err
+    assert out.read_bytes() == ref.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["in.csv", ref.name, out.name])
+
+
+def test_resume_without_a_partial_run_starts_from_the_first_row(tmp_path, capsys):
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--resume"]) == 0
+    assert "nothing to resume" in capsys.readouterr().err
+    got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
+    want = [result_columns(r) for r in evaluate_batch(_rows(3))]
+    assert [g["groundlens_triage"] for g in got] == [w["groundlens_triage"] for w in want]
