@@ -395,6 +395,12 @@ class ProviderGuard(AdapterShell):
         """True for calls the wrapper must not read at all (e.g. the SDK's raw-response helpers)."""
         return False
 
+    def _is_async_stream(self, result: Any) -> bool:
+        """Whether a stream the SDK returned without an ``await`` is read with ``async for`` (e.g.
+        Anthropic's ``AsyncMessageStreamManager``, an async context manager ``messages.stream()``
+        hands back at once): its events then pass through the async tap. Default: no."""
+        return False
+
     # ============================================================ clients
 
     def _sync_client(self) -> Any:
@@ -731,7 +737,7 @@ class ProviderGuard(AdapterShell):
         try:
             if self._is_stream(call.operation, bool(call.metadata.get("stream")), result):
                 reader = self._stream_reader(call.operation)
-                tap = self._atap if asynchronous else self._tap
+                tap = self._atap if asynchronous or self._is_async_stream(result) else self._tap
                 return self._tap_stream(result, lambda events: tap(call, events, reader))
             completion = self._read_response(result, call.operation)
             self._record(call, completion)
