@@ -1,0 +1,466 @@
+"""Anthropic: a guard call and an instrumented client, through the real ``anthropic`` SDK.
+
+The guard call::
+
+    from groundlens_core.providers.anthropic import AnthropicProvider
+
+    guard = AnthropicProvider(model="claude-sonnet-4-5")     # or client=Anthropic(...) of your own
+    answer = guard.complete("Summarize this document.", context=document)
+    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
+
+Instrument a client you already have (its calls stay exactly as they are)::
+
+    from groundlens_core.providers.anthropic import instrument, guard_of
+
+    client = instrument(Anthropic(), name="support-bot")     # the same client object
+    client.messages.create(model=..., max_tokens=..., messages=[...], groundlens_context=docs)
+    with client.messages.stream(model=..., max_tokens=..., messages=[...]) as stream: ...
+    guard_of(client).get_trace().summary()
+
+What each call records (one step; node ``anthropic.messages`` / ``anthropic.messages.stream``
+unless ``groundlens_node=`` names it; ``gen_ai.provider.name`` ``anthropic``):
+
+* **question** — the text of the last ``user`` message that has text of its own. Anthropic sends
+  tool results back as ``user`` messages made only of ``tool_result`` blocks: those are context,
+  not the question. The ``system`` prompt is neither.
+* **context** — from that question on: every ``tool_result`` block (source ``tool:<name>``, the
+  name read from the ``tool_use`` block with the same id; text blocks of a list content are
+  joined), every ``document`` block that carries text (``source.type`` ``text`` or ``content``;
+  source ``document`` or ``document:<title>``), every ``search_result`` block (source
+  ``search_result:<source>``), plus attached context (``groundlens_context=``, ``using_context``).
+* **response** — the reply's ``text`` blocks, joined; a reply with ``tool_use`` blocks and no text
+  is an unscored ``tool_call`` step (metadata ``tool_calls``: the tool names).
+* **usage** — ``input_tokens`` / ``output_tokens`` (a stream: ``message_start``, then the
+  cumulative counts of ``message_delta``); **finish reason** — ``stop_reason``; **model** — the
+  reply's ``model``.
+
+Calls covered: ``messages.create`` (sync, async, ``stream=True``: the caller gets the SDK's own
+``Stream`` / ``AsyncStream``, its events read as they pass) and ``messages.stream(...)`` (sync and
+async: the SDK's own ``MessageStreamManager``; the step is recorded when the stream ends, breaks or
+is closed early). A failed call (an ``anthropic.APIStatusError`` after the SDK's retries, a
+time-out, an ``error`` event or a connection cut in the middle of a stream) is an ``error`` step;
+the caller gets the SDK's exception, untouched. Not instrumented: ``with_raw_response`` /
+``with_streaming_response`` (passed through unread), ``messages.parse``, ``count_tokens``,
+``batches``, the ``beta`` namespace.
+
+The guard request is ``messages=[{"role": "user", "content": prompt_with_context(prompt,
+context)}]``, ``system=`` when given, ``max_tokens=`` :data:`DEFAULT_MAX_TOKENS` unless you pass
+your own, plus your ``request_kwargs``.
+
+Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, ClassVar
+
+from groundlens_core.plugins._provider import (
+    CONTEXT_KEYWORD,
+    NODE_KEYWORD,
+    QUESTION_KEYWORD,
+    AsyncGuardedStream,
+    Completion,
+    GroundlensFlaggedError,
+    GuardedStream,
+    ProviderGuard,
+    ProviderResponse,
+    RequestView,
+    StreamReader,
+    Target,
+    guard_of,
+    prompt_with_context,
+    uninstrument,
+    using_context,
+)
+from groundlens_core.plugins._shell import parse_usage
+from groundlens_core.trace.model import ContextPiece
+
+__all__ = [
+    "CONTEXT_KEYWORD",
+    "DEFAULT_MAX_TOKENS",
+    "NODE_KEYWORD",
+    "QUESTION_KEYWORD",
+    "AnthropicProvider",
+    "AsyncGuardedStream",
+    "GroundlensFlaggedError",
+    "GuardedStream",
+    "ProviderResponse",
+    "guard_of",
+    "instrument",
+    "prompt_with_context",
+    "uninstrument",
+    "using_context",
+]
+
+MESSAGES = "messages"
+MESSAGES_STREAM = "messages.stream"
+#: ``max_tokens`` of a guard request that does not set its own (the Messages API requires one)
+DEFAULT_MAX_TOKENS = 1024
+_RAW_HEADER = "X-Stainless-Raw-Response"
+_TOOL_USE = ("tool_use", "server_tool_use", "mcp_tool_use")
+
+
+class AnthropicProvider(ProviderGuard):
+    """The Anthropic guard: ``complete``/``acomplete``/``stream``/``astream`` through the Messages
+    API, and ``instrument(client)`` for ``messages.create`` and ``messages.stream``.
+
+    ``AnthropicProvider(model="claude-sonnet-4-5", client=None, **client_kwargs)``: without
+    ``client`` it makes ``anthropic.Anthropic(**client_kwargs)`` (and ``AsyncAnthropic`` for the
+    async calls), so ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` work as usual.
+    """
+
+    framework: ClassVar[str] = "anthropic"
+    extra: ClassVar[str] = "anthropic"
+    provider: ClassVar[str] = "anthropic"
+    sdk_module: ClassVar[str] = "anthropic"
+    sdk_name: ClassVar[str] = "The Anthropic SDK"
+    guard_operation: ClassVar[str] = MESSAGES
+
+    # ------------------------------------------------------------ clients and guard requests
+
+    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
+        return (self.sdk.AsyncAnthropic if asynchronous else self.sdk.Anthropic)(**client_kwargs)
+
+    def _is_async_client(self, client: Any) -> bool:
+        return isinstance(client, self.sdk.AsyncAnthropic)
+
+    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
+                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+        request = dict(request_kwargs)
+        request.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
+        request["messages"] = [{"role": "user", "content": user_text}]
+        if system:
+            request["system"] = system
+        if stream:
+            request["stream"] = True
+        return request
+
+    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+        return client.messages.create(**request)
+
+    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
+        return await client.messages.create(**request)
+
+    # ------------------------------------------------------------ reading responses
+
+    def _read_response(self, raw: Any, operation: str) -> Completion:
+        return read_message(raw)
+
+    def _stream_reader(self, operation: str) -> StreamReader:
+        return MessageEventReader()
+
+    # ------------------------------------------------------------ instrumenting a client
+
+    def _targets(self, client: Any) -> list[Target]:
+        return [Target(client.messages, "create", MESSAGES), Target(client.messages, "stream", MESSAGES_STREAM)]
+
+    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
+        headers = kwargs.get("extra_headers")
+        return isinstance(headers, Mapping) and _RAW_HEADER in headers
+
+    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+        messages = list(kwargs.get("messages") or ())
+        model = kwargs.get("model")
+        stream = operation == MESSAGES_STREAM or kwargs.get("stream") is True
+        return RequestView(question=request_question(messages), context=tuple(request_context(messages)),
+                           model=str(model) if model else None, stream=stream)
+
+    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
+        return operation == MESSAGES_STREAM or requested
+
+    def _is_async_stream(self, result: Any) -> bool:
+        return isinstance(result, self.sdk.lib.streaming.AsyncMessageStreamManager)
+
+    def _tap_stream(self, result: Any, wrap: Any) -> Any:
+        """``messages.create(stream=True)`` gives a ``Stream``/``AsyncStream``, which reads its
+        events from ``_iterator``: wrapped in place, the caller keeps the SDK's own object.
+
+        ``messages.stream(...)`` gives a ``MessageStreamManager``, which sends the request only when
+        entered; its request is wrapped so that the raw ``Stream`` it opens is tapped the same way
+        (the manager's own ``MessageStream`` then reads the tapped events). A request that fails as
+        the manager is entered goes through the tap too, so it is recorded as an error step."""
+        if hasattr(result, "_iterator"):
+            result._iterator = wrap(result._iterator)
+            return result
+        for cls in type(result).__mro__:  # the manager keeps its request in a name-mangled attribute
+            attr = f"_{cls.__name__}__api_request"
+            if attr in vars(result):
+                request = vars(result)[attr]
+                setattr(result, attr, _tapped_request(request, wrap))
+                return result
+        raise TypeError(f"cannot read events of a {type(result).__name__}")  # logged; the call goes on
+
+
+def _tapped_request(request: Any, wrap: Any) -> Any:
+    """The manager's request (a callable for the sync manager, an awaitable for the async one),
+    tapping the stream it returns."""
+    if callable(request):
+        def send() -> Any:
+            try:
+                stream = request()
+            except BaseException as exc:
+                _fail_through(wrap, exc)
+                raise
+            stream._iterator = wrap(stream._iterator)
+            return stream
+
+        return send
+
+    async def asend() -> Any:
+        try:
+            stream = await request
+        except BaseException as exc:
+            await _afail_through(wrap, exc)
+            raise
+        stream._iterator = wrap(stream._iterator)
+        return stream
+
+    return asend()
+
+
+def _raise(exc: BaseException) -> Iterable[Any]:
+    raise exc
+    yield  # pragma: no cover - makes this a generator
+
+
+async def _araise(exc: BaseException) -> Any:
+    raise exc
+    yield  # pragma: no cover - makes this an async generator
+
+
+def _fail_through(wrap: Any, exc: BaseException) -> None:
+    """Run ``exc`` through the tap: the layer records the call as failed with the SDK's exception
+    (whose traceback is put back as it was, so the caller sees the SDK's own)."""
+    traceback = exc.__traceback__
+    try:
+        next(iter(wrap(_raise(exc))))
+    except BaseException:
+        pass
+    exc.__traceback__ = traceback
+
+
+async def _afail_through(wrap: Any, exc: BaseException) -> None:
+    traceback = exc.__traceback__
+    try:
+        await wrap(_araise(exc)).__anext__()
+    except BaseException:
+        pass
+    exc.__traceback__ = traceback
+
+
+def instrument(client: Any, **kwargs: Any) -> Any:
+    """Record every ``messages.create`` and ``messages.stream`` call of ``client`` (an ``Anthropic``
+    or ``AsyncAnthropic``); returns the same client. ``kwargs`` are :class:`AnthropicProvider`'s
+    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
+    whose ``get_trace()`` holds the calls."""
+    return AnthropicProvider(client=client, **kwargs).instrument(client)
+
+
+# ---------------------------------------------------------------- reading requests
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` for a dict, ``obj.key`` for an SDK object (requests may hold either)."""
+    if isinstance(obj, Mapping):
+        return obj.get(key, default)
+    return getattr(obj, key, default)
+
+
+def _blocks(content: Any) -> list[Any]:
+    """A message's content as a list of blocks (a plain string is one text block)."""
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, Mapping):
+        return [content]
+    try:
+        return list(content)
+    except TypeError:
+        return []
+
+
+def _text_of(blocks: Iterable[Any]) -> str:
+    parts = []
+    for block in blocks:
+        if isinstance(block, str):
+            parts.append(block)
+        elif _get(block, "type") == "text" and isinstance(_get(block, "text"), str):
+            parts.append(_get(block, "text"))
+    return "\n\n".join(p for p in parts if p.strip())
+
+
+def message_text(message: Any) -> str:
+    """The text blocks of one message, joined ("" when it has none)."""
+    return _text_of(_blocks(_get(message, "content"))).strip()
+
+
+def question_index(messages: Sequence[Any]) -> int | None:
+    """Index of the last user message with text of its own (not only tool results)."""
+    for i in range(len(messages) - 1, -1, -1):
+        if _get(messages[i], "role") == "user" and message_text(messages[i]):
+            return i
+    return None
+
+
+def request_question(messages: Sequence[Any]) -> str | None:
+    """The question of a Messages request (see the module docstring)."""
+    i = question_index(messages)
+    return None if i is None else message_text(messages[i]) or None
+
+
+def _document_text(block: Any) -> str | None:
+    source = _get(block, "source")
+    kind = _get(source, "type")
+    if kind == "text" and isinstance(_get(source, "data"), str):
+        return str(_get(source, "data"))
+    if kind == "content":
+        return _text_of(_blocks(_get(source, "content"))) or None
+    return None  # base64 PDFs, URLs and file ids hold no text we can read here
+
+
+def _tool_result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in _blocks(content):
+        kind = _get(block, "type")
+        if kind == "text" and isinstance(_get(block, "text"), str):
+            parts.append(_get(block, "text"))
+        elif kind == "search_result":
+            parts.append(_text_of(_blocks(_get(block, "content"))))
+        elif kind == "document":
+            parts.append(_document_text(block) or "")
+    return "\n\n".join(p for p in parts if p.strip())
+
+
+def request_context(messages: Sequence[Any]) -> list[ContextPiece]:
+    """Tool results, text documents and search results the model is shown, from the question on
+    (the whole conversation when no question is found)."""
+    names: dict[str, str] = {}
+    for message in messages:
+        if _get(message, "role") == "assistant":
+            for block in _blocks(_get(message, "content")):
+                if _get(block, "type") in _TOOL_USE and _get(block, "id"):
+                    names[str(_get(block, "id"))] = str(_get(block, "name") or "tool")
+    pieces: list[ContextPiece] = []
+    for message in messages[(question_index(messages) or 0):]:
+        if _get(message, "role") != "user":
+            continue
+        for block in _blocks(_get(message, "content")):
+            kind = _get(block, "type")
+            text, source = None, None
+            if kind == "tool_result":
+                text = _tool_result_text(_get(block, "content"))
+                source = f"tool:{names.get(str(_get(block, 'tool_use_id')), 'tool')}"
+            elif kind == "document":
+                text = _document_text(block)
+                title = _get(block, "title")
+                source = f"document:{title}" if title else "document"
+            elif kind == "search_result":
+                text = _text_of(_blocks(_get(block, "content")))
+                origin = _get(block, "source")
+                source = f"search_result:{origin}" if origin else "search_result"
+            if text and text.strip() and source:
+                pieces.append(ContextPiece(text=text, source=source))
+    return pieces
+
+
+# ---------------------------------------------------------------- reading replies
+
+
+def read_message(message: Any) -> Completion:
+    """A ``Message`` (SDK object or dict): text blocks joined, tool names, model, usage, stop reason."""
+    texts: list[str] = []
+    tools: list[str] = []
+    for block in _blocks(_get(message, "content")):
+        kind = _get(block, "type")
+        if kind == "text" and isinstance(_get(block, "text"), str):
+            texts.append(_get(block, "text"))
+        elif kind in _TOOL_USE:
+            tools.append(str(_get(block, "name") or "tool"))
+    text = "".join(texts)
+    return Completion(text=text if text.strip() else None, model=_get(message, "model"),
+                      usage=parse_usage(_get(message, "usage")), finish_reason=_get(message, "stop_reason"),
+                      tool_calls=tuple(tools))
+
+
+class MessageEventReader(StreamReader):
+    """The raw events of a Messages stream (``message_start``, ``content_block_start``,
+    ``content_block_delta`` with ``text_delta`` / ``input_json_delta``, ``content_block_stop``,
+    ``message_delta``, ``message_stop``; ``ping`` and ``error`` never reach a reader: the SDK drops
+    the one and raises the other). Keeps only what scoring needs: no message snapshot is built on
+    the caller's thread."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.tools: dict[Any, str] = {}
+        self.arguments: dict[Any, list[str]] = {}
+        self.model: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.finish_reason: str | None = None
+        self.stopped = False
+
+    def add(self, event: Any) -> str | None:
+        kind = _get(event, "type")
+        if kind == "content_block_delta":
+            delta = _get(event, "delta")
+            dkind = _get(delta, "type")
+            if dkind == "text_delta":
+                text = _get(delta, "text")
+                if isinstance(text, str) and text:
+                    self.parts.append(text)
+                    return text
+            elif dkind == "input_json_delta" and _get(event, "index") in self.arguments:
+                self.arguments[_get(event, "index")].append(str(_get(delta, "partial_json") or ""))
+        elif kind == "content_block_start":
+            block = _get(event, "content_block")
+            bkind = _get(block, "type")
+            if bkind == "text" and _get(block, "text"):
+                self.parts.append(_get(block, "text"))
+                return str(_get(block, "text"))
+            if bkind in _TOOL_USE:
+                self.tools[_get(event, "index")] = str(_get(block, "name") or "tool")
+                self.arguments[_get(event, "index")] = []
+        elif kind == "message_start":
+            message = _get(event, "message")
+            self.model = _get(message, "model")
+            usage = _get(message, "usage")
+            self.input_tokens = _int(_get(usage, "input_tokens"))
+            self.output_tokens = _int(_get(usage, "output_tokens"))
+        elif kind == "message_delta":
+            self.finish_reason = _get(_get(event, "delta"), "stop_reason") or self.finish_reason
+            usage = _get(event, "usage")  # cumulative counts: they replace, never add
+            if _int(_get(usage, "output_tokens")) is not None:
+                self.output_tokens = _int(_get(usage, "output_tokens"))
+            if _int(_get(usage, "input_tokens")) is not None:
+                self.input_tokens = _int(_get(usage, "input_tokens"))
+        elif kind == "message_stop":
+            self.stopped = True
+        return None
+
+    def tool_arguments(self) -> list[tuple[str, Any]]:
+        """``(name, parsed input)`` of each tool call seen (the input JSON as sent; ``None`` when cut)."""
+        out = []
+        for index, name in self.tools.items():
+            raw = "".join(self.arguments.get(index, ()))
+            try:
+                out.append((name, json.loads(raw) if raw else {}))
+            except ValueError:
+                out.append((name, None))
+        return out
+
+    def completion(self) -> Completion:
+        text = "".join(self.parts)
+        usage = None
+        if self.input_tokens is not None or self.output_tokens is not None:
+            usage = parse_usage({"input_tokens": self.input_tokens, "output_tokens": self.output_tokens})
+        return Completion(text=text if text.strip() else None, model=self.model, usage=usage,
+                          finish_reason=self.finish_reason, tool_calls=tuple(self.tools.values()))
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
