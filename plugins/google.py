@@ -1,0 +1,367 @@
+"""Google Gemini: a guard call and an instrumented client, through the ``google-genai`` SDK.
+
+``google-genai`` is Google's current SDK (``from google import genai``); the older
+``google-generativeai`` package is retired and not supported.
+
+The guard call::
+
+    from groundlens_core.providers.google import GoogleProvider
+
+    guard = GoogleProvider(model="gemini-2.5-flash")         # or client=genai.Client(...) of your own
+    answer = guard.complete("Summarize this document.", context=document)
+    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
+
+Instrument a client you already have (its calls stay exactly as they are)::
+
+    from groundlens_core.providers.google import instrument, guard_of
+
+    client = instrument(genai.Client(), name="support-bot")  # the same client object
+    client.models.generate_content(model=..., contents=..., groundlens_context=docs)
+    for chunk in client.models.generate_content_stream(model=..., contents=...): ...
+    await client.aio.models.generate_content(model=..., contents=...)   # client.aio too
+    guard_of(client).get_trace().summary()
+
+What each call records (one step; node ``gcp.gemini.generate_content`` /
+``gcp.gemini.generate_content_stream`` unless ``groundlens_node=`` names it;
+``gen_ai.provider.name`` ``gcp.gemini``):
+
+* **question** — ``contents`` read as the SDK reads it (one string or part is one user turn;
+  consecutive loose parts form one turn; ``Content`` objects or dicts keep their ``role``): the
+  text of the last ``user`` turn that has text of its own. Function results come back as ``user``
+  turns made only of ``function_response`` parts: those are context, not the question. The
+  ``system_instruction`` is neither.
+* **context** — from that question on: every ``function_response`` part (source ``tool:<name>``;
+  its ``response`` dict read as text: the ``output`` / ``result`` / ``content`` / ``text`` value
+  when it is a string, else the dict as JSON), plus attached context (``groundlens_context=``,
+  ``using_context``).
+* **response** — the text parts of the first candidate (``thought`` parts left out); a candidate
+  with ``function_call`` parts and no text is an unscored ``tool_call`` step (metadata
+  ``tool_calls``: the function names).
+* **usage** — ``usage_metadata``: ``prompt_token_count``, ``candidates_token_count``,
+  ``total_token_count`` (a stream: the last chunk that carries it); **finish reason** — the first
+  candidate's ``finish_reason`` (``STOP``, ``MAX_TOKENS``, ``SAFETY`` ...); **model** —
+  ``model_version`` (else the requested model).
+
+Calls covered: ``client.models.generate_content`` and ``generate_content_stream`` and the same on
+``client.aio.models`` (instrumenting a ``Client`` covers its ``aio`` side; ``client.chats`` sessions
+go through these methods and are recorded too). A stream is the SDK's generator, its chunks read as
+they pass; the step is recorded when it ends, breaks or is closed early. A failed call (a
+``google.genai.errors.APIError`` after the SDK's retries, a time-out, a connection cut in the middle
+of a stream: the SDK raises it as the stream is read) is an ``error`` step; the caller gets the SDK's
+exception, untouched. Not recorded separately: the model calls that automatic function calling
+makes inside one ``generate_content`` (one step for the whole call, scored on its final answer).
+
+The guard request is ``contents=[{"role": "user", "parts": [{"text": prompt_with_context(prompt,
+context)}]}]``, ``config.system_instruction=system`` when given (merged into your ``config=``), plus
+your ``request_kwargs``.
+
+Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
+
+from groundlens_core.plugins._provider import (
+    CONTEXT_KEYWORD,
+    NODE_KEYWORD,
+    QUESTION_KEYWORD,
+    AsyncGuardedStream,
+    Completion,
+    GroundlensFlaggedError,
+    GuardedStream,
+    ProviderGuard,
+    ProviderResponse,
+    RequestView,
+    StreamReader,
+    Target,
+    guard_of,
+    prompt_with_context,
+    uninstrument,
+    using_context,
+)
+from groundlens_core.plugins._shell import parse_usage
+from groundlens_core.trace.model import ContextPiece, Usage
+
+__all__ = [
+    "CONTEXT_KEYWORD",
+    "NODE_KEYWORD",
+    "QUESTION_KEYWORD",
+    "AsyncGuardedStream",
+    "GoogleProvider",
+    "GroundlensFlaggedError",
+    "GuardedStream",
+    "ProviderResponse",
+    "guard_of",
+    "instrument",
+    "prompt_with_context",
+    "uninstrument",
+    "using_context",
+]
+
+GENERATE = "generate_content"
+GENERATE_STREAM = "generate_content_stream"
+_STREAM_FLAG = "_groundlens_stream"  # in a guard request only: which method _send calls
+_RESULT_KEYS = ("output", "result", "content", "text")
+
+
+class GoogleProvider(ProviderGuard):
+    """The Gemini guard: ``complete``/``acomplete``/``stream``/``astream`` through
+    ``models.generate_content`` / ``generate_content_stream``, and ``instrument(client)``.
+
+    ``GoogleProvider(model="gemini-2.5-flash", client=None, **client_kwargs)``: without ``client``
+    it makes ``genai.Client(**client_kwargs)`` (so ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``, or
+    ``vertexai=True, project=..., location=...``, work as usual). The async calls use the client's
+    own ``client.aio``; a ``genai.client.AsyncClient`` may be passed as ``client`` too.
+    """
+
+    framework: ClassVar[str] = "google"
+    extra: ClassVar[str] = "google"
+    provider: ClassVar[str] = "gcp.gemini"
+    sdk_module: ClassVar[str] = "google.genai"
+    sdk_name: ClassVar[str] = "The Google Gen AI SDK (google-genai)"
+    guard_operation: ClassVar[str] = GENERATE
+
+    # ------------------------------------------------------------ clients and guard requests
+
+    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
+        client = self.sdk.Client(**client_kwargs)
+        return client.aio if asynchronous else client
+
+    def _is_async_client(self, client: Any) -> bool:
+        return isinstance(client, self.sdk.client.AsyncClient)
+
+    def _async_client_or_none(self) -> Any:
+        """A sync ``genai.Client`` carries its async side (``client.aio``): the async calls use it."""
+        if self._async_client is None and self._client is not None:
+            self._async_client = self._client.aio
+        return super()._async_client_or_none()
+
+    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
+                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+        request = dict(request_kwargs)
+        request["contents"] = [{"role": "user", "parts": [{"text": user_text}]}]
+        if system:
+            config = request.get("config")
+            if config is None:
+                request["config"] = {"system_instruction": system}
+            elif isinstance(config, Mapping):
+                request["config"] = {**config, "system_instruction": system}
+            else:  # a types.GenerateContentConfig
+                request["config"] = config.model_copy(update={"system_instruction": system})
+        request[_STREAM_FLAG] = stream
+        return request
+
+    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+        kwargs = dict(request)
+        if kwargs.pop(_STREAM_FLAG, False):
+            return client.models.generate_content_stream(**kwargs)
+        return client.models.generate_content(**kwargs)
+
+    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
+        kwargs = dict(request)
+        if kwargs.pop(_STREAM_FLAG, False):
+            return await client.models.generate_content_stream(**kwargs)
+        return await client.models.generate_content(**kwargs)
+
+    # ------------------------------------------------------------ reading responses
+
+    def _read_response(self, raw: Any, operation: str) -> Completion:
+        reader = ChunkReader()
+        reader.add(raw)
+        return reader.completion()
+
+    def _stream_reader(self, operation: str) -> StreamReader:
+        return ChunkReader()
+
+    # ------------------------------------------------------------ instrumenting a client
+
+    def _targets(self, client: Any) -> list[Target]:
+        sides = [client] if self._is_async_client(client) else [client, client.aio]
+        return [Target(side.models, attr, attr) for side in sides for attr in (GENERATE, GENERATE_STREAM)]
+
+    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+        contents = kwargs.get("contents")
+        model = kwargs.get("model")
+        return RequestView(question=request_question(contents), context=tuple(request_context(contents)),
+                           model=str(model) if model else None, stream=operation == GENERATE_STREAM)
+
+    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
+        return operation == GENERATE_STREAM
+
+    def _tap_stream(self, result: Any, wrap: Any) -> Any:
+        """The SDK's streams are plain (async) generators: the caller gets one that yields the same
+        chunk objects, read as they pass. The SDK's generator sends its request when first read, so
+        HTTP errors come from the iteration, as without us."""
+        return wrap(result)
+
+
+def instrument(client: Any, **kwargs: Any) -> Any:
+    """Record every ``models.generate_content`` / ``generate_content_stream`` call of ``client`` (a
+    ``genai.Client``, its ``aio`` side included, or a ``genai.client.AsyncClient``); returns the
+    same client. ``kwargs`` are :class:`GoogleProvider`'s (``name=``, ``recorder=``,
+    ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard whose ``get_trace()`` holds the
+    calls."""
+    return GoogleProvider(client=client, **kwargs).instrument(client)
+
+
+# ---------------------------------------------------------------- reading requests
+
+
+def _get(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj.key`` for an SDK object; for a dict ``obj[key]``, or its REST spelling
+    (``function_response`` -> ``functionResponse``) as hand-written dicts may use it."""
+    if isinstance(obj, Mapping):
+        if key in obj:
+            return obj[key]
+        head, *rest = key.split("_")
+        return obj.get(head + "".join(w.title() for w in rest), default) if rest else default
+    return getattr(obj, key, default)
+
+
+def _is_turn(item: Any) -> bool:
+    """A ``Content`` (has ``parts``) rather than a part or a string."""
+    return not isinstance(item, str) and _get(item, "parts") is not None
+
+
+def _is_model_part(part: Any) -> bool:
+    return not isinstance(part, str) and _get(part, "function_call") is not None
+
+
+def turns(contents: Any) -> list[tuple[str, list[Any]]]:
+    """``contents`` as ``(role, parts)`` turns, grouped as the SDK groups them (``t_contents``):
+    a run of loose user parts is one user turn, a run of function calls one model turn."""
+    if contents is None:
+        return []
+    items = contents if isinstance(contents, (list, tuple)) else [contents]
+    out: list[tuple[str, list[Any]]] = []
+    loose: list[Any] = []
+
+    def close_loose() -> None:
+        if loose:
+            out.append(("model" if _is_model_part(loose[0]) else "user", list(loose)))
+            loose.clear()
+
+    for item in items:
+        if _is_turn(item):
+            close_loose()
+            out.append((str(_get(item, "role") or "user"), list(_get(item, "parts") or [])))
+        elif isinstance(item, (list, tuple)):
+            close_loose()
+            out.append(("user", list(item)))
+        else:
+            if loose and _is_model_part(item) != _is_model_part(loose[0]):
+                close_loose()
+            loose.append(item)
+    close_loose()
+    return out
+
+
+def _part_text(part: Any) -> str | None:
+    if isinstance(part, str):
+        return part
+    if _get(part, "thought"):
+        return None
+    text = _get(part, "text")
+    return text if isinstance(text, str) else None
+
+
+def turn_text(parts: Sequence[Any]) -> str:
+    return "\n\n".join(t for t in (_part_text(p) for p in parts) if t and t.strip()).strip()
+
+
+def _question_index(all_turns: Sequence[tuple[str, list[Any]]]) -> int | None:
+    for i in range(len(all_turns) - 1, -1, -1):
+        role, parts = all_turns[i]
+        if role == "user" and turn_text(parts):
+            return i
+    return None
+
+
+def request_question(contents: Any) -> str | None:
+    """The question of a ``generate_content`` call (see the module docstring)."""
+    all_turns = turns(contents)
+    i = _question_index(all_turns)
+    return None if i is None else turn_text(all_turns[i][1]) or None
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except Exception:
+        return str(value)
+
+
+def _response_text(response: Any) -> str:
+    if isinstance(response, str):
+        return response
+    if isinstance(response, Mapping):
+        for key in _RESULT_KEYS:
+            if isinstance(response.get(key), str):
+                return str(response[key])
+    return _json(response)
+
+
+def request_context(contents: Any) -> list[ContextPiece]:
+    """The ``function_response`` parts the model is shown, from the question on (the whole
+    conversation when no question is found)."""
+    all_turns = turns(contents)
+    pieces = []
+    for _role, parts in all_turns[(_question_index(all_turns) or 0):]:
+        for part in parts:
+            result = None if isinstance(part, str) else _get(part, "function_response")
+            if result is None:
+                continue
+            text = _response_text(_get(result, "response"))
+            if text.strip():
+                pieces.append(ContextPiece(text=text, source=f"tool:{_get(result, 'name') or 'function'}"))
+    return pieces
+
+
+# ---------------------------------------------------------------- reading replies
+
+
+def _finish(value: Any) -> str | None:
+    if value is None:
+        return None
+    name = getattr(value, "name", None)  # types.FinishReason is an Enum
+    return name if isinstance(name, str) else str(value)
+
+
+class ChunkReader(StreamReader):
+    """``GenerateContentResponse`` s (the chunks of a stream, or one whole response): the first
+    candidate's text and function calls, the last finish reason, model version and usage seen."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.calls: list[str] = []
+        self.model: str | None = None
+        self.usage: Usage | None = None
+        self.finish_reason: str | None = None
+
+    def add(self, event: Any) -> str | None:
+        candidates = _get(event, "candidates") or ()
+        first = candidates[0] if candidates else None
+        texts = []
+        for part in _get(_get(first, "content"), "parts") or ():
+            text = _part_text(part)
+            if text:
+                texts.append(text)
+            call = _get(part, "function_call")
+            if call is not None:
+                self.calls.append(str(_get(call, "name") or "function"))
+        if first is not None and _get(first, "finish_reason") is not None:
+            self.finish_reason = _finish(_get(first, "finish_reason"))
+        self.model = _get(event, "model_version") or self.model
+        usage = parse_usage(_get(event, "usage_metadata"))
+        if usage is not None:
+            self.usage = usage
+        self.parts.extend(texts)
+        return "".join(texts) or None
+
+    def completion(self) -> Completion:
+        text = "".join(self.parts)
+        return Completion(text=text if text.strip() else None, model=self.model, usage=self.usage,
+                          finish_reason=self.finish_reason, tool_calls=tuple(self.calls))
