@@ -57,3 +57,21 @@ def test_otel_export_with_the_backend_down_keeps_the_trace(tmp_path):
                OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:9")
     assert "live-exported trace" in proc.stdout and saved.is_file()
     assert proc.stderr.count("groundlens: could not export") == 1
+
+
+@pytest.mark.parametrize("example, provider, node", [
+    ("anthropic_guard", "anthropic", "anthropic.messages"),
+    ("google_guard", "gcp.gemini", "gcp.gemini.generate_content"),
+])
+def test_provider_guard_examples_offline(tmp_path, example, provider, node):
+    """Offline (no API key: the example's own stand-in server), a grounded and a flagged answer, a
+    stream, an instrumented tool-using client, and the report."""
+    env = {k: "" for k in ("ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")}
+    out = run([f"examples/{example}.py", "--out", str(tmp_path)], **env).stdout
+    assert "stand-in server" in out and "trusted" in out and "flagged" in out
+    assert "GroundlensFlaggedError" in out and "Streamed:" in out and "1 skipped" in out  # the tool_call turn
+    traces = json.loads((tmp_path / f"{example.split('_')[0]}_traces.json").read_text(encoding="utf-8"))
+    steps = [s for t in traces for s in t["steps"]]
+    assert {s["provider"] for s in steps} == {provider} and any(s["node"] == node for s in steps)
+    assert {s["triage"] for s in steps} >= {"trusted", "flagged"}
+    assert "not verdicts of truth" in (tmp_path / f"{example.split('_')[0]}_report.html").read_text(encoding="utf-8")
