@@ -125,6 +125,9 @@ class Completion:
     usage: Usage | None = None
     finish_reason: str | None = None
     tool_calls: tuple[str, ...] = ()  # names of the tools the model asked for
+    #: context the SDK gathered itself within the call (google-genai's automatic function calling
+    #: runs the tools inside one ``generate_content``): added to the call's context
+    context: tuple[ContextPiece, ...] = ()
 
     @property
     def only_tool_calls(self) -> bool:
@@ -478,7 +481,7 @@ class ProviderGuard(AdapterShell):
                 meta["tool_calls"] = list(completion.tool_calls)
         kind = "tool_call" if completion is not None and completion.only_tool_calls else "llm"
         record = CallRecord(
-            trace_key=call.key, node=call.node, kind=kind, question=call.question, context=call.context,
+            trace_key=call.key, node=call.node, kind=kind, question=call.question, context=_context_of(call, completion),
             response=None if completion is None or kind == "tool_call" else completion.text,
             model=(completion.model if completion is not None and completion.model else call.model),
             provider=self.provider, usage=None if completion is None else completion.usage,
@@ -533,7 +536,8 @@ class ProviderGuard(AdapterShell):
             model=completion.model if completion is not None else None,
             usage=completion.usage if completion is not None else None,
             groundlens_score=inline.score, finish_reason=completion.finish_reason if completion is not None else None,
-            raw=raw, scoring_error=error or inline.error, question=call.question, context=call.context,
+            raw=raw, scoring_error=error or inline.error, question=call.question,
+            context=_context_of(call, completion),
             tool_calls=completion.tool_calls if completion is not None else (), step_id=call.step_id,
         )
         with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
@@ -553,7 +557,7 @@ class ProviderGuard(AdapterShell):
 
     def _score_args(self, call: _Call, completion: Completion | None) -> dict[str, Any]:
         text = None if completion is None or completion.only_tool_calls else completion.text
-        return {"question": call.question, "response": text, "context": call.context}
+        return {"question": call.question, "response": text, "context": _context_of(call, completion)}
 
     def complete(self, prompt: str, context: Any = None, *, question: str | None = None, system: str | None = None,
                  **request_kwargs: Any) -> ProviderResponse:
@@ -799,6 +803,13 @@ class ProviderGuard(AdapterShell):
             raise
         finally:
             self._stream_ended(call, reader, error, incomplete=not finished and error is None)
+
+
+def _context_of(call: _Call, completion: Completion | None) -> tuple[ContextPiece, ...]:
+    """The call's context, plus what the SDK gathered within the call (:attr:`Completion.context`)."""
+    if completion is None or not completion.context:
+        return call.context
+    return context_pieces(tuple(call.context) + tuple(completion.context))
 
 
 def _pop_extras(kwargs: dict[str, Any]) -> dict[str, Any]:
