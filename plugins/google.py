@@ -48,8 +48,11 @@ go through these methods and are recorded too). A stream is the SDK's generator,
 they pass; the step is recorded when it ends, breaks or is closed early. A failed call (a
 ``google.genai.errors.APIError`` after the SDK's retries, a time-out, a connection cut in the middle
 of a stream: the SDK raises it as the stream is read) is an ``error`` step; the caller gets the SDK's
-exception, untouched. Not recorded separately: the model calls that automatic function calling
-makes inside one ``generate_content`` (one step for the whole call, scored on its final answer).
+exception, untouched. Automatic function calling (Python functions as ``tools``: the SDK runs them
+and calls the model again inside one ``generate_content``) is one step for the whole call, scored
+on its final answer, with the function results the SDK gathered (its
+``automatic_function_calling_history``) as context; the model calls inside it are not separate
+steps. A prompt blocked before any candidate has finish reason ``BLOCKED:<block_reason>``.
 
 The guard request is ``contents=[{"role": "user", "parts": [{"text": prompt_with_context(prompt,
 context)}]}]``, ``config.system_instruction=system`` when given (merged into your ``config=``), plus
@@ -340,6 +343,7 @@ class ChunkReader(StreamReader):
         self.model: str | None = None
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
+        self.context: tuple[ContextPiece, ...] = ()
 
     def add(self, event: Any) -> str | None:
         candidates = _get(event, "candidates") or ()
@@ -354,6 +358,11 @@ class ChunkReader(StreamReader):
                 self.calls.append(str(_get(call, "name") or "function"))
         if first is not None and _get(first, "finish_reason") is not None:
             self.finish_reason = _finish(_get(first, "finish_reason"))
+        if first is None and _get(_get(event, "prompt_feedback"), "block_reason") is not None:
+            self.finish_reason = f"BLOCKED:{_finish(_get(_get(event, 'prompt_feedback'), 'block_reason'))}"
+        history = _get(event, "automatic_function_calling_history")
+        if history:  # the SDK ran the tools itself within this call: their results are context too
+            self.context = tuple(request_context(history))
         self.model = _get(event, "model_version") or self.model
         usage = parse_usage(_get(event, "usage_metadata"))
         if usage is not None:
@@ -364,4 +373,4 @@ class ChunkReader(StreamReader):
     def completion(self) -> Completion:
         text = "".join(self.parts)
         return Completion(text=text if text.strip() else None, model=self.model, usage=self.usage,
-                          finish_reason=self.finish_reason, tool_calls=tuple(self.calls))
+                          finish_reason=self.finish_reason, tool_calls=tuple(self.calls), context=self.context)

@@ -219,6 +219,30 @@ def test_function_call_only_turns_are_unscored_tool_call_steps(client, fake_llm_
     assert all(s.metadata["tool_calls"] == ["get_weather"] for s in steps)
 
 
+def test_automatic_function_calling_is_one_step_with_the_function_results_as_context(client, fake_llm_server,
+                                                                                     dgi_calibration):
+    def check_stock(city: str) -> str:
+        """Stock of the Aurora-7 in a city's store."""
+        return f"{city} store: Aurora-7 in stock, 3 units, ready for pickup today."
+
+    def script(body):
+        answered = any("functionResponse" in p for c in body["contents"] for p in c["parts"])
+        if not answered:
+            return response(None, function_calls=[("check_stock", {"city": "Oslo"})])
+        return response("Yes: the Oslo store has 3 Aurora-7 packs in stock, ready for pickup today.")
+
+    fake_llm_server.default = model(script)
+    guard = GoogleProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    result = client.models.generate_content(model="m", contents="Is the Aurora-7 in stock in Oslo?",
+                                            config=types.GenerateContentConfig(tools=[check_stock]))
+    assert result.text.startswith("Yes") and len(fake_llm_server.requests) == 2  # the SDK ran the tool itself
+    [step] = guard.get_trace().steps
+    assert step.method == "sgi" and step.question == "Is the Aurora-7 in stock in Oslo?"
+    assert [(c.source, c.text) for c in step.context] == [
+        ("tool:check_stock", "Oslo store: Aurora-7 in stock, 3 units, ready for pickup today.")]
+
+
 def test_instrumented_stream_yields_the_sdks_chunks(client, fake_llm_server, dgi_calibration):
     fake_llm_server.add(Reply.sse(stream_chunks(response(GROUNDED, prompt_tokens=12, output_tokens=6))))
     guard = GoogleProvider(client=client, calibration=dgi_calibration)
@@ -400,3 +424,6 @@ def test_contents_are_read_the_way_the_sdk_reads_them():
     reader = ChunkReader()
     reader.add({"candidates": [{"content": {"parts": [{"text": "thinking...", "thought": True}, {"text": "Answer."}]}}]})
     assert reader.completion().text == "Answer."
+    blocked = ChunkReader()
+    blocked.add({"candidates": [], "prompt_feedback": {"block_reason": "SAFETY"}})
+    assert blocked.completion().finish_reason == "BLOCKED:SAFETY" and blocked.completion().text is None
