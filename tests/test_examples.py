@@ -75,3 +75,15 @@ def test_provider_guard_examples_offline(tmp_path, example, provider, node):
     assert {s["provider"] for s in steps} == {provider} and any(s["node"] == node for s in steps)
     assert {s["triage"] for s in steps} >= {"trusted", "flagged"}
     assert "not verdicts of truth" in (tmp_path / f"{example.split('_')[0]}_report.html").read_text(encoding="utf-8")
+
+
+def test_openai_guard_prints_a_grounded_and_a_flagged_answer_and_writes_a_report(tmp_path):
+    out = run(["examples/openai_guard.py", "--out", str(tmp_path)], OPENAI_API_KEY="", OPENAI_BASE_URL="").stdout
+    assert "stand-in server" in out and "trusted" in out and "SGI=" in out
+    assert "-> flagged" in out and "mode='raise': GroundlensFlaggedError" in out
+    assert "2 steps | 1 review, 1 skipped" in out  # the instrumented tool turn and the answer
+    traces = json.loads((tmp_path / "openai_traces.json").read_text(encoding="utf-8"))
+    steps = [s for t in traces for s in t["steps"]]
+    assert {s["provider"] for s in steps} == {"openai"} and {"tool_call", "llm"} <= {s["kind"] for s in steps}
+    assert any(s["triage"] == "flagged" for s in steps) and any(s["triage"] == "trusted" for s in steps)
+    assert "not verdicts of truth" in (tmp_path / "openai_report.html").read_text(encoding="utf-8")
