@@ -36,6 +36,7 @@ test: setup browser phoenix
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_langgraph_overhead.py
+	$(BIN)/python benchmarks/bench_provider_overhead.py
 
 clean:
 	rm -rf out test-artifacts build dist *.egg-info

@@ -67,6 +67,7 @@ def standin_answer(body: dict) -> dict:
 
 class _StandIn(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are separate writes: send each at once
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")

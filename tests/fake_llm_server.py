@@ -79,6 +79,15 @@ def sse_data(data: Any, event: str | None = None) -> str:
     return (f"event: {event}\n" if event else "") + f"data: {payload}"
 
 
+class _QuietServer(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that drops its kept-alive connection is normal here; anything else is printed."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
+
+
 class FakeLLMServer:
     """Answers each request with the next queued :class:`Reply`, else with ``default(request)``."""
 
@@ -91,6 +100,9 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive, chunked bodies: what the SDKs' httpx expects
+            # headers and body leave in separate writes: without TCP_NODELAY, Nagle holds the body
+            # back until the client's delayed ACK (~40 ms) on some connections
+            disable_nagle_algorithm = True
 
             def log_message(self, *args: Any) -> None:  # quiet
                 pass
@@ -131,7 +143,7 @@ class FakeLLMServer:
 
             do_POST = do_GET = do_PUT = do_DELETE = _handle
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = _QuietServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05},
                                         name="fake-llm-server", daemon=True)

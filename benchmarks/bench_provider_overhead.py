@@ -1,0 +1,232 @@
+"""How much an instrumented OpenAI client costs the caller's thread per call, next to the bare SDK.
+
+    python benchmarks/bench_provider_overhead.py [--calls 300] [--delay 0.02] [--chunks 20]
+
+Two ``openai.OpenAI`` clients talk to the same local server (tests/fake_llm_server.py on 127.0.0.1,
+answering after ``--delay`` seconds, like a fast API): one bare, one instrumented with
+``groundlens_core.providers.openai.instrument`` (real recorder, real embedder: every call is scored
+on the recorder's worker thread while the calls go on). Calls alternate bare / instrumented (the
+order flips every pair), all in one run, so both see the same machine.
+
+1. **Time in our wrapper** (the figure the target is about): the SDK method under the wrapper is
+   timed too (the call, and for a stream every pull from the SDK's event iterator), so the time
+   outside the SDK per call is ours plus the harness's; the bare client gets the same timer with
+   nothing of ours, and its time outside the SDK (the harness) is subtracted. Medians, on the
+   caller's thread, wall and thread-CPU. Target < 1 ms median. For a stream it includes reading
+   every event as it passes.
+2. **Whole call**: median / p95 of the bare and the instrumented ``create`` call, and the
+   difference of the medians: the end-to-end view, which also holds what the scoring worker costs
+   the caller by sharing the process (the GIL, the cores). A third client, instrumented but scoring
+   with a constant embedder, separates the two. On a shared 2-core machine these differences are
+   noisier than the wrapper's own time.
+3. ``flush()`` after the calls (the scores still pending), timed separately.
+
+The embedding model is loaded and warmed before timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))  # the fake server and OpenAI's wire format live with the tests
+
+import openai  # noqa: E402
+from fake_llm_server import FakeLLMServer, Reply, Request  # noqa: E402
+from openai_wire import chat_chunks, chat_completion  # noqa: E402
+
+from groundlens_core import get_embedder  # noqa: E402
+from groundlens_core.providers.openai import guard_of, instrument  # noqa: E402
+
+QUESTION = "How long does the Aurora-7 take to charge?"
+CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
+           "It carries a 10-year warranty.")
+ANSWER = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
+MESSAGES = [
+    {"role": "system", "content": "You answer questions about our products."},
+    {"role": "user", "content": "Which battery packs do you sell?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_0", "type": "function", "function": {"name": "catalog", "arguments": "{}"}}]},
+    {"role": "tool", "tool_call_id": "call_0", "content": CONTEXT},
+    {"role": "user", "content": QUESTION},
+]
+
+
+class Timed:
+    """Wraps the SDK method under our wrapper; accumulates the time spent inside the SDK: the call,
+    and for a stream every pull from the SDK's own event iterator (our tap wraps this one)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.wall = 0.0
+        self.cpu = 0.0
+
+    def __call__(self, *args, **kwargs):
+        w, c = time.perf_counter(), time.thread_time()
+        try:
+            result = self.fn(*args, **kwargs)
+        finally:
+            self.wall += time.perf_counter() - w
+            self.cpu += time.thread_time() - c
+        if hasattr(result, "_iterator"):
+            result._iterator = self._timed_events(result._iterator)
+        return result
+
+    def _timed_events(self, events):
+        while True:
+            w, c = time.perf_counter(), time.thread_time()
+            try:
+                event = next(events)
+            except StopIteration:
+                return
+            finally:
+                self.wall += time.perf_counter() - w
+                self.cpu += time.thread_time() - c
+            yield event
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def ms(x: float) -> str:
+    return f"{x * 1000:.3f} ms"
+
+
+class ConstantEmbedder:
+    """Embeds every text as the same unit vector: scoring costs next to nothing, so the
+    ``instrumented, trivial scoring`` client shows the wrapper and recorder without the model's CPU."""
+
+    model_id = "constant"
+    backend = "constant"
+    dim = 384
+    max_tokens = 256
+    fingerprint = "constant"
+
+    def encode(self, texts):
+        import numpy as np
+
+        vecs = np.zeros((len(texts), self.dim), dtype=np.float32)
+        vecs[:, 0] = 1.0
+        return vecs
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def split(self, text, max_tokens=None):
+        return [text]
+
+
+CLIENTS = ("bare", "instrumented", "instrumented, trivial scoring")
+
+
+def run(calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[str, list[float]]]:
+    body = chat_completion(ANSWER)
+    events = chat_chunks([ANSWER[i * len(ANSWER) // chunks:(i + 1) * len(ANSWER) // chunks] for i in range(chunks)])
+
+    def answer(request: Request) -> Reply:
+        if request.json.get("stream"):
+            return Reply(events=tuple(events), headers={"content-type": "text/event-stream"}, delay=delay)
+        return Reply.json(body, delay=delay)
+
+    from groundlens_core.plugins._provider import Target
+
+    server = FakeLLMServer(default=answer)
+    try:
+        clients, timers, guards = {}, {}, []
+        for name in CLIENTS:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+            if name == "bare":
+                # the same timer with nothing of ours around it: its time outside the SDK is the
+                # harness's own (the timer, the loop), subtracted from ours in the report
+                timers[name] = Timed(client.chat.completions.create)
+                client.chat.completions.create = timers[name]
+            else:
+                instrument(client, name="bench", embedder=ConstantEmbedder() if "trivial" in name else None)
+                guard = guard_of(client)
+                guards.append(guard)
+                # time the SDK method under our wrapper: rebuild the wrapper around a timed original
+                timers[name] = Timed(client.chat.completions.create.__groundlens_original__)
+                client.chat.completions.create = guard._wrap(Target(client.chat.completions, "create", "chat"),
+                                                             timers[name])
+            clients[name] = client
+
+        def call(name: str) -> tuple[float, float, float]:
+            kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES}
+            if stream:
+                kwargs.update(stream=True, stream_options={"include_usage": True})
+            timer = timers[name]
+            timer.wall = timer.cpu = 0.0
+            w0, c0 = time.perf_counter(), time.thread_time()
+            result = clients[name].chat.completions.create(**kwargs)
+            if stream:
+                for _ in result:
+                    pass
+            wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
+            return wall, wall - timer.wall, cpu - timer.cpu
+
+        for _ in range(10):  # warm the connections and the wrappers
+            for name in CLIENTS:
+                call(name)
+        for guard in guards:
+            guard.flush()
+        out = {name: {"wall": [], "outside": [], "outside_cpu": []} for name in CLIENTS}
+        for i in range(calls):
+            k = i % len(CLIENTS)
+            for name in CLIENTS[k:] + CLIENTS[:k]:  # rotate the order every round
+                wall, outside, outside_cpu = call(name)
+                out[name]["wall"].append(wall)
+                out[name]["outside"].append(outside)
+                out[name]["outside_cpu"].append(outside_cpu)
+        t0 = time.perf_counter()
+        for guard in guards:
+            guard.flush()
+        out["after"] = {"flush": [time.perf_counter() - t0],
+                        "steps": [float(sum(len(t.steps) for t in guards[0].get_traces()))]}
+        return out
+    finally:
+        server.close()
+
+
+def report(title: str, r: dict[str, dict[str, list[float]]], calls: int) -> None:
+    med = statistics.median
+    print(f"\n{title}: {calls} calls per client, interleaved")
+    bare = med(r["bare"]["wall"])
+    harness, harness_cpu = med(r["bare"]["outside"]), med(r["bare"]["outside_cpu"])
+    print(f"  {'client':<32}{'call median':>13}{'p95':>12}{'vs bare':>12}{'our wrapper: wall':>20}{'p95':>11}{'CPU':>11}")
+    for name in CLIENTS:
+        w = r[name]["wall"]
+        line = f"  {name:<32}{ms(med(w)):>13}{ms(pct(w, 0.95)):>12}"
+        if name == "bare":
+            print(line + f"{'':>12}   (harness outside the SDK: {ms(harness)} wall, {ms(harness_cpu)} CPU)")
+            continue
+        mine = [x - harness for x in r[name]["outside"]]
+        mine_cpu = [x - harness_cpu for x in r[name]["outside_cpu"]]
+        print(line + f"{'+' + ms(med(w) - bare):>12}{ms(med(mine)):>20}{ms(pct(mine, 0.95)):>11}{ms(med(mine_cpu)):>11}")
+    print(f"  target: our wrapper < 1 ms median per call.  flush after the calls: {r['after']['flush'][0]:.2f} s "
+          f"({int(r['after']['steps'][0])} steps in the kept traces)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=300, help="calls per client and mode (default 300)")
+    parser.add_argument("--delay", type=float, default=0.02, help="server answer delay in seconds (default 0.02)")
+    parser.add_argument("--chunks", type=int, default=20, help="text chunks per streamed answer (default 20)")
+    args = parser.parse_args(argv)
+
+    get_embedder().encode(["warm up the model", QUESTION, ANSWER, CONTEXT])
+    print(f"openai {openai.__version__}; local server answers after {args.delay * 1000:.0f} ms; "
+          "scores computed on the recorder's worker meanwhile")
+    report("chat.completions.create", run(args.calls, args.delay, args.chunks, stream=False), args.calls)
+    report(f"chat.completions.create(stream=True), {args.chunks} text chunks, consumed",
+           run(args.calls, args.delay, args.chunks, stream=True), args.calls)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
