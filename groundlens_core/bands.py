@@ -24,6 +24,53 @@ TRIAGE_ORDER: tuple[str, ...] = ("flagged", "review", "trusted")  # riskiest fir
 EPSILON = 1e-6  # distances below this count as "the same point" (degenerate SGI/DGI)
 SGI_DEGENERATE_HIGH = 10.0  # d(r, ctx) < EPSILON: the response restates its context
 TRIAGE_NOTE = "a triage signal for ranking, not a verdict of truth"
+#: the sentence every report and export carries (HTML header, OTel ``groundlens.note``)
+TRIAGE_NOTE_LONG = "groundlens scores are triage signals for ranking human review, not verdicts of truth"
+
+# ---------------------------------------------------------------- bands of trace steps
+# A trace step is in one of five bands: the three triage bands of a scored step, ``error`` (the
+# call or its scoring failed) and ``skipped`` (nothing to score: a tool result, a tool-call turn).
+# Every ordering, count and colour of the trace model, the HTML report and the OTel export comes
+# from here.
+
+#: the five step bands, riskiest first: what a human should look at before the rest
+STEP_BANDS: tuple[str, ...] = ("error", "flagged", "review", "trusted", "skipped")
+#: the order counts are listed in (summaries, report cards, OTel ``groundlens.count.<band>``)
+COUNT_ORDER: tuple[str, ...] = ("trusted", "review", "flagged", "error", "skipped")
+#: (text colour, background colour) of each band in the HTML report
+BAND_COLOURS: dict[str, tuple[str, str]] = {
+    "flagged": ("#d93025", "#fce8e6"),
+    "review": ("#e37400", "#fef3e0"),
+    "trusted": ("#188038", "#e6f4ea"),
+    "error": ("#7b5e9c", "#efe9f5"),
+    "skipped": ("#80868b", "#f1f3f4"),
+}
+_RISK_RANK = {band: rank for rank, band in enumerate(STEP_BANDS)}
+SCORED_METHODS: tuple[str, ...] = ("sgi", "dgi")
+
+
+def step_band(method: str | None, triage_label: str | None) -> str:
+    """The band of a trace step: its triage when it was scored, else ``error`` or ``skipped``."""
+    if method in SCORED_METHODS and triage_label in TRIAGE_ORDER:
+        return triage_label  # type: ignore[return-value]
+    if method == "error" or triage_label == "error":
+        return "error"
+    return "skipped"
+
+
+def risk_rank(band: str) -> int:
+    """0 for the riskiest band (``error``) up to 4 (``skipped``)."""
+    return _RISK_RANK.get(band, len(STEP_BANDS))
+
+
+def risk_key(band: str, normalized: float | None) -> tuple[int, float]:
+    """Sort key, riskiest first: the band, then the lowest normalized score (unscored last in a band)."""
+    return (risk_rank(band), normalized if normalized is not None else 2.0)
+
+
+def empty_counts() -> dict[str, int]:
+    """``{band: 0}`` for every step band, in :data:`COUNT_ORDER`."""
+    return {band: 0 for band in COUNT_ORDER}
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def calibrate(
     metadata: dict[str, Any] | None = None,
 ) -> CalibrationResult:
     """Build a DGI direction from *verified grounded* (question, response) pairs."""
-    from groundlens_core.scoring import embed_many, get_default_embedder
+    from groundlens_core.embedding.plan import embed_many, get_default_embedder
 
     if (pairs is None) == (csv_path is None):
         raise GroundlensInputError("calibrate() takes exactly one of pairs=... or csv_path=...")

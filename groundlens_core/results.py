@@ -71,3 +71,26 @@ def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
         raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
     names = {f.name for f in dataclasses.fields(kind)}
     return kind(**{k: v for k, v in data.items() if k in names})
+
+
+def as_score(data: Any) -> GroundlensScore | None:
+    """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
+
+    Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
+    field the dict lacks (a hand-built or older trace) is None unless the field has a default.
+    ``None`` stays None; anything else that is not an SGI/DGI score is a ``ValueError``.
+    """
+    if data is None or isinstance(data, GroundlensScore):
+        return data
+    if not isinstance(data, dict):
+        raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")
+    kind = {"sgi": SGIResult, "dgi": DGIResult}.get(data.get("method", ""))
+    if kind is None:
+        raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
+    values: dict[str, Any] = {}
+    for f in dataclasses.fields(kind):
+        if f.name in data:
+            values[f.name] = data[f.name]
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            values[f.name] = None
+    return kind(**values)

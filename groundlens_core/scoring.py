@@ -22,21 +22,15 @@ import numpy as np
 from groundlens_core._version import __version__
 from groundlens_core.bands import EPSILON, SGI_DEGENERATE_HIGH, explain, normalize, triage
 from groundlens_core.calibration import CalibrationResult, resolve_calibration
+from groundlens_core.embedding.plan import embed_many, get_default_embedder
+from groundlens_core.embedding.plan import text_pieces as _pieces
+from groundlens_core.embedding.plan import unit as _unit
 from groundlens_core.errors import GroundlensError, GroundlensInputError
 from groundlens_core.results import DGIResult, GroundlensScore, ScoreError, SGIResult
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
 DEFAULT_LONG_CONTEXT = "mean"
 MAX_TEXT_CHARS = int(os.environ.get("GROUNDLENS_MAX_CHARS", "200000"))
-
-ContextLike = "str | Sequence[str] | None"
-
-
-def get_default_embedder():
-    from groundlens_core.embedding import get_embedder
-
-    return get_embedder()
-
 
 # ---------------------------------------------------------------- input checks
 
@@ -89,34 +83,6 @@ def join_context(context: Any) -> str | None:
     if len(text) > MAX_TEXT_CHARS:
         raise GroundlensInputError(f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
     return text
-
-
-# ---------------------------------------------------------------- embedding plan
-
-
-def _pieces(emb, text: str) -> list[str]:
-    if emb.count_tokens(text) <= emb.max_tokens:
-        return [text]
-    return emb.split(text) or [text]
-
-
-def _unit(v: np.ndarray) -> np.ndarray:
-    n = float(np.linalg.norm(v))
-    return v / n if n > 0 else v
-
-
-def embed_many(emb, texts: Sequence[str]) -> np.ndarray:
-    """phi for each text (float64 rows): long texts are the normalised mean of their pieces."""
-    plans = [_pieces(emb, t) for t in texts]
-    flat = [p for plan in plans for p in plan]
-    vecs = emb.encode(flat).astype(np.float64) if flat else np.zeros((0, emb.dim))
-    out = np.zeros((len(texts), emb.dim), dtype=np.float64)
-    k = 0
-    for i, plan in enumerate(plans):
-        block = vecs[k : k + len(plan)]
-        out[i] = block[0] if len(plan) == 1 else _unit(block.mean(axis=0))
-        k += len(plan)
-    return out
 
 
 @dataclass

@@ -43,7 +43,7 @@ from groundlens_core.plugins._common import (
     short,
 )
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, parse_usage, require
-from groundlens_core.trace.model import ContextPiece, Usage
+from groundlens_core.trace.model import META_TOOL, ContextPiece, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -564,7 +564,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             root = self._roots.get(run.root)
             parent = root.tool_call_steps.get(run.tool_call_id) if root is not None and run.tool_call_id else None
-        meta = {"tool": run.name}
+        meta = {META_TOOL: run.name}
         if run.tool_call_id:
             meta["tool_call_id"] = run.tool_call_id
         return CallRecord(trace_key=run.root, node=run.node, kind="tool", question=run.input_text,

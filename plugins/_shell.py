@@ -57,7 +57,7 @@ from typing import Any, ClassVar, TypeVar
 
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.results import GroundlensScore
-from groundlens_core.trace.model import ContextPiece, Trace, Usage
+from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
 
 __all__ = [
@@ -417,7 +417,7 @@ def _report(adapter: Any, framework: str | None, where: str, exc: BaseException,
             recorder.record(CallRecord(
                 trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY, node=node or "groundlens",
                 kind="agent", error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
-                started_at=now, ended_at=now, metadata={"internal_error": True, "callback": where},
+                started_at=now, ended_at=now, metadata={META_INTERNAL_ERROR: True, "callback": where},
             ))
     except Exception:  # pragma: no cover - the very last line of defence
         pass

@@ -46,7 +46,7 @@ from typing import Any, Sequence
 
 from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
 from groundlens_core.plugins._shell import AdapterShell, InlineScore, handle_internal_errors, lazy_classes, require
-from groundlens_core.trace.model import ContextPiece, new_id
+from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 log = logging.getLogger("groundlens.crewai")
@@ -372,7 +372,7 @@ class GroundlensCrewListener(AdapterShell):
             self.recorder.end_trace(old)
         self.context_store.clear(agent=agent, task=None)
         self.recorder.start_trace(key, name=str(getattr(agent, "role", None) or "agent"),
-                                  metadata={"agent_role": getattr(agent, "role", None)})
+                                  metadata={"agent_role": getattr(agent, "role", None), META_SINGLE_AGENT: True})
         return key
 
     @staticmethod
@@ -527,7 +527,7 @@ class GroundlensCrewListener(AdapterShell):
         raw = getattr(ctx, "raw_tool_result", None)
         # the raw result: crewai appends format reminders to the text the agent reads
         text = str(raw) if isinstance(raw, (str, int, float)) else ("" if result is None else str(result))
-        metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "tool": name}
+        metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), META_TOOL: name}
         error = None
         if name == SELF_CHECK_TOOL_NAME:
             metadata["self_check"] = True  # our own verdict is never context for the agent

@@ -183,8 +183,8 @@ def test_details_carry_context_sources_explanation_and_distances(real_trace):
     assert d["ctx"] == [["tool:search", CAPITAL_CONTEXT, ""]]
     assert d["ex"] == grounded.explanation and "not a verdict of truth" in d["ex"]
     facts = dict(d["facts"])
-    assert float(facts["d(response, question)"]) == pytest.approx(grounded.score["d_response_question"], abs=1e-4)
-    assert float(facts["d(response, context)"]) == pytest.approx(grounded.score["d_response_context"], abs=1e-4)
+    assert float(facts["d(response, question)"]) == pytest.approx(grounded.score.d_response_question, abs=1e-4)
+    assert float(facts["d(response, context)"]) == pytest.approx(grounded.score.d_response_context, abs=1e-4)
     assert facts["model"] == "test-model" and facts["method"] == "sgi"
     assert facts["LLM latency"].endswith(" ms")
     assert json.loads(d["meta"]) == {"grounded": True}

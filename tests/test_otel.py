@@ -15,6 +15,7 @@ import time
 import pytest
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
+from groundlens_core.trace.model import META_TOOL
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -74,7 +75,7 @@ class Sink:
 def record_run(recorder: Recorder, key: str = "run-1", *, end: bool = True) -> None:
     recorder.start_trace(key, name="demo")
     recorder.record(CallRecord(key, "search", kind="tool", context=[ContextPiece(TOOL_RESULT, "tool:search")],
-                               started_at=T0, ended_at=T0 + 0.1, metadata={"tool_name": "web_search"}))
+                               started_at=T0, ended_at=T0 + 0.1, metadata={META_TOOL: "web_search"}))
     recorder.record(CallRecord(key, "grounded", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
                                response=GROUNDED, model="gpt-test", provider="openai", usage=Usage(42, 7, 49),
                                started_at=T0 + 0.2, ended_at=T0 + 0.7))
@@ -165,7 +166,7 @@ def test_live_evaluation_attributes_match_the_trace(calibration):
         assert a["groundlens.method"] == method
         assert a["groundlens.normalized"] == pytest.approx(step.normalized)
         assert a["groundlens.flagged"] == (step.triage == "flagged")
-        assert a["groundlens.fingerprint"] == step.score["fingerprint"]
+        assert a["groundlens.fingerprint"] == step.score.fingerprint
         assert a["groundlens.scoring_latency_ms"] >= 0
     # the grounded answer is ranked as better grounded than the off-topic one
     assert nodes["grounded"].attributes["gen_ai.evaluation.score.value"] > \

@@ -3,10 +3,24 @@
 Knows the scoring core, never a framework.
 """
 
-from groundlens_core.trace.model import SCHEMA_VERSION, STEP_KINDS, STEP_METHODS, ContextPiece, Step, Trace, Usage
+from groundlens_core.trace.model import (
+    META_INTERNAL_ERROR,
+    META_SINGLE_AGENT,
+    META_TOOL,
+    SCHEMA_VERSION,
+    STEP_KINDS,
+    STEP_METHODS,
+    ContextPiece,
+    Step,
+    Trace,
+    Usage,
+)
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
 
 __all__ = [
+    "META_INTERNAL_ERROR",
+    "META_SINGLE_AGENT",
+    "META_TOOL",
     "SCHEMA_VERSION",
     "STEP_KINDS",
     "STEP_METHODS",

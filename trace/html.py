@@ -24,13 +24,14 @@ import jinja2
 from markupsafe import Markup
 
 from groundlens_core._version import __version__
-from groundlens_core.trace.model import RISK_ORDER, Step, Trace, atomic_write_text, plain_text, redact_string
+from groundlens_core.bands import BAND_COLOURS, SCORED_METHODS, TRIAGE_NOTE_LONG, TRIAGE_ORDER, risk_key, risk_rank
+from groundlens_core.trace.model import Step, Trace, atomic_write_text, plain_text
 
 __all__ = ["render_html", "write_html"]
 
-#: display bands, riskiest first; ``error`` and ``skipped`` are steps that have no score
-BANDS = ("flagged", "review", "trusted", "error", "skipped")
-_BAND_RANK = {"error": 0, "flagged": 1, "review": 2, "trusted": 3, "skipped": 4}
+#: the order the report lists bands in (cards, filters, legends): the triage bands, then the
+#: steps without a score. Ranks, colours and counts come from ``groundlens_core.bands``.
+REPORT_BANDS: tuple[str, ...] = (*TRIAGE_ORDER, "error", "skipped")
 PREVIEW_CHARS = 140
 PAGE_SIZE = 100  # rows laid out at once; the rest wait, inert, in a <template>
 HISTOGRAM_BINS = 20
@@ -146,26 +147,18 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
     return "" if f is None else f"{f:.{digits}f}"
 
 
-def _band(step: Step) -> str:
-    if step.method in ("sgi", "dgi") and step.triage in ("trusted", "review", "flagged"):
-        return step.triage
-    if step.method == "error" or step.triage == "error":
-        return "error"
-    return "skipped"
-
-
 def _norm(step: Step) -> float | None:
-    if step.method not in ("sgi", "dgi") or not isinstance(step.score, Mapping):
-        return None
-    return _num(step.score.get("normalized"))
+    return _num(step.normalized) if step.method in SCORED_METHODS else None
 
 
-def _risk_key(step: Step, trace_index: int) -> tuple:
+def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
     """``Step.risk_key`` across traces: band, lowest score first, then trace and step order."""
-    band = _band(step)
-    norm = _norm(step)
-    rank = RISK_ORDER.get(band if band != "skipped" else None, 4)
-    return (rank, norm if norm is not None else 2.0, trace_index, step.index)
+    return (*risk_key(step.band, _norm(step)), trace_index, step.index)
+
+
+def _band_css() -> str:
+    """The band colours (``groundlens_core.bands.BAND_COLOURS``) as the CSS variables the styles use."""
+    return ":root {" + " ".join(f"--{b}: {fg}; --{b}-bg: {bg};" for b, (fg, bg) in BAND_COLOURS.items()) + "}\n"
 
 
 def _text_note(value: Any) -> str:
@@ -219,14 +212,13 @@ def _fmt_ms(value: Any) -> str:
     return f"{f:.0f}" if f >= 10 else f"{f:.1f}"
 
 
-def _facts(step: Step, d: Mapping[str, Any], trace: Trace) -> list[list[str]]:
+def _facts(step: Step, trace: Trace) -> list[list[str]]:
     """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
     and version are listed only where they differ from the trace's (the header shows those)."""
     out: list[list[str]] = [["method", step.method], ["kind", step.kind], ["step", f"#{step.index}"]]
-    score = step.score if isinstance(step.score, Mapping) else {}
     same = {"fingerprint": trace.fingerprint, "version": trace.package_version}
     for key, label in _SCORE_FACTS:
-        v = score.get(key)
+        v = getattr(step.score, key, None)
         if v is None or (key in same and v == same[key]):
             continue
         out.append([label, str(v) if isinstance(v, (int, str)) or _num(v) is None else f"{v:.4f}"])
@@ -234,10 +226,11 @@ def _facts(step: Step, d: Mapping[str, Any], trace: Trace) -> list[list[str]]:
         out.append(["model", str(step.model)])
     if step.provider:
         out.append(["provider", str(step.provider)])
-    usage = d.get("usage") or {}
+    usage = step.usage.to_dict() if step.usage is not None else {}
     if any(usage.get(k) is not None for k in ("input_tokens", "output_tokens", "total_tokens")):
         out.append(["tokens (in / out / total)",
-                    " / ".join("-" if usage.get(k) is None else str(usage.get(k)) for k in ("input_tokens", "output_tokens", "total_tokens"))])
+                    " / ".join("-" if usage.get(k) is None else str(usage.get(k))
+                               for k in ("input_tokens", "output_tokens", "total_tokens"))])
     if _num(step.llm_latency_ms) is not None:
         out.append(["LLM latency", f"{_fmt_ms(step.llm_latency_ms)} ms"])
     if _num(step.scoring_latency_ms) is not None:
@@ -256,46 +249,44 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
     names = [t.name for t in traces]
     labels = [n if names.count(n) == 1 else f"{n} #{k + 1}" for k, n in enumerate(names)]
 
-    entries: list[tuple[tuple, int, Step, dict[str, Any]]] = []
+    entries: list[tuple[tuple[int, float, int, int], int, Step]] = []
     trace_rows = []
-    for ti, trace in enumerate(traces):
-        step_dicts = trace.to_dict(redact=redact, max_text_chars=max_text_chars)["steps"]
-        for step, d in zip(trace.steps, step_dicts):
-            entries.append((_risk_key(step, ti), ti, step, d))
-        counts = {b: 0 for b in BANDS}
+    shown = [t.view(redact=redact, max_text_chars=max_text_chars) for t in traces]  # the one redacted view
+    for ti, trace in enumerate(shown):
         for step in trace.steps:
-            counts[_band(step)] += 1
+            entries.append((_risk_key(step, ti), ti, step))
         trace_rows.append({
             "label": labels[ti], "name": trace.name, "framework": trace.framework, "id": trace.id,
             "started": _fmt_time(trace.started_at), "duration": _duration(trace.started_at, trace.ended_at),
-            "status": trace.status, "error": (redact_string(trace.error) if redact else trace.error) or "",
-            "steps": len(trace.steps), "counts": counts,
+            "status": trace.status, "error": trace.error or "",
+            "steps": len(trace.steps), "counts": trace.counts(),
             "fingerprint": trace.fingerprint or "", "package_version": trace.package_version,
         })
     entries.sort(key=lambda e: e[0])
 
     rows: list[dict[str, Any]] = []
     details: list[dict[str, Any]] = []
-    counts = {b: 0 for b in BANDS}
-    methods = {"sgi": 0, "dgi": 0}
+    counts = {b: 0 for b in REPORT_BANDS}
+    methods = {m: 0 for m in SCORED_METHODS}
     nodes: dict[str, dict[str, Any]] = {}
-    histogram = [{b: 0 for b in ("flagged", "review", "trusted")} for _ in range(HISTOGRAM_BINS)]
-    for rank, (_, ti, step, d) in enumerate(entries):
-        band = _band(step)
+    histogram = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
+    for rank, (_, ti, step) in enumerate(entries):
+        band = step.band
         norm = _norm(step)
         counts[band] += 1
         if step.method in methods:
             methods[step.method] += 1
-        if norm is not None and band in ("flagged", "review", "trusted"):
+        if norm is not None and band in TRIAGE_ORDER:
             histogram[min(HISTOGRAM_BINS - 1, max(0, int(norm * HISTOGRAM_BINS)))][band] += 1
-        node = nodes.setdefault(str(step.node), {"name": str(step.node), "steps": 0, "scored": [], "bands": {b: 0 for b in BANDS}})
+        node = nodes.setdefault(str(step.node), {"name": str(step.node), "steps": 0, "scored": [],
+                                                 "bands": {b: 0 for b in REPORT_BANDS}})
         node["steps"] += 1
         node["bands"][band] += 1
         if norm is not None:
             node["scored"].append(norm)
 
-        question, response = plain_text(d.get("question")), plain_text(d.get("response"))
-        raw = _num(step.value) if step.method in ("sgi", "dgi") else None
+        question, response = plain_text(step.question), plain_text(step.response)
+        raw = _num(step.value) if step.method in SCORED_METHODS else None
         rows.append({
             "id": str(step.id), "rank": rank + 1, "band": band, "method": step.method, "kind": step.kind,
             "node": str(step.node), "trace": labels[ti], "index": step.index,
@@ -303,27 +294,27 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
             "width": "" if norm is None else f"{max(0.0, min(1.0, norm)) * 100:.0f}",
             "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
             "question": _preview(question), "response": _preview(response),
-            "note": _text_note(d.get("response")) or _text_note(d.get("question")),
-            "reason": d.get("error") or step.skip_reason or "",
+            "note": _text_note(step.response) or _text_note(step.question),
+            "reason": step.error or step.skip_reason or "",
             "latency": _fmt_ms(step.llm_latency_ms), "model": str(step.model or ""),
         })
         details.append({
-            "q": question, "qn": _text_note(d.get("question")),
-            "r": response, "rn": _text_note(d.get("response")),
-            "ctx": [[str(c.get("source", "")), plain_text(c.get("text")), _text_note(c.get("text"))] for c in d.get("context") or ()],
-            "ex": str(step.explanation or "") if isinstance(step.score, Mapping) else "",
-            "err": str(d.get("error") or ""), "skip": str(step.skip_reason or ""),
-            "facts": _facts(step, d, traces[ti]),
+            "q": question, "qn": _text_note(step.question),
+            "r": response, "rn": _text_note(step.response),
+            "ctx": [[str(c.source), plain_text(c.text), _text_note(c.text)] for c in step.context],
+            "ex": str(step.explanation or ""),
+            "err": str(step.error or ""), "skip": str(step.skip_reason or ""),
+            "facts": _facts(step, traces[ti]),
             "meta": "" if redact or not step.metadata else _json_text(step.metadata),
         })
 
     node_rows = []
     for node in nodes.values():
-        worst = min((b for b in BANDS if node["bands"][b]), key=_BAND_RANK.__getitem__)
+        worst = min((b for b in REPORT_BANDS if node["bands"][b]), key=risk_rank)
         mean = sum(node["scored"]) / len(node["scored"]) if node["scored"] else None
         node_rows.append({**node, "worst": worst, "mean": "" if mean is None else f"{mean:.2f}",
                           "mean_value": mean, "scored": len(node["scored"])})
-    node_rows.sort(key=lambda n: (_BAND_RANK[n["worst"]], n["mean_value"] if n["mean_value"] is not None else 2.0, n["name"]))
+    node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
 
     script = _asset("report.js")
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
@@ -335,7 +326,7 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
     started = [t.started_at for t in traces if t.started_at]
     return {
         "title": title,
-        "note": "Scores are triage signals for ranking which outputs a human should review first, not verdicts of truth.",
+        "note": TRIAGE_NOTE_LONG[0].upper() + TRIAGE_NOTE_LONG[1:] + ".",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "renderer_version": __version__,
         "traces": trace_rows, "multi": len(traces) > 1,
@@ -345,9 +336,9 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
         "total": len(rows), "counts": counts, "methods": methods,
         "rows": rows, "page_size": PAGE_SIZE, "nodes": node_rows, "node_names": sorted(nodes),
         "histogram": _histogram_svg_model(histogram),
-        "bands": BANDS,
+        "bands": REPORT_BANDS, "triage_bands": TRIAGE_ORDER,
         "data_json": _script_json({"steps": details}),
-        "css": Markup(_asset("report.css")),
+        "css": Markup(_band_css() + _asset("report.css")),
         "js": Markup(script),
         "csp": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'",
     }
@@ -364,7 +355,7 @@ def _histogram_svg_model(bins: list[dict[str, int]]) -> dict[str, Any]:
     for k, b in enumerate(bins):
         y = top + plot_h
         lo, hi = k / len(bins), (k + 1) / len(bins)
-        for band in ("flagged", "review", "trusted"):
+        for band in TRIAGE_ORDER:
             n = b[band]
             if not n:
                 continue

@@ -17,12 +17,21 @@ from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
 from groundlens_core._version import __version__
+from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, risk_key, step_band
+from groundlens_core.results import GroundlensScore, as_score
 
 SCHEMA_VERSION = "1.0"
 STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
 STEP_METHODS = ("sgi", "dgi", "skipped", "error")
-#: riskiest first: what a human should look at before the rest
-RISK_ORDER = {"error": 0, "flagged": 1, "review": 2, "trusted": 3, None: 4}
+
+# Metadata keys the exporters read. Adapters write them through these names, and
+# tests/test_metadata_contract.py checks that every key an exporter reads is written by an adapter.
+#: step metadata: the tool a ``tool`` step ran (the OTel span is ``execute_tool <tool>``)
+META_TOOL = "tool"
+#: trace metadata: True when the run is one agent, not a graph, crew or team (OTel root ``invoke_agent``)
+META_SINGLE_AGENT = "single_agent"
+#: step metadata: an ``error`` step standing for a failure inside groundlens, not in the agent
+META_INTERNAL_ERROR = "internal_error"
 
 # A text field is either the text itself or, after redaction or cutting, a dict:
 #   {"redacted": true, "sha256": "...", "length": N}       (text dropped)
@@ -85,13 +94,18 @@ class Usage:
 
 @dataclass(frozen=True)
 class Step:
+    """One thing that happened in a trace. ``score`` is the core's frozen score object
+    (:class:`~groundlens_core.SGIResult` / :class:`~groundlens_core.DGIResult`) when the step was
+    scored; its JSON form is the score's ``to_dict()``, read back by :func:`~groundlens_core.results.as_score`
+    (a dict handed to the constructor is converted the same way)."""
+
     id: str
     index: int
     node: str
     kind: str  # one of STEP_KINDS
     method: str  # one of STEP_METHODS
     parent_id: str | None = None
-    score: dict[str, Any] | None = None  # GroundlensScore.to_dict() when method is sgi/dgi
+    score: GroundlensScore | None = None  # when method is sgi/dgi
     triage: str | None = None  # trusted / review / flagged / error; None when skipped
     question: Text = None
     context: tuple[ContextPiece, ...] = ()
@@ -107,14 +121,23 @@ class Step:
     skip_reason: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if self.score is not None and not isinstance(self.score, GroundlensScore):
+            object.__setattr__(self, "score", as_score(self.score))
+
     # convenient views of the score
     @property
+    def node_name(self) -> str:
+        """The original groundlens name of :attr:`node`."""
+        return self.node
+
+    @property
     def value(self) -> float | None:
-        return None if self.score is None else self.score.get("value")
+        return None if self.score is None else self.score.value
 
     @property
     def normalized(self) -> float | None:
-        return None if self.score is None else self.score.get("normalized")
+        return None if self.score is None else self.score.normalized
 
     @property
     def flagged(self) -> bool:
@@ -122,7 +145,12 @@ class Step:
 
     @property
     def explanation(self) -> str | None:
-        return None if self.score is None else self.score.get("explanation")
+        return None if self.score is None else self.score.explanation
+
+    @property
+    def band(self) -> str:
+        """``flagged`` / ``review`` / ``trusted`` / ``error`` / ``skipped`` (see ``groundlens_core.bands``)."""
+        return step_band(self.method, self.triage)
 
     @property
     def label(self) -> str:
@@ -131,9 +159,25 @@ class Step:
             return f"{self.method.upper()}={self.value:.2f} {self.triage}"
         return self.method
 
-    def risk_key(self) -> tuple:
-        norm = self.normalized
-        return (RISK_ORDER.get(self.triage if self.method != "error" else "error", 4), norm if norm is not None else 2.0, self.index)
+    def risk_key(self) -> tuple[int, float, int]:
+        return (*risk_key(self.band, self.normalized), self.index)
+
+    def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
+        """This step as every export shows it: with ``redact`` each text becomes a SHA-256 and its
+        length and the error and metadata values are hidden; ``max_text_chars`` cuts long texts
+        (recording their full length). JSON, HTML and OpenTelemetry all read this one view."""
+        if not redact and max_text_chars is None:
+            return self
+        changes: dict[str, Any] = {
+            "question": shrink_text(self.question, redact, max_text_chars),
+            "response": shrink_text(self.response, redact, max_text_chars),
+            "context": tuple(ContextPiece(text=shrink_text(c.text, redact, max_text_chars), source=c.source)
+                             for c in self.context),
+        }
+        if redact:
+            changes["error"] = redact_string(self.error)
+            changes["metadata"] = redact_mapping(self.metadata)
+        return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -143,7 +187,7 @@ class Step:
             "node": self.node,
             "kind": self.kind,
             "method": self.method,
-            "score": self.score,
+            "score": None if self.score is None else self.score.to_dict(),
             "triage": self.triage,
             "question": self.question,
             "context": [c.to_dict() for c in self.context],
@@ -164,7 +208,7 @@ class Step:
     def from_dict(cls, d: Mapping[str, Any]) -> "Step":
         return cls(
             id=d["id"], index=int(d["index"]), parent_id=d.get("parent_id"), node=d["node"], kind=d["kind"],
-            method=d["method"], score=d.get("score"), triage=d.get("triage"), question=d.get("question"),
+            method=d["method"], score=as_score(d.get("score")), triage=d.get("triage"), question=d.get("question"),
             context=tuple(ContextPiece.from_dict(c) for c in d.get("context") or ()), response=d.get("response"),
             model=d.get("model"), provider=d.get("provider"), usage=Usage.from_dict(d.get("usage")),
             started_at=d.get("started_at"), ended_at=d.get("ended_at"), llm_latency_ms=d.get("llm_latency_ms"),
@@ -191,14 +235,13 @@ class Trace:
     # ------------------------------------------------------------ views
 
     def scored_steps(self) -> list[Step]:
-        return [s for s in self.steps if s.method in ("sgi", "dgi")]
+        return [s for s in self.steps if s.method in SCORED_METHODS]
 
     def counts(self) -> dict[str, int]:
-        """Steps per triage band, plus ``skipped`` and ``error``."""
-        out = {"trusted": 0, "review": 0, "flagged": 0, "skipped": 0, "error": 0}
+        """Steps per band: the three triage bands, ``error`` and ``skipped``."""
+        out = empty_counts()
         for s in self.steps:
-            key = s.triage if s.method in ("sgi", "dgi") else s.method
-            out[key] = out.get(key, 0) + 1
+            out[s.band] += 1
         return out
 
     def riskiest(self, n: int | None = None, *, scored_only: bool = False) -> list[Step]:
@@ -210,7 +253,7 @@ class Trace:
     def summary(self, *, riskiest_first: bool = False, limit: int = 8) -> str:
         """``3 steps | 2 trusted, 1 flagged | retriever [SGI=1.30 trusted], answer [DGI=0.21 flagged]``."""
         counts = self.counts()
-        parts = [f"{counts[k]} {k}" for k in ("trusted", "review", "flagged", "error", "skipped") if counts.get(k)]
+        parts = [f"{counts[k]} {k}" for k in COUNT_ORDER if counts.get(k)]
         shown = self.riskiest() if riskiest_first else [s for s in self.steps if s.method != "skipped"]
         items = [f"{s.node} [{s.label}]" for s in shown[:limit]]
         if len(shown) > limit:
@@ -220,13 +263,37 @@ class Trace:
 
     # ------------------------------------------------------------ JSON
 
+    def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Trace:
+        """This trace as the exports show it (see :meth:`Step.view`); the trace's own error and
+        metadata are redacted too."""
+        if not redact and max_text_chars is None:
+            return self
+        return dataclasses.replace(
+            self, steps=[s.view(redact=redact, max_text_chars=max_text_chars) for s in self.steps],
+            error=redact_string(self.error) if redact else self.error,
+            metadata=redact_mapping(self.metadata) if redact else dict(self.metadata),
+        )
+
+    def to_html(self, path: Any = None, **kwargs: Any) -> str:
+        """The HTML triage report of this trace (see :func:`groundlens_core.trace.html.render_html`);
+        with ``path`` it is also written there. Returns the HTML."""
+        from pathlib import Path
+
+        from groundlens_core.trace.html import render_html
+
+        html = render_html(self, **kwargs)
+        if path is not None:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            atomic_write_text(path, html)
+        return html
+
     def to_dict(self, *, redact: bool = False, max_text_chars: int | None = None) -> dict[str, Any]:
-        """Plain data. ``redact`` keeps a SHA-256 and length instead of every text; ``max_text_chars``
-        cuts long texts, recording their full length."""
-        steps = [s.to_dict() for s in self.steps]
+        """Plain data of :meth:`view`: ``redact`` keeps a SHA-256 and length instead of every text;
+        ``max_text_chars`` cuts long texts, recording their full length."""
         if redact or max_text_chars is not None:
-            steps = [_shrink_step(d, redact, max_text_chars) for d in steps]
-        error, metadata = (redact_string(self.error), redact_mapping(self.metadata)) if redact else (self.error, self.metadata)
+            return self.view(redact=redact, max_text_chars=max_text_chars).to_dict()
+        steps = [s.to_dict() for s in self.steps]
+        error, metadata = self.error, self.metadata
         return {
             "schema_version": self.schema_version,
             "package_version": self.package_version,
@@ -298,17 +365,6 @@ def redact_string(value: str | None) -> str | None:
 def redact_mapping(value: Mapping[str, Any]) -> dict[str, Any]:
     """Metadata keeps its keys; every value (tool arguments, inputs) is replaced."""
     return {str(k): "[redacted]" for k in value}
-
-
-def _shrink_step(d: dict[str, Any], redact: bool, max_chars: int | None) -> dict[str, Any]:
-    d = dict(d)
-    for key in ("question", "response"):
-        d[key] = shrink_text(d[key], redact, max_chars)
-    d["context"] = [{"source": c["source"], "text": shrink_text(c["text"], redact, max_chars)} for c in d["context"]]
-    if redact:
-        d["error"] = redact_string(d["error"])
-        d["metadata"] = redact_mapping(d["metadata"])
-    return d
 
 
 def new_id() -> str:

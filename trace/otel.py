@@ -29,9 +29,11 @@ step ``retrieval`` ``retrieval <node>``              retrieval             RETRI
 step ``agent``     ``invoke_agent <node>``           invoke_agent          AGENT
 =================  ==============================  ======================  =========================
 
-Rule for the root: ``invoke_agent`` when the trace's metadata has ``"single_agent": True`` (a
-plugin sets it when the run is one agent, not a graph/crew/team), else ``invoke_workflow``. The
-tool name is ``step.metadata["tool_name"]`` when an adapter set it, else the step's node.
+Rule for the root: ``invoke_agent`` when the trace's metadata has ``META_SINGLE_AGENT``
+(``"single_agent": True``; the CrewAI listener sets it for a standalone ``Agent.kickoff()``), else
+``invoke_workflow``. The tool name is ``step.metadata[META_TOOL]`` (``"tool"``, written by the
+LangChain/LangGraph and CrewAI adapters) when set, else the step's node. Both keys are constants in
+``groundlens_core.trace.model``; a test checks every key read here is written by an adapter.
 
 Step span attributes (when known):
 
@@ -73,9 +75,13 @@ Evaluation event: for each scored step a log record with ``event_name`` (and att
 ``groundlens.*`` ones, emitted in the step span's context (it carries its trace and span ids),
 through the LoggerProvider passed in, else the global one (a no-op when none is set).
 
-Redaction: ``redact=True`` replaces every question, response and context text by
-``[redacted sha256=<hex> length=<n>]``; ``max_text_chars=N`` cuts texts to N characters and
-appends ``… [cut: <n> chars]``. Error messages and node/model/tool names are kept.
+Redaction: spans are made from the same redacted view of a step as the JSON and the HTML
+(:meth:`Step.view`): ``redact=True`` replaces every question, response and context text by
+``[redacted sha256=<hex> length=<n>]`` and error messages by their length; ``max_text_chars=N``
+cuts texts to N characters and appends ``… [cut: <n> chars]``. Node, model and tool names are kept.
+
+A tracer or logger provider that fails (``get_tracer`` / ``get_logger`` raises) costs one warning
+and falls back to OpenTelemetry's no-op tracer / logger: constructing the exporter never raises.
 
 Requires ``pip install "groundlens-core[otel]"``; importing this module does not.
 """
@@ -91,8 +97,9 @@ from typing import Any, Iterable, Mapping
 
 from groundlens_core._imports import require
 from groundlens_core._version import __version__
+from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.trace import semconv as sc
-from groundlens_core.trace.model import Step, Trace
+from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace
 
 log = logging.getLogger("groundlens.otel")
 
@@ -177,14 +184,24 @@ class OTelExporter:
         otel_trace = _require("opentelemetry.trace")
         otel_logs = _require("opentelemetry._logs")
         self._trace_api = otel_trace
-        if tracer_provider is None:
-            self._tracer = otel_trace.get_tracer("groundlens", __version__)  # proxy: follows the global provider
-        else:
-            self._tracer = tracer_provider.get_tracer("groundlens", __version__)
-        if logger_provider is None:
-            self._logger = otel_logs.get_logger("groundlens", __version__)  # no-op until a global one is set
-        else:
-            self._logger = logger_provider.get_logger("groundlens", __version__)
+        try:
+            if tracer_provider is None:
+                self._tracer = otel_trace.get_tracer("groundlens", __version__)  # proxy: follows the global provider
+            else:
+                self._tracer = tracer_provider.get_tracer("groundlens", __version__)
+        except Exception as exc:  # a broken provider must not break the agent that constructs us
+            log.warning("groundlens: the tracer provider failed (%s: %s); no spans will be exported",
+                        type(exc).__name__, exc)
+            self._tracer = otel_trace.NoOpTracer()
+        try:
+            if logger_provider is None:
+                self._logger = otel_logs.get_logger("groundlens", __version__)  # no-op until a global one is set
+            else:
+                self._logger = logger_provider.get_logger("groundlens", __version__)
+        except Exception as exc:
+            log.warning("groundlens: the logger provider failed (%s: %s); no evaluation events will be exported",
+                        type(exc).__name__, exc)
+            self._logger = otel_logs.NoOpLogger("groundlens")
         self.redact = redact
         self.max_text_chars = max_text_chars
         self._max_open = max_open_traces
@@ -201,7 +218,7 @@ class OTelExporter:
         self._guard(self._emit_step, trace, step, None)
 
     def on_trace_end(self, trace: Trace) -> None:
-        self._guard(self._close_root, trace)
+        self._guard(self._close_root, self._view(trace))
 
     def close(self) -> None:
         """End the root spans of traces that never ended (marked ``groundlens.trace.complete=False``)."""
@@ -214,6 +231,7 @@ class OTelExporter:
 
     def export(self, trace: Trace) -> str:
         """Export a whole (saved) trace with its original timestamps; returns the OTel trace id (hex)."""
+        trace = self._view(trace)
         root = self._open_root(trace)
         fallback = iso_to_ns(trace.started_at)
         for step in trace.steps:
@@ -232,7 +250,7 @@ class OTelExporter:
             if root is not None:
                 return root
             start = iso_to_ns(trace.started_at)
-            single = bool((trace.metadata or {}).get("single_agent"))
+            single = (trace.metadata or {}).get(META_SINGLE_AGENT) is True
             op, kind = (sc.OP_INVOKE_AGENT, "AGENT") if single else (sc.OP_INVOKE_WORKFLOW, "CHAIN")
             attrs: dict[str, Any] = {
                 sc.GEN_AI_OPERATION_NAME: op,
@@ -285,6 +303,7 @@ class OTelExporter:
         span.end(end_time=end)
 
     def _emit_step(self, trace: Trace, step: Step, fallback_ns: int | None) -> int | None:
+        step = step.view(redact=self.redact, max_text_chars=self.max_text_chars)
         root = self._open_root(trace)
         start, end = _step_times(step, fallback_ns if fallback_ns is not None else time.time_ns())
         name, attrs = self._step_attributes(step)
@@ -294,14 +313,14 @@ class OTelExporter:
         span.end(end_time=end)
         with self._lock:
             root.last_end_ns = max(root.last_end_ns, end)
-        if step.method in ("sgi", "dgi") and step.score is not None:
+        if step.method in SCORED_METHODS and step.score is not None:
             self._emit_evaluation(step, span, end)
         return end
 
     def _step_attributes(self, step: Step) -> tuple[str, dict[str, Any]]:
         op, kind = sc.STEP_OPERATION.get(step.kind, (sc.OP_CHAT, "LLM"))
         a: dict[str, Any] = {sc.GEN_AI_OPERATION_NAME: op, sc.OPENINFERENCE_SPAN_KIND: kind}
-        tool = str((step.metadata or {}).get("tool_name") or step.node)
+        tool = str((step.metadata or {}).get(META_TOOL) or step.node)
         if op == sc.OP_CHAT:
             name = f"chat {step.model}" if step.model else "chat"
         elif op == sc.OP_EXECUTE_TOOL:
@@ -335,8 +354,8 @@ class OTelExporter:
             a[sc.INPUT_MIME_TYPE] = "text/plain"
         output = self._text(step.response)
         if output is None and step.kind in ("tool", "retrieval") and step.context:
-            output = self._text("\n\n".join(_plain(p.text) for p in step.context)) if not self.redact else \
-                self._text(step.context[0].text)
+            output = self._text(step.context[0].text) if self.redact else \
+                self._text("\n\n".join(_plain(p.text) for p in step.context))
         if output is not None:
             a[sc.OUTPUT_VALUE] = output
             a[sc.OUTPUT_MIME_TYPE] = "text/plain"
@@ -363,15 +382,15 @@ class OTelExporter:
             a[sc.GL_SCORING_LATENCY_MS] = float(step.scoring_latency_ms)
         if step.method == "error":
             a[sc.ERROR_TYPE] = "groundlens.step_error"
-        if step.method in ("sgi", "dgi") and step.score is not None:
+        if step.method in SCORED_METHODS and step.score is not None:
             a.update(_evaluation_attributes(step))
-            a[sc.GL_FLAGGED] = bool(step.score.get("flagged", step.flagged))
+            a[sc.GL_FLAGGED] = bool(step.score.flagged)
             if step.normalized is not None:
                 a[sc.GL_NORMALIZED] = float(step.normalized)
             if step.value is not None:
                 a[sc.GL_VALUE] = float(step.value)
-            if step.score.get("fingerprint"):
-                a[sc.GL_FINGERPRINT] = str(step.score["fingerprint"])
+            if step.score.fingerprint:
+                a[sc.GL_FINGERPRINT] = str(step.score.fingerprint)
         return name, a
 
     def _emit_evaluation(self, step: Step, span: Any, end_ns: int) -> None:
@@ -391,8 +410,12 @@ class OTelExporter:
 
     # ------------------------------------------------------------ helpers
 
+    def _view(self, trace: Trace) -> Trace:
+        return trace.view(redact=self.redact, max_text_chars=self.max_text_chars)
+
     def _text(self, value: Any) -> str | None:
-        return render_text(value, redact=self.redact, max_text_chars=self.max_text_chars)
+        """A text of a step's view (already redacted or cut) as an attribute value."""
+        return render_text(value)
 
     def _guard(self, fn, *args: Any, **kwargs: Any) -> Any:
         try:

@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
-from groundlens_core.results import GroundlensScore
+from groundlens_core.results import GroundlensScore, as_score
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
 
 log = logging.getLogger("groundlens.recorder")
@@ -337,7 +337,7 @@ class Recorder:
                         continue
                     trace.steps.append(step)
                     if step.score is not None and trace.fingerprint is None:
-                        trace.fingerprint = step.score.get("fingerprint")
+                        trace.fingerprint = step.score.fingerprint
                 self._notify("on_step", trace, step)
             elif it[0] == "end":
                 _, key, error, ended = it
@@ -379,17 +379,20 @@ class Recorder:
             return "skipped", "no question found for this call"
         return "score", None
 
-    def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, dict | None, float | None]]:
+    def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, GroundlensScore | None, float | None]]:
         """(method, reason, score dict, scoring ms) per call; the scorable ones in one batch."""
         decisions = [self.decide(c) for c in calls]
-        out: list[tuple[str, str | None, dict | None, float | None]] = [(m, r, None, None) for m, r in decisions]
+        out: list[tuple[str, str | None, GroundlensScore | None, float | None]] = [(m, r, None, None) for m, r in decisions]
         todo = []
         for i, (m, _) in enumerate(decisions):
             pre = calls[i].score
-            if isinstance(pre, GroundlensScore):
-                pre = pre.to_dict()
-            if m == "score" and isinstance(pre, dict) and pre.get("method") in ("sgi", "dgi"):
-                out[i] = (pre["method"], None, dict(pre), calls[i].scoring_latency_ms)  # scored in line already
+            if m == "score" and pre is not None:
+                try:
+                    kept = as_score(pre)
+                except ValueError as exc:
+                    out[i] = ("error", f"the adapter's score is unusable: {exc}", None, None)
+                    continue
+                out[i] = (kept.method, None, kept, calls[i].scoring_latency_ms)  # scored in line already
             elif m == "score":
                 todo.append(i)
         if not todo:
@@ -412,16 +415,16 @@ class Recorder:
             elif getattr(res, "method", None) == "error":
                 out[i] = ("error", res.error, None, ms)
             else:
-                out[i] = (res.method, None, res.to_dict(), ms)
+                out[i] = (res.method, None, res, ms)
         return out
 
     @staticmethod
     def _make_step(call: CallRecord, index: int, step_id: str, method: str, reason: str | None,
-                   score: dict | None, scoring_ms: float | None) -> Step:
+                   score: GroundlensScore | None, scoring_ms: float | None) -> Step:
         llm_ms = None
         if call.started_at is not None and call.ended_at is not None:
             llm_ms = max(0.0, (call.ended_at - call.started_at) * 1000.0)
-        triage = score["triage"] if score else ("error" if method == "error" else None)
+        triage = score.triage if score is not None else ("error" if method == "error" else None)
         return Step(
             id=step_id, index=index, parent_id=call.parent_id, node=call.node, kind=call.kind, method=method,
             score=score, triage=triage, question=call.question, context=context_pieces(call.context),

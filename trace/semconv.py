@@ -7,6 +7,8 @@ Plain strings on purpose: importing this module needs no OpenTelemetry package.
 
 from __future__ import annotations
 
+from groundlens_core.bands import TRIAGE_NOTE_LONG
+
 # --- OpenTelemetry GenAI semantic conventions
 GEN_AI_OPERATION_NAME = "gen_ai.operation.name"
 GEN_AI_PROVIDER_NAME = "gen_ai.provider.name"
@@ -44,7 +46,6 @@ LLM_TOKEN_COUNT_COMPLETION = "llm.token_count.completion"
 LLM_TOKEN_COUNT_TOTAL = "llm.token_count.total"
 TOOL_NAME = "tool.name"
 RETRIEVAL_DOCUMENT_CONTENT = "retrieval.documents.{i}.document.content"
-RETRIEVAL_DOCUMENT_SOURCE = "retrieval.documents.{i}.document.metadata"
 
 # --- ours
 GL_METHOD = "groundlens.method"
@@ -73,7 +74,7 @@ GL_COUNT = "groundlens.count.{band}"  # trusted / review / flagged / skipped / e
 GL_STEPS = "groundlens.steps"
 GL_NOTE = "groundlens.note"
 
-TRIAGE_NOTE = "groundlens scores are triage signals for ranking human review, not verdicts of truth"
+TRIAGE_NOTE = TRIAGE_NOTE_LONG  # the one sentence, from groundlens_core.bands
 
 #: step kind -> (gen_ai.operation.name, openinference.span.kind)
 STEP_OPERATION = {
