@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from groundlens_core.bands import STEP_BANDS, risk_rank
+
 #: the appended columns, in order
 OUT_COLUMNS: tuple[str, ...] = (
     "groundlens_method",
@@ -31,7 +33,7 @@ OUT_COLUMN_TYPES: dict[str, str] = {
 }
 
 #: review order of the bands, riskiest first (rows that could not be scored come before all)
-RISK_RANK = {"error": 0, "flagged": 1, "review": 2, "trusted": 3}
+RISK_RANK = {band: risk_rank(band) for band in STEP_BANDS if band != "skipped"}  # from bands.py
 
 
 def result_columns(res: Any) -> dict[str, Any]:

@@ -15,18 +15,21 @@ from typing import Any
 
 import numpy as np
 
+from groundlens_core.bands import TRIAGE_ORDER
+from groundlens_core.columns import RISK_RANK
 from groundlens_core.results import ScoreError
 
 HISTOGRAM_BINS = 20
-_BANDS_BY_RANK = {0: "error", 1: "flagged", 2: "review", 3: "trusted"}
+_BANDS_BY_RANK = {rank: band for band, rank in RISK_RANK.items()}  # the ranks of groundlens_core.bands
 
 
 def population_summary(keys: np.ndarray) -> dict[str, Any]:
     """Counts by band and method and the score histogram over every row, from the keys alone."""
     counts = {b: int((keys["rank"] == r).sum()) for r, b in _BANDS_BY_RANK.items()}
     methods = {"sgi": int((keys["method"] == 1).sum()), "dgi": int((keys["method"] == 2).sum())}
-    hist = [{b: 0 for b in ("flagged", "review", "trusted")} for _ in range(HISTOGRAM_BINS)]
-    for rank, band in ((1, "flagged"), (2, "review"), (3, "trusted")):
+    hist = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
+    for band in TRIAGE_ORDER:
+        rank = RISK_RANK[band]
         norms = keys["norm"][keys["rank"] == rank]
         bins = np.clip((norms * HISTOGRAM_BINS).astype(np.int64), 0, HISTOGRAM_BINS - 1)
         for k, n in zip(*np.unique(bins, return_counts=True)):

@@ -94,7 +94,7 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(guard, fa
     step = guard.get_trace().steps[0]  # the question scored is the prompt, not the prompt with its context
     assert step.question == QUESTION and step.method == "sgi" and step.provider == "openai"
     assert [c.source for c in step.context] == ["context"] and step.model == MODEL
-    assert step.score["value"] == pytest.approx(answer.groundlens_score.value)
+    assert step.score.value == pytest.approx(answer.groundlens_score.value)
 
 
 def test_complete_without_context_scores_dgi_on_the_question_given(guard, fake_llm_server):

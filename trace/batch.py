@@ -17,7 +17,7 @@ def trace_from_batch(rows: Sequence[Mapping[str, Any]], items: Sequence[Mapping[
         ctx = item.get("context")
         pieces = (ContextPiece(text=ctx, source="column:context"),) if isinstance(ctx, str) and ctx.strip() else ()
         is_error = res.method == "error"
-        score = None if is_error else res.to_dict()
+        score = None if is_error else res
         trace.steps.append(Step(
             id=f"row-{i}", index=i, node=str(row.get("node") or f"row {i + 1}"), kind="llm",
             method=res.method, score=score, triage="error" if is_error else res.triage,
@@ -25,6 +25,6 @@ def trace_from_batch(rows: Sequence[Mapping[str, Any]], items: Sequence[Mapping[
             context=pieces, response=item.get("response") if isinstance(item.get("response"), str) else None,
             error=res.error if is_error else None, metadata={"row": i},
         ))
-        if score and trace.fingerprint is None:
-            trace.fingerprint = score["fingerprint"]
+        if score is not None and trace.fingerprint is None:
+            trace.fingerprint = score.fingerprint
     return trace
