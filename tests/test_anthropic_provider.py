@@ -87,7 +87,7 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_message(guard, fak
     step = guard.get_trace().steps[0]
     assert step.question == QUESTION and step.method == "sgi" and step.provider == "anthropic"
     assert step.node == "anthropic.messages" and step.metadata["finish_reason"] == "end_turn"
-    assert step.score["value"] == pytest.approx(got.groundlens_score.value)
+    assert step.score.value == pytest.approx(got.groundlens_score.value)
 
 
 def test_complete_without_context_scores_dgi_and_keeps_the_callers_max_tokens(guard, fake_llm_server):
