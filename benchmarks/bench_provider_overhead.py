@@ -2,23 +2,24 @@
 
     python benchmarks/bench_provider_overhead.py [--calls 300] [--delay 0.02] [--chunks 20]
 
-Two ``openai.OpenAI`` clients talk to the same local server (tests/fake_llm_server.py on 127.0.0.1,
-answering after ``--delay`` seconds, like a fast API): one bare, one instrumented with
+Three ``openai.OpenAI`` clients talk to the same local server (tests/fake_llm_server.py on
+127.0.0.1, answering after ``--delay`` seconds, like a fast API): one bare; one instrumented with
 ``groundlens_core.providers.openai.instrument`` (real recorder, real embedder: every call is scored
-on the recorder's worker thread while the calls go on). Calls alternate bare / instrumented (the
-order flips every pair), all in one run, so both see the same machine.
+on the recorder's worker thread while the calls go on); one instrumented with a constant embedder
+(scoring next to free), to tell the wrapper from the scoring worker. The calls rotate between the
+three, in one run, so all see the same machine.
 
 1. **Time in our wrapper** (the figure the target is about): the SDK method under the wrapper is
    timed too (the call, and for a stream every pull from the SDK's event iterator), so the time
    outside the SDK per call is ours plus the harness's; the bare client gets the same timer with
-   nothing of ours, and its time outside the SDK (the harness) is subtracted. Medians, on the
-   caller's thread, wall and thread-CPU. Target < 1 ms median. For a stream it includes reading
-   every event as it passes.
-2. **Whole call**: median / p95 of the bare and the instrumented ``create`` call, and the
-   difference of the medians: the end-to-end view, which also holds what the scoring worker costs
-   the caller by sharing the process (the GIL, the cores). A third client, instrumented but scoring
-   with a constant embedder, separates the two. On a shared 2-core machine these differences are
-   noisier than the wrapper's own time.
+   nothing of ours, and its time outside the SDK (the harness) is subtracted. Median and p95 on the
+   caller's thread (wall), and the thread-CPU median. Target < 1 ms median. For a stream it
+   includes reading every event as it passes.
+2. **Whole call**: median / p95 of each client's ``create`` call (a stream: until consumed), and
+   the paired difference (each instrumented call minus the bare call of the same round; median,
+   p95): the end-to-end view, which also holds what the scoring worker costs the caller by sharing
+   the process (the GIL, the cores). On a shared 2-core machine it is far noisier than the
+   wrapper's own time.
 3. ``flush()`` after the calls (the scores still pending), timed separately.
 
 The embedding model is loaded and warmed before timing.
@@ -196,18 +197,20 @@ def run(calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[s
 def report(title: str, r: dict[str, dict[str, list[float]]], calls: int) -> None:
     med = statistics.median
     print(f"\n{title}: {calls} calls per client, interleaved")
-    bare = med(r["bare"]["wall"])
     harness, harness_cpu = med(r["bare"]["outside"]), med(r["bare"]["outside_cpu"])
-    print(f"  {'client':<32}{'call median':>13}{'p95':>12}{'vs bare':>12}{'our wrapper: wall':>20}{'p95':>11}{'CPU':>11}")
+    print(f"  {'client':<31}{'call median':>12}{'p95':>11}{'paired diff':>13}{'p95':>11}"
+          f"{'our wrapper: wall':>19}{'p95':>11}{'CPU':>10}")
     for name in CLIENTS:
         w = r[name]["wall"]
-        line = f"  {name:<32}{ms(med(w)):>13}{ms(pct(w, 0.95)):>12}"
+        line = f"  {name:<31}{ms(med(w)):>12}{ms(pct(w, 0.95)):>11}"
         if name == "bare":
-            print(line + f"{'':>12}   (harness outside the SDK: {ms(harness)} wall, {ms(harness_cpu)} CPU)")
+            print(line + f"   (harness outside the SDK: {ms(harness)} wall, {ms(harness_cpu)} CPU)")
             continue
+        paired = [o - b for o, b in zip(w, r["bare"]["wall"])]  # the same round: the same machine moment
         mine = [x - harness for x in r[name]["outside"]]
         mine_cpu = [x - harness_cpu for x in r[name]["outside_cpu"]]
-        print(line + f"{'+' + ms(med(w) - bare):>12}{ms(med(mine)):>20}{ms(pct(mine, 0.95)):>11}{ms(med(mine_cpu)):>11}")
+        print(line + f"{med(paired) * 1000:>+10.3f} ms{pct(paired, 0.95) * 1000:>+8.3f} ms"
+              f"{ms(med(mine)):>19}{ms(pct(mine, 0.95)):>11}{ms(med(mine_cpu)):>10}")
     print(f"  target: our wrapper < 1 ms median per call.  flush after the calls: {r['after']['flush'][0]:.2f} s "
           f"({int(r['after']['steps'][0])} steps in the kept traces)")
 

@@ -1,4 +1,4 @@
-"""Guard OpenAI calls with groundlens: a grounded and a flagged answer, then an instrumented client.
+"""Guard OpenAI calls with groundlens: a grounded and a flagged answer, a stream, an instrumented client.
 
 Runs offline by default: it starts a tiny stand-in server on 127.0.0.1 that speaks the Chat
 Completions API and answers from a script, and the real ``openai`` SDK talks to it. With
@@ -65,15 +65,31 @@ def standin_answer(body: dict) -> dict:
     return _completion({"role": "assistant", "content": text}, "stop")
 
 
+def as_sse(completion: dict) -> str:
+    """A completion as Chat Completions stream chunks (``data: {...}`` lines, ``data: [DONE]``)."""
+    head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+    text = completion["choices"][0]["message"]["content"] or ""
+    words = [w + " " for w in text.split(" ")]
+    words[-1] = words[-1].rstrip()
+    chunks = [{**head, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]} for w in words]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    chunks.append({**head, "choices": [], "usage": completion["usage"]})
+    return "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+
+
 class _StandIn(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body are separate writes: send each at once
 
     def do_POST(self) -> None:  # noqa: N802 - http.server's naming
         body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-        data = json.dumps(standin_answer(body)).encode()
+        completion = standin_answer(body)
+        if body.get("stream"):  # server-sent events: one chunk per word, then the usage, then [DONE]
+            data, kind = as_sse(completion).encode(), "text/event-stream"
+        else:
+            data, kind = json.dumps(completion).encode(), "application/json"
         self.send_response(200)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", kind)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -130,7 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         except GroundlensFlaggedError as exc:
             print(f"mode='raise': GroundlensFlaggedError: {exc}\n")
 
-        # 3. Instrument the client: the calls are unchanged; each becomes a step of the trace.
+        # 3. A guard stream: the text as it arrives, the score once it ended.
+        stream = guard.stream("How long does the Aurora-7 take to charge?", context=PRODUCT_SHEET)
+        print("Streamed: ", end="")
+        for text in stream:
+            print(text, end="", flush=True)
+        score = stream.groundlens_score
+        print(f"\n  groundlens: {'no score' if score is None else f'{score.method.upper()}={score.value:.2f} {score.triage}'}\n")
+
+        # 4. Instrument the client: the calls are unchanged; each becomes a step of the trace.
         instrument(client, recorder=guard.recorder)
         messages = [{"role": "user", "content": "Is the Aurora-7 in stock in Oslo?"}]
         with guard_of(client).trace("stock-check"):

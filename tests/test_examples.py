@@ -81,7 +81,7 @@ def test_openai_guard_prints_a_grounded_and_a_flagged_answer_and_writes_a_report
     out = run(["examples/openai_guard.py", "--out", str(tmp_path)], OPENAI_API_KEY="", OPENAI_BASE_URL="").stdout
     assert "stand-in server" in out and "trusted" in out and "SGI=" in out
     assert "-> flagged" in out and "mode='raise': GroundlensFlaggedError" in out
-    assert "2 steps | 1 review, 1 skipped" in out  # the instrumented tool turn and the answer
+    assert "2 steps | 1 review, 1 skipped" in out and "Streamed: It charges" in out  # tool turn + answer
     traces = json.loads((tmp_path / "openai_traces.json").read_text(encoding="utf-8"))
     steps = [s for t in traces for s in t["steps"]]
     assert {s["provider"] for s in steps} == {"openai"} and {"tool_call", "llm"} <= {s["kind"] for s in steps}

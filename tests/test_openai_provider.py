@@ -8,6 +8,7 @@ from the real embedder.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 
@@ -335,6 +336,21 @@ def test_instrumented_stream_is_the_sdks_stream_and_recorded_when_it_ends(client
     assert chunks[-1].usage.completion_tokens == 6
     step = guard.get_trace().steps[0]
     assert step.method == "sgi" and step.response == "It charges fully in 4 hours." and step.usage.output_tokens == 6
+
+
+def test_instrumented_stream_left_early_is_recorded_when_closed(client, fake_llm_server, dgi_calibration):
+    fake_llm_server.add(Reply.sse(chat_chunks(["It charges ", "fully ", "in 4 hours."])))
+    guard = OpenAIProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], stream=True)
+    for chunk in stream:
+        if chunk.choices and chunk.choices[0].delta.content:
+            break  # the caller stops reading after the first text
+    stream.close()  # the SDK's own close(); our tap sees the generator closed with the stream
+    del stream, chunk
+    gc.collect()
+    step = guard.get_trace().steps[0]
+    assert step.metadata["stream_incomplete"] is True and step.response == "It charges "
 
 
 def test_instrumented_stream_tool_call(client, fake_llm_server):
