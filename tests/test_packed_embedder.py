@@ -200,3 +200,12 @@ def test_split(emb):
     assert "".join(pieces) == word and all(emb.count_tokens(p) <= 3 for p in pieces)
     # every piece of an over-long text can be encoded
     assert emb.encode(emb.split("word " * 600)).shape[0] >= 3
+
+
+def test_scripted_forward_is_the_eager_forward(emb, pool, alone, monkeypatch):
+    """The TorchScript pass (GIL released for the whole forward) gives the eager code's bits."""
+    assert packed._scripted_forward() is not None, "TorchScript should be available with the pinned torch"
+    monkeypatch.setattr(emb, "use_script", False)
+    eager = emb.encode(pool)
+    for text, row in zip(pool, eager):
+        assert np.array_equal(row, alone[text]), f"eager differs for {text[:40]!r}"

@@ -16,6 +16,14 @@ process, so this backend makes every floating-point operation a function of the 
   bits independent of torch's thread count too (measured 1-4 threads);
 * attention, mean pooling and L2 normalisation run per text on its own exact-length slice.
 
+The whole forward pass runs as one TorchScript function (:func:`_packed_forward`), which releases
+the GIL once for the pass instead of once per torch call. Why: a forward is ~2,000 small torch calls,
+each of which gives the GIL away and must win it back; while an agent's thread runs Python flat out,
+every win waits up to the interpreter's 5 ms switch interval, and the recorder's worker ran at a
+quarter of its speed (issue 13). The scripted function calls the very same ATen kernels in the very
+same order with the graph optimizer off, so the bits are those of the eager code (``_forward_eager``,
+kept as the reference and as the fallback where TorchScript is unavailable); the tests compare both.
+
 A text encoded alone goes through the very same path, hence bit-identical rows. Across machines
 with a different CPU instruction set or MKL build the bits may differ (~1e-7), as any float
 computation; on one machine they are reproducible across processes and thread counts.
@@ -24,9 +32,11 @@ computation; on one machine they are reproducible across processes and thread co
 from __future__ import annotations
 
 import json
+import logging
 import pathlib
 import threading
-from typing import Sequence
+import warnings
+from typing import List, Sequence
 
 import numpy as np
 import torch
@@ -44,6 +54,86 @@ TINY_TILE = 32  # and texts of <= 32 tokens (most answers) tiles of 32 rows; 0 =
 # one-text-at-a-time encoding ~30% faster.
 K_CHUNK = 768  # longest inner dimension per GEMM call (see _linear_kchunked)
 GROUP_TOKENS = 8192  # packed tokens per forward pass (bounds memory; does not change results)
+
+log = logging.getLogger("groundlens.embedding")
+
+
+def _packed_forward(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], tile_rows: int,
+                    word: torch.Tensor, pos_emb: torch.Tensor, type0: torch.Tensor, emb_lnw: torch.Tensor,
+                    emb_lnb: torch.Tensor, layers: List[List[torch.Tensor]], heads: int, eps: float) -> torch.Tensor:
+    """The packed forward pass, op for op the same as ``PackedMiniLMEmbedder._forward_eager``.
+
+    ``layers[i]`` = [Wqkv^T, bqkv, Wo^T, bo, ln1w, ln1b, Wi^T, bi, bo2, ln2w, ln2b, *Wo2^T K-chunks].
+    Written in the TorchScript subset so it runs without the GIL (see the module docstring).
+    """
+    H = word.shape[1]
+    hd = H // heads
+    total = 0
+    for n in lengths:
+        total += n
+    padded = (total + tile_rows - 1) // tile_rows * tile_rows
+    x = torch.zeros(padded, H, dtype=torch.float32)
+    # HF BERT order: (word + token_type) + position, then LayerNorm. Adds are exact per element.
+    x[:total] = (word[flat] + type0) + pos_emb[pos]
+    for r in range(0, padded, tile_rows):
+        x[r:r + tile_rows] = torch.layer_norm(x[r:r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+    qkv = torch.empty(padded, 3 * H, dtype=torch.float32)
+    ctx = torch.zeros(padded, H, dtype=torch.float32)
+    inter = layers[0][6].shape[1]
+    buf_o = torch.empty(tile_rows, H, dtype=torch.float32)
+    buf_i = torch.empty(tile_rows, inter, dtype=torch.float32)
+    buf_h = torch.empty(tile_rows, inter, dtype=torch.float32)
+    for layer in layers:
+        for r in range(0, padded, tile_rows):
+            torch.addmm(layer[1], x[r:r + tile_rows], layer[0], out=qkv[r:r + tile_rows])
+        s = 0
+        for n in lengths:
+            # (3, 1, heads, n, hd) views into this text's packed rows only; the 4-D call takes
+            # torch's fused CPU attention kernel
+            blk = qkv[s:s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
+            ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+            s += n
+        for r in range(0, padded, tile_rows):
+            torch.addmm(layer[3], ctx[r:r + tile_rows], layer[2], out=buf_o)
+            a = torch.layer_norm(buf_o.add_(x[r:r + tile_rows]), [H], layer[4], layer[5], eps)
+            torch.addmm(layer[7], a, layer[6], out=buf_i)
+            torch.ops.aten.gelu(buf_i, out=buf_h)
+            k = 0
+            for c in range(11, len(layer)):  # _linear_kchunked, inlined
+                w = layer[c]
+                part = buf_h[:, k:k + w.shape[0]]
+                if c == 11:
+                    torch.addmm(layer[8], part, w, out=buf_o)
+                else:
+                    buf_o.addmm_(part, w)
+                k += w.shape[0]
+            x[r:r + tile_rows] = torch.layer_norm(buf_o.add_(a), [H], layer[9], layer[10], eps)
+    emb = torch.empty(len(lengths), H, dtype=torch.float32)
+    s = 0
+    for i, n in enumerate(lengths):
+        v = x[s:s + n].sum(0) / n
+        emb[i] = v / v.norm().clamp_min(1e-12)
+        s += n
+    return emb
+
+
+_SCRIPTED: list = []  # [compiled function or None], filled on first use
+_SCRIPT_LOCK = threading.Lock()
+
+
+def _scripted_forward():
+    """The TorchScript-compiled :func:`_packed_forward`, or None where TorchScript is unavailable."""
+    with _SCRIPT_LOCK:
+        if not _SCRIPTED:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # torch.jit.script is marked deprecated in torch 2.x
+                    _SCRIPTED.append(torch.jit.script(_packed_forward))
+            except Exception as exc:  # a torch without TorchScript: the eager path, same bits
+                log.debug("groundlens: TorchScript unavailable, using the eager forward: %s", exc)
+                _SCRIPTED.append(None)
+        return _SCRIPTED[0]
 
 
 def _k_chunks(weight: torch.Tensor) -> list[torch.Tensor]:
@@ -136,6 +226,11 @@ class PackedMiniLMEmbedder:
                 )
             )
         del w
+        self._script_layers = [
+            [wqkv.t(), bqkv, wo.t(), bo, ln1w, ln1b, wi.t(), bi, bo2, ln2w, ln2b, *wo2]
+            for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
+        ]
+        self.use_script = True  # False: the eager reference path (same bits, holds the GIL per op)
 
     # ------------------------------------------------------------------ identity
     @property
@@ -194,6 +289,18 @@ class PackedMiniLMEmbedder:
         return out[np.asarray(order, dtype=np.intp)]
 
     def _forward(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
+        fn = _scripted_forward() if self.use_script else None
+        if fn is None:
+            return self._forward_eager(ids, tile_rows)
+        lengths = [len(e) for e in ids]
+        flat = torch.tensor([t for e in ids for t in e], dtype=torch.long)
+        pos = torch.cat([torch.arange(n, dtype=torch.long) for n in lengths])
+        # the optimizer off (a per-thread setting): the graph runs exactly as written, no fusion
+        with torch.jit.optimized_execution(False):
+            return fn(flat, pos, lengths, tile_rows, self._word, self._pos, self._type0, self._emb_ln[0],
+                      self._emb_ln[1], self._script_layers, self._heads, self._eps)
+
+    def _forward_eager(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
         lengths = [len(e) for e in ids]
         total = sum(lengths)
         padded = -(-total // tile_rows) * tile_rows
