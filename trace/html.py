@@ -334,6 +334,7 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
         "started": _fmt_time(min(started)) if started else "",
         "redacted": redact, "max_text_chars": max_text_chars,
         "total": len(rows), "counts": counts, "methods": methods,
+        "unscored": {k: sum(t.unscored()[k] for t in traces) for k in ("overload", "pending")},
         "rows": rows, "page_size": PAGE_SIZE, "nodes": node_rows, "node_names": sorted(nodes),
         "histogram": _histogram_svg_model(histogram),
         "bands": REPORT_BANDS, "triage_bands": TRIAGE_ORDER,

@@ -244,6 +244,16 @@ class Trace:
             out[s.band] += 1
         return out
 
+    def unscored(self) -> dict[str, int]:
+        """Steps left without a score because of the scoring load, not because of the step itself:
+        ``overload`` (the recorder's backlog was full when the call came) and ``pending`` (not scored
+        yet when ``get_trace(timeout=...)`` returned)."""
+        out = {"overload": 0, "pending": 0}
+        for s in self.steps:
+            if s.method == "skipped" and s.skip_reason in out:
+                out[s.skip_reason] += 1
+        return out
+
     def riskiest(self, n: int | None = None, *, scored_only: bool = False) -> list[Step]:
         """Errors first, then flagged, review and trusted steps, lowest score first."""
         steps = self.scored_steps() if scored_only else [s for s in self.steps if s.method != "skipped"]
@@ -259,7 +269,8 @@ class Trace:
         if len(shown) > limit:
             items.append(f"... {len(shown) - limit} more")
         head = f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}"
-        return " | ".join(x for x in (head, ", ".join(parts), ", ".join(items)) if x)
+        unscored = ", ".join(f"{n} not scored ({k})" for k, n in self.unscored().items() if n)
+        return " | ".join(x for x in (head, ", ".join(parts), unscored, ", ".join(items)) if x)
 
     # ------------------------------------------------------------ JSON
 

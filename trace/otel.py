@@ -58,7 +58,8 @@ Step span attributes (when known):
 Root span attributes: ``gen_ai.operation.name``, ``gen_ai.agent.name`` (single agent),
 ``openinference.span.kind``, ``groundlens.trace.id``, ``groundlens.trace.name``,
 ``groundlens.framework``, ``groundlens.fingerprint``, and at the end ``groundlens.steps``,
-``groundlens.count.<trusted|review|flagged|skipped|error>``, ``groundlens.trace.status``,
+``groundlens.count.<trusted|review|flagged|skipped|error>``, ``groundlens.count.overload`` (of the
+skipped, the steps not scored because the scoring backlog was full), ``groundlens.trace.status``,
 ``groundlens.trace.complete`` (False when the agent never ended the trace).
 
 Status: an error step's span, and the root span of a trace whose agent raised, get status ERROR
@@ -289,6 +290,7 @@ class OTelExporter:
             span.set_attribute(sc.GL_STEPS, len(trace.steps))
             for band, n in counts.items():
                 span.set_attribute(sc.GL_COUNT.format(band=band), n)
+            span.set_attribute(sc.GL_COUNT_OVERLOAD, trace.unscored()["overload"])
             span.set_attribute(sc.GL_TRACE_STATUS, trace.status)
             if trace.fingerprint:
                 span.set_attribute(sc.GL_FINGERPRINT, trace.fingerprint)

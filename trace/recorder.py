@@ -5,6 +5,16 @@ An adapter translates a framework event into a :class:`CallRecord` and hands it 
 queued calls in small batches (SGI when the call had context, DGI otherwise), turns each into a
 :class:`Step` and notifies listeners (the live OpenTelemetry exporter). Nothing raised by scoring or
 by a listener ever reaches the agent: failures become ``error`` steps and log warnings.
+
+Overload policy. The calls waiting for the model are bounded, in steps (``max_pending_steps``) and
+in UTF-8 bytes of their text (``max_pending_bytes``). A call that arrives while either bound is
+reached is not queued for scoring: it is recorded at once as a ``skipped`` step with
+``skip_reason="overload"`` (its texts kept, so a human can still review it), counted in the trace
+(``Trace.unscored()``, the summary, the HTML report, the OTel attribute ``groundlens.count.overload``)
+and announced by one warning per trace. So the agent is never blocked, memory stays flat, and no
+step goes missing. Events that need no model (trace start and end, tool and retriever steps,
+overload steps) pass through the same queue, in order, and are drained with every batch.
+``get_trace(timeout=...)`` returns what is scored so far, the rest marked ``skip_reason="pending"``.
 """
 
 from __future__ import annotations
@@ -13,6 +23,7 @@ import atexit
 import collections
 import dataclasses
 import logging
+import os
 import threading
 import time
 import weakref
@@ -24,7 +35,16 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 
 log = logging.getLogger("groundlens.recorder")
 
-_BATCH_MAX = 64
+_BATCH_MAX = 16  # calls to score per batch (events that need no model ride along, so this bounds their wait;
+# per-step cost is within ~10 % from 4 calls a batch up, measured on realistic steps)
+#: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
+#: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
+#: steps with contexts of ~30 KB each.
+MAX_PENDING_STEPS = int(os.environ.get("GROUNDLENS_MAX_PENDING_STEPS", "256"))
+MAX_PENDING_BYTES = int(os.environ.get("GROUNDLENS_MAX_PENDING_BYTES", str(8 * 1024 * 1024)))
+#: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
+OVERLOAD = "overload"  # the backlog was full when the call arrived
+PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
 #: the worker starts scoring once no new event has come for this long (or on flush / a full batch):
 #: an agent's bursts of callbacks then run without a scoring thread competing for the CPU and the
 #: GIL, and the calls of a burst are embedded together.
@@ -33,6 +53,10 @@ QUIET_SECONDS = 0.02
 #: threads keep theirs). One thread leaves the other cores to the agent; the embeddings are the
 #: same bits whatever the thread count (tests/test_packed_embedder.py).
 WORKER_TORCH_THREADS = 1
+#: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
+#: computes without the GIL, on a core of its own when one is free; when the cores are busy the
+#: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
+WORKER_NICE: int | None = 10
 _EXIT_FLUSH_SECONDS = 10.0
 _LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()  # recorders whose worker has started
 
@@ -124,6 +148,8 @@ class Recorder:
         max_traces: int = 100,
         quiet_seconds: float = QUIET_SECONDS,
         worker_torch_threads: int | None = WORKER_TORCH_THREADS,
+        max_pending_steps: int | None = None,
+        max_pending_bytes: int | None = None,
     ):
         self.framework = framework
         self.name = name or framework
@@ -144,6 +170,16 @@ class Recorder:
         self._pending = 0
         self._idle = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
+        #: bounds of the scoring backlog (public: a plugin's ``cb.recorder.max_pending_steps = ...``)
+        self.max_pending_steps = max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps))
+        self.max_pending_bytes = max(1, int(MAX_PENDING_BYTES if max_pending_bytes is None else max_pending_bytes))
+        self._queued_steps = 0  # calls in the queue that need the model
+        self._queued_bytes = 0  # their text, UTF-8 bytes
+        self._flushes = 0  # flush markers in the queue
+        self._inflight: list[tuple] = []  # the batch the worker is on
+        self._overloaded: set[str] = set()  # trace keys already warned about
+        #: calls not scored because of the load, since the recorder started
+        self.stats = {"overload": 0, "evicted": 0}
 
     # ------------------------------------------------------------ caller side (cheap)
 
@@ -192,11 +228,29 @@ class Recorder:
         """Queue one call; returns its step id at once. Never raises into the caller."""
         try:
             self.start_trace(call.trace_key)
+            heavy = self._needs_model(call)
+            size = _text_bytes(call) if heavy else 0
+            warn = False
             with self._lock:
                 index = self._next_index.get(call.trace_key, 0)
                 self._next_index[call.trace_key] = index + 1
+                reason = None
+                if heavy and self._queued_steps and (self._queued_steps >= self.max_pending_steps
+                                                     or self._queued_bytes + size > self.max_pending_bytes):
+                    heavy, reason = False, OVERLOAD
+                    self.stats["overload"] += 1
+                    if call.trace_key not in self._overloaded:
+                        self._overloaded.add(call.trace_key)
+                        warn = True
+                elif heavy:
+                    self._queued_steps += 1
+                    self._queued_bytes += size
+            if warn:
+                log.warning("groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
+                            "of trace %s are recorded unscored with skip_reason='overload' until scoring catches up",
+                            self.max_pending_steps, self.max_pending_bytes, call.trace_key)
             step_id = call.step_id or new_id()
-            self._submit(("call", call, index, step_id))
+            self._submit(("call", call, index, step_id, heavy, size, reason))
             return step_id
         except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
             log.exception("groundlens: could not record a call")
@@ -209,12 +263,21 @@ class Recorder:
                 return
         self._submit(("end", key, error, utc_now()))
 
+    def _needs_model(self, call: CallRecord) -> bool:
+        """Whether the worker will have to embed this call (not already scored, not skipped)."""
+        if self.decide(call)[0] != "score":
+            return False
+        pre = call.score
+        return not (isinstance(pre, dict) and pre.get("method") in ("sgi", "dgi"))
+
     def _submit(self, item: tuple) -> None:
         """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
         on every event hands it the GIL in the middle of the agent's own work."""
         with self._lock:
             self._pending += 1
             self._items.append(item)
+            if item[0] == "flush":
+                self._flushes += 1
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
@@ -241,24 +304,59 @@ class Recorder:
                 self._idle.wait(left)
         return True
 
-    def get_trace(self, key: str | None = None, *, wait: bool = True) -> Trace | None:
-        """The trace of root run ``key`` (default: the latest), after pending scores are done."""
-        if wait:
-            self.flush()
+    def get_trace(self, key: str | None = None, *, wait: bool = True, timeout: float | None = 120.0) -> Trace | None:
+        """The trace of root run ``key`` (default: the latest), after pending scores are done.
+
+        ``wait`` for at most ``timeout`` seconds (None: no limit); a step still waiting for its score
+        then is in the returned copy as a ``skipped`` step with ``skip_reason="pending"``."""
+        done = self.flush(timeout) if wait else self.idle()
         with self._lock:
             if key is None:
                 if not self._order:
                     return None
                 key = self._order[-1]
             trace = self._traces.get(key)
-            return None if trace is None else dataclasses.replace(trace, steps=list(trace.steps), metadata=dict(trace.metadata))
+            if trace is None:
+                return None
+            return self._copy(key, trace, None if done else self._pending_steps())
 
-    def get_traces(self, *, wait: bool = True) -> list[Trace]:
-        if wait:
-            self.flush()
+    def get_traces(self, *, wait: bool = True, timeout: float | None = 120.0) -> list[Trace]:
+        """Every kept trace, oldest first; ``wait``/``timeout`` as in :meth:`get_trace`."""
+        done = self.flush(timeout) if wait else self.idle()
         with self._lock:
-            return [dataclasses.replace(self._traces[k], steps=list(self._traces[k].steps), metadata=dict(self._traces[k].metadata))
-                    for k in self._order]
+            pending = None if done else self._pending_steps()
+            return [self._copy(k, self._traces[k], pending) for k in self._order]
+
+    def idle(self) -> bool:
+        """True when nothing is waiting for the worker."""
+        with self._lock:
+            return self._pending <= 0
+
+    def backlog(self) -> dict[str, int]:
+        """What waits for the worker now: calls to score, their text bytes, queued events."""
+        with self._lock:
+            return {"steps": self._queued_steps, "bytes": self._queued_bytes, "events": len(self._items)}
+
+    def _pending_steps(self) -> dict[str, list[Step]]:
+        """Steps recorded but not yet on their trace, as ``pending`` steps, by trace key (lock held)."""
+        out: dict[str, list[Step]] = {}
+        for it in list(self._inflight) + list(self._items):
+            if it[0] == "call":
+                call, index, step_id = it[1], it[2], it[3]
+                method, reason = ("skipped", it[6] or PENDING) if it[4] or it[6] else self.decide(call)
+                if method == "score":  # scored in line by the adapter: only listing is left
+                    method, reason = "skipped", PENDING
+                out.setdefault(call.trace_key, []).append(
+                    self._make_step(call, index, step_id, method, reason, None, None))
+        return out
+
+    def _copy(self, key: str, trace: Trace, pending: dict[str, list[Step]] | None) -> Trace:
+        steps = list(trace.steps)
+        if pending and pending.get(key):
+            have = {s.id for s in steps}
+            steps += [s for s in pending[key] if s.id not in have]
+            steps.sort(key=lambda s: s.index)
+        return dataclasses.replace(trace, steps=steps, metadata=dict(trace.metadata))
 
     def trace_keys(self) -> list[str]:
         with self._lock:
@@ -279,7 +377,7 @@ class Recorder:
 
     def _take(self) -> list[tuple]:
         """Wait for work, then for a quiet spell (no new item for ``quiet_seconds``), a flush or a
-        full batch, and take up to a batch of items in order."""
+        full batch, and take the items in order up to (not past) a batch of calls to score."""
         while True:
             with self._lock:
                 if self._items:
@@ -287,10 +385,12 @@ class Recorder:
                 self._worker_idle = True  # the next _submit wakes us
                 self._wake.clear()
             self._wake.wait()
+        batch = min(_BATCH_MAX, self.max_pending_steps)
         while True:
             with self._lock:
                 seen = len(self._items)
-                if seen >= _BATCH_MAX or any(it[0] == "flush" for it in self._items):
+                if (self._queued_steps >= batch or self._flushes
+                        or self._queued_bytes * 2 >= self.max_pending_bytes):
                     break
             self._wake.wait(self._quiet)  # a flush sets it; new events do not
             self._wake.clear()
@@ -298,15 +398,33 @@ class Recorder:
                 if len(self._items) == seen:
                     break
         with self._lock:
-            n = len(self._items)
-            for i, it in enumerate(self._items):
-                if it[0] == "flush" or i + 1 >= _BATCH_MAX:
-                    n = i + 1
+            taken: list[tuple] = []
+            heavy = 0
+            while self._items:
+                it = self._items[0]
+                if it[0] == "call" and it[4]:
+                    if heavy >= _BATCH_MAX:
+                        break
+                    heavy += 1
+                    self._queued_steps -= 1
+                    self._queued_bytes -= it[5]
+                taken.append(self._items.popleft())
+                if it[0] == "flush":
+                    self._flushes -= 1
                     break
-            taken = [self._items.popleft() for _ in range(n)]
+            self._inflight = taken
         return taken
 
+    def _lower_priority(self) -> None:
+        if WORKER_NICE is None or not hasattr(os, "setpriority"):
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), WORKER_NICE)  # this thread only
+        except (OSError, AttributeError) as exc:
+            log.debug("groundlens: could not lower the worker's priority: %s", exc)
+
     def _run(self) -> None:
+        self._lower_priority()
         self._limit_torch_threads()
         while True:
             items = self._take()
@@ -316,20 +434,29 @@ class Recorder:
                 log.exception("groundlens: worker failed on a batch")
             finally:
                 with self._idle:
+                    self._inflight = []
                     self._pending -= len(items)
                     if self._pending <= 0:
                         self._pending = 0
                         self._idle.notify_all()
 
     def _process(self, items: list[tuple]) -> None:
-        calls = [it for it in items if it[0] == "call"]
-        scored = self._score_calls([it[1] for it in calls])
-        by_id = {id(it): res for it, res in zip(calls, scored)}
+        with self._lock:  # a call of a trace already dropped (max_traces) is not worth the model
+            calls = [it for it in items if it[0] == "call" and it[1].trace_key in self._traces]
+            self.stats["evicted"] += sum(1 for it in items if it[0] == "call" and it[4]) - sum(1 for it in calls if it[4])
+        fresh = [it for it in calls if it[6] is None]
+        scored = self._score_calls([it[1] for it in fresh])
+        by_id = {id(it): res for it, res in zip(fresh, scored)}
+        for it in calls:
+            if it[6] is not None:
+                by_id[id(it)] = ("skipped", it[6], None, None)
         for it in items:
             if it[0] == "start":
                 self._notify("on_trace_start", self._traces.get(it[1]))
             elif it[0] == "call":
-                _, call, index, step_id = it
+                if id(it) not in by_id:
+                    continue
+                call, index, step_id = it[1], it[2], it[3]
                 step = self._make_step(call, index, step_id, *by_id[id(it)])
                 with self._lock:
                     trace = self._traces.get(call.trace_key)
@@ -433,3 +560,12 @@ class Recorder:
             scoring_latency_ms=scoring_ms, error=reason if method == "error" else None,
             skip_reason=reason if method == "skipped" else None, metadata=dict(call.metadata),
         )
+
+
+def _text_bytes(call: CallRecord) -> int:
+    """UTF-8 bytes of the texts a call puts in the scoring queue (what the byte bound counts)."""
+    n = 0
+    for text in (call.question, call.response, *(getattr(p, "text", p) for p in call.context)):
+        if isinstance(text, str):
+            n += len(text.encode("utf-8", "surrogatepass"))
+    return n
