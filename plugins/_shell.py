@@ -492,14 +492,16 @@ class AdapterShell:
 
     def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
         """The trace ``key`` (default: the latest), once its pending scores are done (or ``timeout``
-        passed: then the steps scored so far)."""
+        passed: then the steps scored so far, and the rest as ``skipped`` steps with
+        ``skip_reason="pending"``)."""
         if isinstance(key, (int, float)) and not isinstance(key, bool):  # get_trace(5.0): a timeout
             key, timeout = None, float(key)
         self.flush(timeout)
         return self.recorder.get_trace(key, wait=False)
 
     def get_traces(self, *, timeout: float | None = None) -> list[Trace]:
-        """Every kept trace, oldest first, once pending scores are done (or ``timeout`` passed)."""
+        """Every kept trace, oldest first, once pending scores are done (or ``timeout`` passed: the
+        steps not scored yet are then marked ``skip_reason="pending"``)."""
         self.flush(timeout)
         return self.recorder.get_traces(wait=False)
 

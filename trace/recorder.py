@@ -268,7 +268,8 @@ class Recorder:
         if self.decide(call)[0] != "score":
             return False
         pre = call.score
-        return not (isinstance(pre, dict) and pre.get("method") in ("sgi", "dgi"))
+        method = pre.get("method") if isinstance(pre, dict) else getattr(pre, "method", None)
+        return method not in ("sgi", "dgi")  # else scored in line by the adapter already
 
     def _submit(self, item: tuple) -> None:
         """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
@@ -333,9 +334,12 @@ class Recorder:
             return self._pending <= 0
 
     def backlog(self) -> dict[str, int]:
-        """What waits for the worker now: calls to score, their text bytes, queued events."""
+        """What waits for the worker now: calls to score (queued, and in the batch being scored),
+        the queued ones' text bytes, and all queued events."""
         with self._lock:
-            return {"steps": self._queued_steps, "bytes": self._queued_bytes, "events": len(self._items)}
+            scoring = sum(1 for it in self._inflight if it[0] == "call" and it[4])
+            return {"steps": self._queued_steps, "bytes": self._queued_bytes, "events": len(self._items),
+                    "in_flight": scoring}
 
     def _pending_steps(self) -> dict[str, list[Step]]:
         """Steps recorded but not yet on their trace, as ``pending`` steps, by trace key (lock held)."""
