@@ -267,9 +267,7 @@ class Recorder:
         """Whether the worker will have to embed this call (not already scored, not skipped)."""
         if self.decide(call)[0] != "score":
             return False
-        pre = call.score
-        method = pre.get("method") if isinstance(pre, dict) else getattr(pre, "method", None)
-        return method not in ("sgi", "dgi")  # else scored in line by the adapter already
+        return call.score is None  # else scored in line by the adapter already (kept, or an error step)
 
     def _submit(self, item: tuple) -> None:
         """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
