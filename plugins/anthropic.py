@@ -74,8 +74,7 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
-from groundlens_core.plugins._shell import parse_usage
-from groundlens_core.trace.model import ContextPiece
+from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
     "CONTEXT_KEYWORD",
@@ -383,8 +382,20 @@ def read_message(message: Any) -> Completion:
             tools.append(str(_get(block, "name") or "tool"))
     text = "".join(texts)
     return Completion(text=text if text.strip() else None, model=_get(message, "model"),
-                      usage=parse_usage(_get(message, "usage")), finish_reason=_get(message, "stop_reason"),
+                      usage=_usage(_get(message, "usage")), finish_reason=_get(message, "stop_reason"),
                       tool_calls=tuple(tools))
+
+
+def _usage(usage: Any) -> Usage | None:
+    """``input_tokens`` / ``output_tokens`` read by their own names (the shell's generic
+    ``parse_usage`` also probes other SDKs' names, and a missing attribute on a pydantic model costs
+    an exception)."""
+    if usage is None:
+        return None
+    inp, out = _int(_get(usage, "input_tokens")), _int(_get(usage, "output_tokens"))
+    if inp is None and out is None:
+        return None
+    return Usage(inp, out, (inp or 0) + (out or 0))
 
 
 class MessageEventReader(StreamReader):
@@ -455,9 +466,7 @@ class MessageEventReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts)
-        usage = None
-        if self.input_tokens is not None or self.output_tokens is not None:
-            usage = parse_usage({"input_tokens": self.input_tokens, "output_tokens": self.output_tokens})
+        usage = _usage({"input_tokens": self.input_tokens, "output_tokens": self.output_tokens})
         return Completion(text=text if text.strip() else None, model=self.model, usage=usage,
                           finish_reason=self.finish_reason, tool_calls=tuple(self.tools.values()))
 

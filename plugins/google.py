@@ -85,7 +85,6 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
-from groundlens_core.plugins._shell import parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
@@ -326,6 +325,22 @@ def request_context(contents: Any) -> list[ContextPiece]:
 # ---------------------------------------------------------------- reading replies
 
 
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _usage(meta: Any) -> Usage | None:
+    """``usage_metadata`` read by its own field names (the shell's generic ``parse_usage`` probes
+    other SDKs' names first, and a missing attribute on a pydantic model costs an exception: ~30 us
+    each, for every chunk of a stream)."""
+    if meta is None:
+        return None
+    inp, out, total = (_int(_get(meta, k)) for k in ("prompt_token_count", "candidates_token_count", "total_token_count"))
+    if inp is None and out is None and total is None:
+        return None
+    return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
+
+
 def _finish(value: Any) -> str | None:
     if value is None:
         return None
@@ -364,7 +379,7 @@ class ChunkReader(StreamReader):
         if history:  # the SDK ran the tools itself within this call: their results are context too
             self.context = tuple(request_context(history))
         self.model = _get(event, "model_version") or self.model
-        usage = parse_usage(_get(event, "usage_metadata"))
+        usage = _usage(_get(event, "usage_metadata"))
         if usage is not None:
             self.usage = usage
         self.parts.extend(texts)
