@@ -1,13 +1,16 @@
-"""How much an instrumented OpenAI client costs the caller's thread per call, next to the bare SDK.
+"""How much an instrumented SDK client costs the caller's thread per call, next to the bare SDK.
 
-    python benchmarks/bench_provider_overhead.py [--calls 300] [--delay 0.02] [--chunks 20]
+    python benchmarks/bench_provider_overhead.py [--sdk all|openai|anthropic|google] [--calls 300] [--delay 0.02] [--chunks 20]
 
-Three ``openai.OpenAI`` clients talk to the same local server (tests/fake_llm_server.py on
-127.0.0.1, answering after ``--delay`` seconds, like a fast API): one bare; one instrumented with
-``groundlens_core.providers.openai.instrument`` (real recorder, real embedder: every call is scored
-on the recorder's worker thread while the calls go on); one instrumented with a constant embedder
-(scoring next to free), to tell the wrapper from the scoring worker. The calls rotate between the
-three, in one run, so all see the same machine.
+For each SDK (``openai``, ``anthropic``, ``google-genai``; ``--sdk`` picks one), three clients of
+that SDK talk to the same local server (tests/fake_llm_server.py on 127.0.0.1, speaking that SDK's
+wire format, answering after ``--delay`` seconds, like a fast API): one bare; one instrumented with
+the module's ``instrument`` (real recorder, real embedder: every call is scored on the recorder's
+worker thread while the calls go on); one instrumented with a constant embedder (scoring next to
+free), to tell the wrapper from the scoring worker. The calls rotate between the three, in one run,
+so all see the same machine. The calls: OpenAI ``chat.completions.create``, Anthropic
+``messages.create``, Gemini ``models.generate_content`` / ``generate_content_stream``, each with a
+tool round-trip in the conversation (the tool result is the context), without and with streaming.
 
 1. **Time in our wrapper** (the figure the target is about): the SDK method under the wrapper is
    timed too (the call, and for a stream every pull from the SDK's event iterator), so the time
@@ -28,20 +31,22 @@ The embedding model is loaded and warmed before timing.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import math
 import statistics
 import sys
 import time
+import types
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))  # the fake server and OpenAI's wire format live with the tests
+sys.path.insert(0, str(ROOT / "tests"))  # the fake server and each SDK's wire format live with the tests
 
-import openai  # noqa: E402
 from fake_llm_server import FakeLLMServer, Reply, Request  # noqa: E402
-from openai_wire import chat_chunks, chat_completion  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
-from groundlens_core.providers.openai import guard_of, instrument  # noqa: E402
 
 QUESTION = "How long does the Aurora-7 take to charge?"
 CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
@@ -73,8 +78,10 @@ class Timed:
         finally:
             self.wall += time.perf_counter() - w
             self.cpu += time.thread_time() - c
-        if hasattr(result, "_iterator"):
+        if hasattr(result, "_iterator"):  # openai / anthropic Stream: the events come from _iterator
             result._iterator = self._timed_events(result._iterator)
+        elif isinstance(result, types.GeneratorType):  # google-genai: the stream is a generator
+            return self._timed_events(result)
         return result
 
     def _timed_events(self, events):
@@ -126,45 +133,150 @@ class ConstantEmbedder:
 CLIENTS = ("bare", "instrumented", "instrumented, trivial scoring")
 
 
-def run(calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[str, list[float]]]:
-    body = chat_completion(ANSWER)
-    events = chat_chunks([ANSWER[i * len(ANSWER) // chunks:(i + 1) * len(ANSWER) // chunks] for i in range(chunks)])
+@dataclass
+class Api:
+    """What the harness needs of one SDK: a client on the local server, the method it calls (and
+    its instrumented operation), the call's arguments, and the server's answer in that wire format."""
 
-    def answer(request: Request) -> Reply:
-        if request.json.get("stream"):
-            return Reply(events=tuple(events), headers={"content-type": "text/event-stream"}, delay=delay)
-        return Reply.json(body, delay=delay)
+    name: str
+    version: str
+    instrument: Callable[..., Any]
+    make_client: Callable[[str], Any]
+    method: Callable[[Any, bool], tuple[Any, str, str]]  # (client, stream) -> (owner, attr, operation)
+    kwargs: Callable[[bool], dict[str, Any]]
+    answer: Callable[[float, int], Callable[[Request], Reply]]  # (delay, chunks) -> server default
+    title: Callable[[bool, int], str]
 
-    from groundlens_core.plugins._provider import Target
 
-    server = FakeLLMServer(default=answer)
+def _pieces(text: str, chunks: int) -> list[str]:
+    return [text[i * len(text) // chunks:(i + 1) * len(text) // chunks] for i in range(chunks)]
+
+
+def _sse(events: list[str], delay: float) -> Reply:
+    return Reply(events=tuple(events), headers={"content-type": "text/event-stream"}, delay=delay)
+
+
+def openai_api() -> Api:
+    import openai
+    from openai_wire import chat_chunks, chat_completion
+
+    from groundlens_core.providers.openai import instrument
+
+    def answer(delay: float, chunks: int) -> Callable[[Request], Reply]:
+        body, events = chat_completion(ANSWER), chat_chunks(_pieces(ANSWER, chunks))
+        return lambda request: _sse(events, delay) if request.json.get("stream") else Reply.json(body, delay=delay)
+
+    def kwargs(stream: bool) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": "gpt-4o-mini", "messages": MESSAGES}
+        if stream:
+            kw.update(stream=True, stream_options={"include_usage": True})
+        return kw
+
+    return Api("openai", openai.__version__, instrument,
+               lambda url: openai.OpenAI(base_url=url + "/v1", api_key="k", max_retries=0),
+               lambda client, stream: (client.chat.completions, "create", "chat"), kwargs, answer,
+               lambda stream, chunks: f"chat.completions.create(stream=True), {chunks} text chunks, consumed"
+               if stream else "chat.completions.create")
+
+
+ANTHROPIC_MESSAGES = [
+    {"role": "user", "content": "Which battery packs do you sell?"},
+    {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_0", "name": "catalog", "input": {}}]},
+    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": CONTEXT},
+                                 {"type": "text", "text": QUESTION}]},
+]
+
+
+def anthropic_api() -> Api:
+    import anthropic
+    from anthropic_wire import message, message_events
+
+    from groundlens_core.providers.anthropic import instrument
+
+    def answer(delay: float, chunks: int) -> Callable[[Request], Reply]:
+        body = message(ANSWER)
+        events = message_events(body, piece=math.ceil(len(ANSWER) / chunks))
+        return lambda request: _sse(events, delay) if request.json.get("stream") else Reply.json(body, delay=delay)
+
+    def kwargs(stream: bool) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": "claude-test", "max_tokens": 200, "system": "You answer questions about our products.",
+                              "messages": ANTHROPIC_MESSAGES}
+        if stream:
+            kw["stream"] = True
+        return kw
+
+    return Api("anthropic", anthropic.__version__, instrument,
+               lambda url: anthropic.Anthropic(base_url=url, api_key="k", max_retries=0),
+               lambda client, stream: (client.messages, "create", "messages"), kwargs, answer,
+               lambda stream, chunks: f"messages.create(stream=True), {chunks} text chunks, consumed"
+               if stream else "messages.create")
+
+
+def google_api() -> Api:
+    from google import genai
+    from google.genai import types as gtypes
+    from google_wire import response, stream_chunks
+
+    from groundlens_core.providers.google import instrument
+
+    contents = [
+        gtypes.Content(role="user", parts=[gtypes.Part.from_text(text="Which battery packs do you sell?")]),
+        gtypes.Content(role="model", parts=[gtypes.Part.from_function_call(name="catalog", args={})]),
+        gtypes.Content(role="user", parts=[gtypes.Part.from_function_response(name="catalog", response={"output": CONTEXT}),
+                                           gtypes.Part.from_text(text=QUESTION)]),
+    ]
+
+    def answer(delay: float, chunks: int) -> Callable[[Request], Reply]:
+        body = response(ANSWER)
+        events = stream_chunks(body, piece=math.ceil(len(ANSWER) / chunks))
+        return lambda request: (_sse(events, delay) if ":streamGenerateContent" in request.path
+                                else Reply.json(body, delay=delay))
+
+    def method(client: Any, stream: bool) -> tuple[Any, str, str]:
+        attr = "generate_content_stream" if stream else "generate_content"
+        return client.models, attr, attr
+
+    return Api("google-genai", importlib.metadata.version("google-genai"), instrument,
+               lambda url: genai.Client(api_key="k", http_options=gtypes.HttpOptions(base_url=url)),
+               method, lambda stream: {"model": "gemini-test", "contents": contents}, answer,
+               lambda stream, chunks: f"models.generate_content_stream, {chunks} text chunks, consumed"
+               if stream else "models.generate_content")
+
+
+APIS = {"openai": openai_api, "anthropic": anthropic_api, "google": google_api}
+
+
+def run(api: Api, calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[str, list[float]]]:
+    from groundlens_core.plugins._provider import Target, guard_of
+
+    server = FakeLLMServer(default=api.answer(delay, chunks))
     try:
         clients, timers, guards = {}, {}, []
         for name in CLIENTS:
-            client = openai.OpenAI(base_url=server.url + "/v1", api_key="k", max_retries=0)
+            client = api.make_client(server.url)
+            owner, attr, operation = api.method(client, stream)
             if name == "bare":
                 # the same timer with nothing of ours around it: its time outside the SDK is the
                 # harness's own (the timer, the loop), subtracted from ours in the report
-                timers[name] = Timed(client.chat.completions.create)
-                client.chat.completions.create = timers[name]
+                timers[name] = Timed(getattr(owner, attr))
+                setattr(owner, attr, timers[name])
             else:
-                instrument(client, name="bench", embedder=ConstantEmbedder() if "trivial" in name else None)
+                api.instrument(client, name="bench", embedder=ConstantEmbedder() if "trivial" in name else None)
                 guard = guard_of(client)
                 guards.append(guard)
                 # time the SDK method under our wrapper: rebuild the wrapper around a timed original
-                timers[name] = Timed(client.chat.completions.create.__groundlens_original__)
-                client.chat.completions.create = guard._wrap(Target(client.chat.completions, "create", "chat"),
-                                                             timers[name])
-            clients[name] = client
+                timers[name] = Timed(getattr(owner, attr).__groundlens_original__)
+                setattr(owner, attr, guard._wrap(Target(owner, attr, operation), timers[name]))
+            clients[name] = (owner, attr, client)  # keep the client: google-genai closes its transport when collected
+
+        kwargs = api.kwargs(stream)
 
         def call(name: str) -> tuple[float, float, float]:
-            kwargs = {"model": "gpt-4o-mini", "messages": MESSAGES}
-            if stream:
-                kwargs.update(stream=True, stream_options={"include_usage": True})
+            owner, attr, _ = clients[name]
             timer = timers[name]
             timer.wall = timer.cpu = 0.0
             w0, c0 = time.perf_counter(), time.thread_time()
-            result = clients[name].chat.completions.create(**kwargs)
+            result = getattr(owner, attr)(**kwargs)
             if stream:
                 for _ in result:
                     pass
@@ -217,17 +329,19 @@ def report(title: str, r: dict[str, dict[str, list[float]]], calls: int) -> None
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sdk", choices=("all", *APIS), default="all", help="which SDK (default: all three)")
     parser.add_argument("--calls", type=int, default=300, help="calls per client and mode (default 300)")
     parser.add_argument("--delay", type=float, default=0.02, help="server answer delay in seconds (default 0.02)")
     parser.add_argument("--chunks", type=int, default=20, help="text chunks per streamed answer (default 20)")
     args = parser.parse_args(argv)
 
     get_embedder().encode(["warm up the model", QUESTION, ANSWER, CONTEXT])
-    print(f"openai {openai.__version__}; local server answers after {args.delay * 1000:.0f} ms; "
-          "scores computed on the recorder's worker meanwhile")
-    report("chat.completions.create", run(args.calls, args.delay, args.chunks, stream=False), args.calls)
-    report(f"chat.completions.create(stream=True), {args.chunks} text chunks, consumed",
-           run(args.calls, args.delay, args.chunks, stream=True), args.calls)
+    for key in APIS if args.sdk == "all" else (args.sdk,):
+        api = APIS[key]()
+        print(f"\n== {api.name} {api.version}; local server answers after {args.delay * 1000:.0f} ms; "
+              "scores computed on the recorder's worker meanwhile")
+        for stream in (False, True):
+            report(api.title(stream, args.chunks), run(api, args.calls, args.delay, args.chunks, stream), args.calls)
     return 0
 
 
