@@ -27,22 +27,39 @@ import logging
 import time
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
-from groundlens_core.trace.otel import OTelExporter, configure_otlp, export_trace
+from groundlens_core.trace.otel import OTelExporter, configure_otlp, export_failures, export_trace
 
 
 def ship(trace: Trace, endpoint: str | None = None, *, project: str = "groundlens", redact: bool = False,
-         max_text_chars: int | None = None) -> str:
+         max_text_chars: int | None = None) -> tuple[str, int]:
     """Export one finished or saved trace over OTLP/HTTP and wait until it has left.
 
     ``endpoint``: the backend's base URL (``http://127.0.0.1:6006``), or None for
     ``OTEL_EXPORTER_OTLP_ENDPOINT``. Returns the OpenTelemetry trace id (hex), to look the trace
-    up in the backend. Never raises because the backend is down: that is one logged warning.
+    up in the backend, and how many spans the backend did not accept (0: all arrived). Never
+    raises because the backend is down: that is one logged warning.
     """
     provider = configure_otlp(endpoint, project=project)
     try:
-        return export_trace(trace, provider, redact=redact, max_text_chars=max_text_chars)
+        trace_id = export_trace(trace, provider, redact=redact, max_text_chars=max_text_chars)
     finally:
         provider.shutdown()
+    return trace_id, export_failures(provider)
+
+
+def report_shipped(what: str, trace_id: str, failed: int) -> int:
+    """Say whether the export arrived; the exit code (1 when spans were lost)."""
+    if failed:
+        print(f"could not ship {what}: the backend accepted none of {failed} span(s) (see the warning above); "
+              "the trace itself is unchanged and can be shipped again")
+        return 1
+    print(f"shipped {what}: OTel trace id {trace_id}")
+    return 0
+
+
+def _lost(provider: object) -> str:
+    failed = export_failures(provider)
+    return f", but the backend accepted none of {failed} span(s); the trace is kept (--save)" if failed else ""
 
 
 def record_demo_run(recorder: Recorder, key: str = "demo-run") -> Trace:
@@ -83,8 +100,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.load:
         trace = Trace.load(args.load)
-        print(f"shipped {args.load}: OTel trace id {ship(trace, args.endpoint, project=args.project, redact=args.redact)}")
-        return 0
+        return report_shipped(args.load, *ship(trace, args.endpoint, project=args.project, redact=args.redact))
 
     if not args.recorder:
         import sys
@@ -98,16 +114,18 @@ def main(argv: list[str] | None = None) -> int:
         provider = configure_otlp(args.endpoint, project=args.project)
         _, trace = run_support_desk(GroundlensLangGraphCallback(name="support-desk-rag", tracer_provider=provider))
         provider.shutdown()  # flushes the spans still queued
-        print(f"live-exported the LangGraph run {trace.id}")
+        print(f"live-exported the LangGraph run {trace.id}{_lost(provider)}")
     elif args.live:
         provider = configure_otlp(args.endpoint, project=args.project)
         recorder = Recorder("example", listeners=[OTelExporter(provider, redact=args.redact)])
         trace = record_demo_run(recorder)
         provider.shutdown()  # flushes the spans still queued
-        print(f"live-exported trace {trace.id}")
+        print(f"live-exported trace {trace.id}{_lost(provider)}")
     else:
         trace = record_demo_run(Recorder("example"))
-        print(f"shipped trace {trace.id}: OTel trace id {ship(trace, args.endpoint, project=args.project, redact=args.redact)}")
+        code = report_shipped(f"trace {trace.id}", *ship(trace, args.endpoint, project=args.project, redact=args.redact))
+        if code:
+            return code
     print(trace.summary(riskiest_first=True))
     print("(scores rank outputs for human review; they are not verdicts of truth)")
     if args.save:

@@ -166,6 +166,32 @@ def calibrate(
     )
 
 
+_CSV_CACHE: dict[tuple[str, str, str], CalibrationResult] = {}
+_CSV_CACHE_MAX = 16
+
+
+def calibration_from_csv(csv_path: str | os.PathLike[str], embedder: Any = None) -> CalibrationResult:
+    """:func:`calibrate` on a CSV of grounded pairs, cached by the file's content and the embedder:
+    the original API's ``compute_dgi(..., reference_csv=...)`` calibrates on the fly, and a loop
+    over many responses must not re-embed the same reference file each time."""
+    from groundlens_core.embedding.plan import get_default_embedder
+
+    emb = embedder or get_default_embedder()
+    path = Path(csv_path)
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        raise GroundlensInputError(f"file not found: {path}") from None
+    key = (str(path.resolve()), digest, str(emb.fingerprint))
+    cached = _CSV_CACHE.get(key)
+    if cached is None:
+        cached = calibrate(csv_path=path, embedder=emb)
+        if len(_CSV_CACHE) >= _CSV_CACHE_MAX:
+            _CSV_CACHE.pop(next(iter(_CSV_CACHE)))
+        _CSV_CACHE[key] = cached
+    return cached
+
+
 def bundled_direction() -> CalibrationResult:
     """The generic DGI direction shipped with the package (see its metadata for provenance)."""
     text = resources.files("groundlens_core.data").joinpath(BUNDLED_NAME).read_text(encoding="utf-8")

@@ -21,7 +21,7 @@ import numpy as np
 
 from groundlens_core._version import __version__
 from groundlens_core.bands import EPSILON, SGI_DEGENERATE_HIGH, explain, normalize, triage
-from groundlens_core.calibration import CalibrationResult, resolve_calibration
+from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
@@ -209,10 +209,18 @@ def compute_sgi(question: str, response: str, context: "str | Sequence[str]", *,
 
 
 def compute_dgi(question: str, response: str, *, embedder=None,
-                calibration: "CalibrationResult | str | os.PathLike[str] | None" = None) -> DGIResult:
-    """DGI of a response against ``calibration`` (default: the bundled generic direction)."""
+                calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
+                reference_csv: "str | os.PathLike[str] | None" = None) -> DGIResult:
+    """DGI of a response against ``calibration`` (default: the bundled generic direction), or
+    against a direction calibrated on the fly from ``reference_csv`` (verified grounded pairs,
+    columns ``question``, ``response``; cached by the file's content, as in the original API)."""
     item = _Item(_check_text("question", question), _check_text("response", response), None)
-    return _score_items([item], embedder or get_default_embedder(), calibration, DEFAULT_LONG_CONTEXT)[0]  # type: ignore[return-value]
+    emb = embedder or get_default_embedder()
+    if reference_csv is not None:
+        if calibration is not None:
+            raise GroundlensInputError("compute_dgi takes calibration= or reference_csv=, not both")
+        calibration = calibration_from_csv(reference_csv, emb)
+    return _score_items([item], emb, calibration, DEFAULT_LONG_CONTEXT)[0]  # type: ignore[return-value]
 
 
 def evaluate_batch(

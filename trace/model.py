@@ -396,20 +396,48 @@ def json_schema() -> dict[str, Any]:
     return json.loads(resources.files("groundlens_core.trace").joinpath("schema.json").read_text(encoding="utf-8"))
 
 
-def atomic_write_text(path, text: str) -> None:
+def _new_file_mode(target: Any) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the existing file's, else 0666 minus the umask
+    (``mkstemp`` makes 0600 files whatever the umask, which hid reports from the user's group)."""
+    import os
+    import stat
+
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        pass
+    umask = None
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    umask = int(line.split()[1], 8)
+                    break
+    except (OSError, ValueError):
+        pass
+    if umask is None:  # not Linux: read it the portable way (set and restore at once)
+        umask = os.umask(0o022)
+        os.umask(umask)
+    return 0o666 & ~umask
+
+
+def atomic_write_text(path: Any, text: str) -> None:
     """Write ``text`` as UTF-8 to a temporary file beside ``path``, then rename it over ``path``.
 
-    Lone surrogates (undecodable bytes that reached a trace) are written escaped, not refused.
+    Lone surrogates (undecodable bytes that reached a trace) are written escaped, not refused. The
+    file gets the mode a plain write would give (the umask is honoured; a replaced file keeps its mode).
     """
     import os
     import tempfile
     from pathlib import Path
 
     target = Path(path)
+    mode = _new_file_mode(target)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
     try:
         with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
             fh.write(text)
+        os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -93,6 +93,7 @@ import hashlib
 import logging
 import threading
 import time
+import weakref
 from datetime import datetime, timedelta, timezone
 from typing import Any, Iterable, Mapping
 
@@ -109,7 +110,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MAX_CONTEXT_ATTRS = 16
 _MAX_ERROR_CHARS = 2000
 
-__all__ = ["OTelExporter", "export_trace", "configure_otlp", "iso_to_ns", "render_text"]
+__all__ = ["OTelExporter", "export_trace", "configure_otlp", "export_failures", "iso_to_ns", "render_text"]
 
 
 def _require(module: str):
@@ -524,12 +525,15 @@ class _GuardedSpanExporter:
     def export(self, spans):
         from opentelemetry.sdk.trace.export import SpanExportResult
 
+        _IN_GUARDED_EXPORT.active = True  # the OTLP exporter's own retry/failure lines are muted: ours speaks
         try:
             result = self._inner.export(spans)
         except Exception as exc:
             result, reason = SpanExportResult.FAILURE, f"{type(exc).__name__}: {exc}"
         else:
             reason = "the backend did not accept the spans"
+        finally:
+            _IN_GUARDED_EXPORT.active = False
         if result != SpanExportResult.SUCCESS:
             self.failed_batches += 1
             self.dropped_spans += len(spans)
@@ -554,22 +558,16 @@ class _GuardedSpanExporter:
         return True if fn is None else bool(fn(timeout_millis))
 
 
-class _OncePerMessage(logging.Filter):
-    """Lets the first record of each message template through and drops the repeats: the OTLP
-    exporter otherwise logs every retry and every failed batch against a dead endpoint."""
+_IN_GUARDED_EXPORT = threading.local()
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._seen: set[str] = set()
-        self._lock = threading.Lock()
+
+class _MuteGuardedExports(logging.Filter):
+    """Drops the OTLP exporter's own records (a warning per retry, an error per failed batch)
+    while one of our guarded exports runs on this thread: its one warning per endpoint stands for
+    them, as documented. The user's other OTLP exporters keep their logs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
-        key = str(record.msg)
-        with self._lock:
-            if key in self._seen:
-                return False
-            self._seen.add(key)
-        return True
+        return not getattr(_IN_GUARDED_EXPORT, "active", False)
 
 
 _QUIET_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
@@ -583,7 +581,7 @@ def _quiet_otlp_logs() -> None:
         return
     _quiet_installed = True
     for name in _QUIET_LOGGERS:
-        logging.getLogger(name).addFilter(_OncePerMessage())
+        logging.getLogger(name).addFilter(_MuteGuardedExports())
 
 
 def _traces_endpoint(endpoint: str) -> str:
@@ -625,4 +623,16 @@ def configure_otlp(
     exporter = _GuardedSpanExporter(inner, getattr(inner, "_endpoint", None) or str(endpoint))
     provider = sdk_trace.TracerProvider(resource=resources.Resource.create(attrs))
     provider.add_span_processor(sdk_export.BatchSpanProcessor(exporter, export_timeout_millis=int(timeout * 1000) + 500))
+    _GUARDED_BY_PROVIDER[provider] = exporter
     return provider
+
+
+_GUARDED_BY_PROVIDER: weakref.WeakKeyDictionary[Any, _GuardedSpanExporter] = weakref.WeakKeyDictionary()
+
+
+def export_failures(provider: Any) -> int:
+    """How many spans a provider made by :func:`configure_otlp` could not deliver so far (0 for
+    any other provider). Call it after ``provider.force_flush()`` or ``shutdown()`` to tell a
+    user whether the export reached the backend."""
+    exporter = _GUARDED_BY_PROVIDER.get(provider)
+    return 0 if exporter is None else exporter.dropped_spans
