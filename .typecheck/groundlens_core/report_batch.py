@@ -1,0 +1,1 @@
+/work/wt/i9-shell/groundlens_core/report_batch.py
