@@ -1,1 +1,0 @@
-/work/wt/i9-shell/groundlens_core/__main__.py
