@@ -207,16 +207,28 @@ def _tapped_request(request: Any, wrap: Any) -> Any:
 
         return send
 
-    async def asend() -> Any:
-        try:
-            stream = await request
-        except BaseException as exc:
-            await _afail_through(wrap, exc)
-            raise
-        stream._iterator = wrap(stream._iterator)
-        return stream
+    return _TappedAwaitable(request, wrap)
 
-    return asend()
+
+class _TappedAwaitable:
+    """The async manager's request, awaited only when the manager is entered (a coroutine made here
+    and never awaited would add a warning of ours to the SDK's own when a manager is never entered)."""
+
+    def __init__(self, request: Any, wrap: Any) -> None:
+        self._request = request
+        self._wrap = wrap
+
+    def __await__(self) -> Any:
+        return self._send().__await__()
+
+    async def _send(self) -> Any:
+        try:
+            stream = await self._request
+        except BaseException as exc:
+            await _afail_through(self._wrap, exc)
+            raise
+        stream._iterator = self._wrap(stream._iterator)
+        return stream
 
 
 def _raise(exc: BaseException) -> Iterable[Any]:
