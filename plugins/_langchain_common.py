@@ -44,7 +44,7 @@ from groundlens_core.plugins._common import (
 )
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, parse_usage, require
 from groundlens_core.trace.model import META_TOOL, ContextPiece, Usage
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
 _HandlerBase: Any = optional_base("langchain_core.callbacks", "BaseCallbackHandler")
@@ -237,14 +237,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self,
         name: str | None = None,
         *,
-        recorder: Recorder | None = None,
-        calibration: Any = None,
         context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
-        embedder: Any = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        long_context: str | None = None,
-        max_traces: int = 100,
+        **shell: Any,
     ):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
@@ -252,9 +246,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self._runs: dict[str, _Run] = {}
         self._roots: dict[str, _Root] = {}
         self.context_keys = tuple(context_keys)
-        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
-                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
-                         max_traces=max_traces)
+        super().__init__(name=name, **shell)
 
     # ------------------------------------------------------------ bookkeeping
 

@@ -50,7 +50,7 @@ from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 from groundlens_core.plugins._common import as_text, merge_pieces, short
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, lazy_classes, parse_usage, require
 from groundlens_core.trace.model import ContextPiece, Trace, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord, Recorder
 
 log = logging.getLogger("groundlens.autogen")
 
@@ -262,20 +262,11 @@ class _AutoGenShell(AdapterShell):
         *,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
+        **shell: Any,
     ):
         self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
-        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
-                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
-                         max_traces=max_traces)
+        super().__init__(**shell)
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)

@@ -47,7 +47,7 @@ from typing import Any, Sequence
 from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
 from groundlens_core.plugins._shell import AdapterShell, InlineScore, handle_internal_errors, lazy_classes, require
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 
 log = logging.getLogger("groundlens.crewai")
 
@@ -251,22 +251,13 @@ class GroundlensCrewListener(AdapterShell):
     def __init__(
         self,
         *,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
         include_expected_output: bool = False,
+        **shell: Any,
     ):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
-        super().__init__(name=name or "crew", recorder=recorder, embedder=embedder, calibration=calibration,
-                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
-                         max_traces=max_traces)
+        super().__init__(**{**shell, "name": shell.get("name") or "crew"})
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()
         self._lock = threading.Lock()

@@ -51,7 +51,7 @@ from groundlens_core.plugins._shell import (
     require,
 )
 from groundlens_core.trace.model import ContextPiece, Usage, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
@@ -107,14 +107,7 @@ class GroundlensFilter(AdapterShell):
         question_arguments: Sequence[str] = QUESTION_NAMES,
         context_arguments: Sequence[str] = CONTEXT_NAMES,
         metadata_key: str = "groundlens",
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
+        **shell: Any,
     ):
         self.mode = check_mode(mode, on_flagged, MODES)
         require("semantic_kernel", EXTRA, "Semantic Kernel")
@@ -123,9 +116,7 @@ class GroundlensFilter(AdapterShell):
         self.question_arguments = tuple(question_arguments)
         self.context_arguments = tuple(context_arguments)
         self.metadata_key = metadata_key
-        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
-                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
-                         max_traces=max_traces)
+        super().__init__(**shell)
 
     # ------------------------------------------------------------ traces
 

@@ -14,7 +14,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from groundlens_core._version import __version__
 from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, risk_key, step_band

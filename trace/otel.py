@@ -95,7 +95,7 @@ import threading
 import time
 import weakref
 from datetime import datetime, timedelta, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from groundlens_core._imports import require
 from groundlens_core._version import __version__
