@@ -17,9 +17,10 @@ per scored step), so no embedding can come from a cache. Prints, asserting nothi
    once, time until all are scored. Today's worker (the eager forward of the packed backend, which
    takes the GIL back after every torch call, batches of 64, no nice) and the new one (one TorchScript
    call per forward, batches of 16, nice 10), and the new one with 2 torch threads
-   (``Recorder(worker_torch_threads=2)``: the same bits, tested) rotate, round by round, in this one
-   process; the ratio of their medians is the figure to read (on a shared machine absolute times
-   are noise).
+   (``Recorder(worker_torch_threads=2)``: the same bits, tested) and, on a CPU with native bf16, the
+   new one on the opt-in ``packed-bf16`` backend (quality: bench_bf16_quality.py) rotate, round by
+   round, in this one process; the ratio of their medians is the figure to read (on a shared machine
+   absolute times are noise).
 3. The same with the agent's thread busy: the graph driven flat out (0 ms model, no callback) on the
    main thread while the worker scores ``--steps`` steps.
 Peak RSS of the process at the end.
@@ -131,9 +132,11 @@ def _calls(texts: list, key: str) -> list[CallRecord]:
     return [CallRecord(trace_key=key, node="answer", question=q, context=[c], response=a) for q, c, a in texts]
 
 
-def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, threads: int = 1) -> float:
+def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, threads: int = 1,
+                 embedder: Any = None) -> float:
     """Steps per second for one recorder scoring ``texts`` (recorded at once)."""
-    rec = Recorder("bench", max_pending_steps=len(texts) + 1, quiet_seconds=0.0, worker_torch_threads=threads)
+    rec = Recorder("bench", max_pending_steps=len(texts) + 1, quiet_seconds=0.0, worker_torch_threads=threads,
+                   embedder=embedder)
     rec.start_trace("warm")
     rec.record(_calls(texts[:1], "warm")[0])
     rec.flush()  # the worker thread exists and has its torch settings
@@ -154,30 +157,31 @@ def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, thre
     return len(texts) / dt
 
 
-def throughput_phase(steps: int, rounds: int, texts: list, inner: Any, busy: bool) -> None:
+def throughput_phase(steps: int, rounds: int, texts: list, inner: Any, busy: bool, bf16: Any | None) -> None:
     busy_graph = None
     if busy:
         flat = make_texts(200, seed=99)
         busy_graph = (build_rag_graph(flat, delay=0.0), [q for q, _, _ in flat])
-    names = ["today's worker", "new worker", "new, 2 threads"]
+    names = ["today's worker", "new worker", "new, 2 threads"] + (["new, packed-bf16"] if bf16 is not None else [])
     rates: dict[str, list[float]] = {k: [] for k in names}
     offset = 0
     for r in range(rounds):
-        for name in names[r % 3:] + names[:r % 3]:  # rotate the order round by round
+        for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order round by round
             chunk = texts[offset:offset + steps]
             offset += steps
             if name == "today's worker":
                 with TodaysWorker(inner):
                     rates[name].append(worker_round(chunk, f"r{r}", busy_graph))
             else:
-                rates[name].append(worker_round(chunk, f"r{r}", busy_graph, 2 if "2 threads" in name else 1))
+                rates[name].append(worker_round(chunk, f"r{r}", busy_graph, 2 if "2 threads" in name else 1,
+                                                bf16 if "bf16" in name else None))
     label = "agent's thread busy (graph driven flat out)" if busy else "agent's thread idle"
     print(f"\nworker throughput, realistic steps, {label}: {rounds} rounds of {steps} steps each, alternating")
     for name, rs in rates.items():
         print(f"  {name:15s} median {statistics.median(rs):6.1f} steps/s  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
     today = statistics.median(rates["today's worker"])
-    print(f"  ratio to today's: new {statistics.median(rates['new worker']) / today:.2f}x, "
-          f"new with 2 torch threads {statistics.median(rates['new, 2 threads']) / today:.2f}x")
+    print("  ratio to today's: " + ", ".join(f"{k} {statistics.median(v) / today:.2f}x" for k, v in rates.items()
+                                               if k != "today's worker"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -192,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     emb.encode(["warm up the embedding model"])
     inner = getattr(emb, "inner", emb)
     delays = [float(x) for x in args.delays.split(",") if x.strip()]
-    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 3
+    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 4
     texts = make_texts(n_texts)
     lens = [sum(inner.count_tokens(t) + 2 for t in tr) for tr in texts[:200]]
     print(f"steps: unique texts, median {statistics.median(lens):.0f} word pieces per step "
@@ -208,8 +212,16 @@ def main(argv: list[str] | None = None) -> int:
         used += len(chunk)
         latency_phase(delay, args.invocations, chunk, peer)
     rest = texts[used:]
-    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], inner, busy=False)
-    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], inner, busy=True)
+    bf16 = None
+    from groundlens_core.embedding.packed import bf16_supported
+
+    if bf16_supported():
+        bf16 = get_embedder(backend="packed-bf16")
+        bf16.encode(["warm up the bf16 path"])
+    else:
+        print("no native bf16 on this CPU: the opt-in packed-bf16 rows are skipped")
+    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], inner, busy=False, bf16=bf16)
+    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], inner, busy=True, bf16=bf16)
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     return 0
 

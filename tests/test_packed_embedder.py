@@ -209,3 +209,44 @@ def test_scripted_forward_is_the_eager_forward(emb, pool, alone, monkeypatch):
     eager = emb.encode(pool)
     for text, row in zip(pool, eager):
         assert np.array_equal(row, alone[text]), f"eager differs for {text[:40]!r}"
+
+
+# ---------------------------------------------------------------- the opt-in bf16 backend
+
+
+@pytest.fixture(scope="module")
+def emb_bf16() -> PackedMiniLMEmbedder:
+    if not packed.bf16_supported():
+        pytest.skip("no native bf16 on this CPU: packed-bf16 is unavailable")
+    return PackedMiniLMEmbedder(_model_path(), "sentence-transformers/all-MiniLM-L6-v2", precision="bf16")
+
+
+def test_bf16_deterministic_alone_batch_threads_and_process(emb_bf16, emb, pool, tmp_path):
+    pool = pool[:14] + pool[-4:]  # dev rows, synthetic texts, long pieces: all three lanes
+    alone = {t: emb_bf16.encode([t])[0] for t in pool}
+    rng = random.Random(3)
+    for size in (3, 11, len(pool)):
+        batch = rng.sample(pool, size)
+        for text, row in zip(batch, emb_bf16.encode(batch)):
+            assert np.array_equal(row, alone[text]), f"bf16 row differs for {text[:40]!r} in batch of {size}"
+    texts = pool[:6] + pool[-2:]
+    other = _encode_elsewhere(tmp_path, texts, setup="torch.set_num_threads(1)\n"
+                              "import groundlens_core.embedding.packed as P\n"
+                              "_E = P.PackedMiniLMEmbedder\n"
+                              "P.PackedMiniLMEmbedder = lambda p, m: _E(p, m, precision='bf16')")
+    assert np.array_equal(other, np.stack([alone[t] for t in texts]))
+    # close to the fp32 pass, but its own fingerprint: calibrations never mix the two
+    ref = emb.encode(pool)
+    got = np.stack([alone[t] for t in pool])
+    assert (ref * got).sum(1).min() >= 0.9995
+    assert emb_bf16.backend == "packed-bf16" and emb_bf16.fingerprint == emb.fingerprint + "+bf16"
+
+
+def test_bf16_scores_dgi_with_the_bundled_direction(emb_bf16):
+    """The bundled direction was fitted on the fp32 pass of the same weights: it serves bf16 too."""
+    from groundlens_core.scoring import evaluate
+
+    res = evaluate("What is the capital of France?", "Paris is the capital of France.", embedder=emb_bf16)
+    ref = evaluate("What is the capital of France?", "Paris is the capital of France.")
+    assert res.method == "dgi" and res.fingerprint.endswith("+bf16") and res.backend == "packed-bf16"
+    assert abs(res.value - ref.value) < 0.01

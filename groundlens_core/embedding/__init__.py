@@ -13,8 +13,10 @@ from groundlens_core.embedding.resolve import DEFAULT_MODEL_ID, resolve_model_pa
 __all__ = ["Embedder", "CachedEmbedder", "get_embedder", "DEFAULT_MODEL_ID", "BACKENDS", "resolve_model_path"]
 
 #: ``packed-torch`` is the default: exact, batch invariant and light to import. ``sentence-transformers``
-#: is the reference it is tested against.
-BACKENDS = ("packed-torch", "sentence-transformers")
+#: is the reference it is tested against. ``packed-bf16`` is an opt-in for CPUs with native bf16
+#: (AVX-512 BF16 / AMX): the packed pass with bf16 dense layers, ~2-3x faster on agent-sized steps,
+#: deterministic, close to but not the same bits as fp32 (README: "Measured speed").
+BACKENDS = ("packed-torch", "sentence-transformers", "packed-bf16")
 
 _lock = threading.Lock()
 _shared: dict[tuple[str, str], CachedEmbedder] = {}
@@ -38,10 +40,10 @@ def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | Non
 
 
 def _load(backend: str, path, model_id: str) -> Embedder:
-    if backend == "packed-torch":
+    if backend in ("packed-torch", "packed-bf16"):
         from groundlens_core.embedding.packed import PackedMiniLMEmbedder
 
-        return PackedMiniLMEmbedder(path, model_id)
+        return PackedMiniLMEmbedder(path, model_id, precision="bf16" if backend == "packed-bf16" else "fp32")
     from groundlens_core.embedding.st_backend import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(path, model_id)

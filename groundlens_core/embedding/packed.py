@@ -118,22 +118,80 @@ def _packed_forward(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], t
     return emb
 
 
-_SCRIPTED: list = []  # [compiled function or None], filled on first use
+def _packed_forward_bf16(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], tile_rows: int,
+                         word: torch.Tensor, pos_emb: torch.Tensor, type0: torch.Tensor, emb_lnw: torch.Tensor,
+                         emb_lnb: torch.Tensor, layers: List[List[torch.Tensor]], heads: int, eps: float) -> torch.Tensor:
+    """The opt-in ``packed-bf16`` pass: the same structure (packed rows, fixed tiles, per-text
+    attention), with the four dense layers as oneDNN bf16 GEMMs on prepacked weights (AMX / AVX-512
+    BF16: fp32 accumulation, bf16 outputs), GELU fused into the intermediate layer and attention on
+    the bf16 q/k/v. The residual stream, LayerNorms, pooling and normalisation stay fp32.
+
+    ``layers[i]`` = [Wqkv, bqkv, Wo, bo, ln1w, ln1b, Wi, bi, Wo2, bo2, ln2w, ln2b], weights prepacked.
+    The bits are a function of the text alone here too (fixed shapes per lane; measured invariant
+    to the batch, the thread count and the process), but they are not the fp32 pass's bits.
+    """
+    H = word.shape[1]
+    hd = H // heads
+    total = 0
+    for n in lengths:
+        total += n
+    padded = (total + tile_rows - 1) // tile_rows * tile_rows
+    x = torch.zeros(padded, H, dtype=torch.float32)
+    x[:total] = (word[flat] + type0) + pos_emb[pos]
+    for r in range(0, padded, tile_rows):
+        x[r:r + tile_rows] = torch.layer_norm(x[r:r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+    qkv = torch.empty(padded, 3 * H, dtype=torch.bfloat16)
+    ctx = torch.zeros(padded, H, dtype=torch.bfloat16)
+    for layer in layers:
+        for r in range(0, padded, tile_rows):
+            qkv[r:r + tile_rows] = torch.ops.mkldnn._linear_pointwise(
+                x[r:r + tile_rows].to(torch.bfloat16), layer[0], layer[1], "none", [], "")
+        s = 0
+        for n in lengths:
+            blk = qkv[s:s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
+            ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+            s += n
+        for r in range(0, padded, tile_rows):
+            o1 = torch.ops.mkldnn._linear_pointwise(ctx[r:r + tile_rows], layer[2], layer[3], "none", [], "")
+            a = torch.layer_norm(o1.float().add_(x[r:r + tile_rows]), [H], layer[4], layer[5], eps)
+            h = torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), layer[6], layer[7], "gelu", [], "none")
+            o2 = torch.ops.mkldnn._linear_pointwise(h, layer[8], layer[9], "none", [], "")
+            x[r:r + tile_rows] = torch.layer_norm(o2.float().add_(a), [H], layer[10], layer[11], eps)
+    emb = torch.empty(len(lengths), H, dtype=torch.float32)
+    s = 0
+    for i, n in enumerate(lengths):
+        v = x[s:s + n].sum(0) / n
+        emb[i] = v / v.norm().clamp_min(1e-12)
+        s += n
+    return emb
+
+
+_SCRIPTED: dict = {}  # python function -> compiled function (or None), filled on first use
 _SCRIPT_LOCK = threading.Lock()
 
 
-def _scripted_forward():
-    """The TorchScript-compiled :func:`_packed_forward`, or None where TorchScript is unavailable."""
+def _scripted_forward(fn=_packed_forward):
+    """The TorchScript-compiled ``fn``, or None where TorchScript is unavailable."""
     with _SCRIPT_LOCK:
-        if not _SCRIPTED:
+        if fn not in _SCRIPTED:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # torch.jit.script is marked deprecated in torch 2.x
-                    _SCRIPTED.append(torch.jit.script(_packed_forward))
+                    _SCRIPTED[fn] = torch.jit.script(fn)
             except Exception as exc:  # a torch without TorchScript: the eager path, same bits
                 log.debug("groundlens: TorchScript unavailable, using the eager forward: %s", exc)
-                _SCRIPTED.append(None)
-        return _SCRIPTED[0]
+                _SCRIPTED[fn] = None
+        return _SCRIPTED[fn]
+
+
+def bf16_supported() -> bool:
+    """Whether this CPU runs oneDNN bf16 GEMMs natively (AVX-512 BF16 / AMX); elsewhere they are
+    emulated and slower than fp32, so ``packed-bf16`` refuses to load."""
+    try:
+        return bool(torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except Exception:
+        return False
 
 
 def _k_chunks(weight: torch.Tensor) -> list[torch.Tensor]:
@@ -167,9 +225,17 @@ class PackedMiniLMEmbedder:
 
     backend = "packed-torch"
 
-    def __init__(self, model_path: pathlib.Path, model_id: str):
+    def __init__(self, model_path: pathlib.Path, model_id: str, precision: str = "fp32"):
+        if precision not in ("fp32", "bf16"):
+            raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+        if precision == "bf16" and not bf16_supported():
+            raise GroundlensInputError("the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
+                                       "and torch built with oneDNN; use the default packed-torch backend")
         path = pathlib.Path(model_path)
         self.model_id = model_id
+        self.precision = precision
+        if precision == "bf16":
+            self.backend = "packed-bf16"
         self._path = path
         self._fingerprint: str | None = None
         self._lock = threading.Lock()
@@ -231,6 +297,15 @@ class PackedMiniLMEmbedder:
             for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
         ]
         self.use_script = True  # False: the eager reference path (same bits, holds the GIL per op)
+        if precision == "bf16":
+            def pack(weight: torch.Tensor) -> torch.Tensor:  # (out, in) -> oneDNN's blocked bf16 layout
+                return torch.ops.mkldnn._reorder_linear_weight(weight.to(torch.bfloat16).contiguous(), TILE)
+
+            self._bf16_layers = [
+                [pack(wqkv), bqkv.bfloat16(), pack(wo), bo.bfloat16(), ln1w, ln1b, pack(wi), bi.bfloat16(),
+                 pack(torch.cat(list(wo2), 0).t()), bo2.bfloat16(), ln2w, ln2b]
+                for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
+            ]
 
     # ------------------------------------------------------------------ identity
     @property
@@ -239,6 +314,8 @@ class PackedMiniLMEmbedder:
             from groundlens_core.embedding.resolve import fingerprint_for
 
             self._fingerprint = fingerprint_for(self.model_id, self._path)
+            if self.precision == "bf16":  # other bits than the fp32 pass: calibrations must not mix them
+                self._fingerprint += "+bf16"
         return self._fingerprint
 
     # ------------------------------------------------------------------ tokens
@@ -289,16 +366,19 @@ class PackedMiniLMEmbedder:
         return out[np.asarray(order, dtype=np.intp)]
 
     def _forward(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
-        fn = _scripted_forward() if self.use_script else None
-        if fn is None:
-            return self._forward_eager(ids, tile_rows)
+        if self.precision == "bf16":
+            fn, layers = _scripted_forward(_packed_forward_bf16) or _packed_forward_bf16, self._bf16_layers
+        else:
+            fn, layers = (_scripted_forward() if self.use_script else None), self._script_layers
+            if fn is None:
+                return self._forward_eager(ids, tile_rows)
         lengths = [len(e) for e in ids]
         flat = torch.tensor([t for e in ids for t in e], dtype=torch.long)
         pos = torch.cat([torch.arange(n, dtype=torch.long) for n in lengths])
         # the optimizer off (a per-thread setting): the graph runs exactly as written, no fusion
         with torch.jit.optimized_execution(False):
             return fn(flat, pos, lengths, tile_rows, self._word, self._pos, self._type0, self._emb_ln[0],
-                      self._emb_ln[1], self._script_layers, self._heads, self._eps)
+                      self._emb_ln[1], layers, self._heads, self._eps)
 
     def _forward_eager(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
         lengths = [len(e) for e in ids]
