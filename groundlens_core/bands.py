@@ -4,6 +4,15 @@
 |--------|------------------------|--------------------|-----------------------|
 | SGI    | raw < 0.95             | 0.95 <= raw <= 1.20 | raw > 1.20           |
 | DGI    | raw <= 0.30            | 0.30 < raw <= 0.50  | raw > 0.50           |
+| support| raw < 0.80             | 0.80 <= raw <= 0.95 | raw > 0.95           |
+
+Support (the share of the response's content tokens that its context contains, see evidence.py)
+uses round marks, not fitted ones: flagged when more than one content token in five is absent from
+the context, trusted when fewer than one in twenty is. With a question *and* a context, SGI's band
+stands unless support is below 0.80, which flags the result (``combined_band``): support can send a
+response to review first, never promote one; a paraphrase that swaps a word or two ("counting" for
+"including") keeps SGI's band. The ranking value is the mean of normalized SGI and support
+(``rank_value``).
 
 SGI's thresholds are the method's (review below 0.95, strong pass above 1.20). DGI's pass mark is
 the method's (pass above 0.30); its strong-pass mark 0.50 is ours, chosen so that DGI can reach all
@@ -18,7 +27,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 Triage = Literal["trusted", "review", "flagged"]
-Method = Literal["sgi", "dgi"]
+Method = Literal["sgi", "dgi", "support"]
 
 TRIAGE_ORDER: tuple[str, ...] = ("flagged", "review", "trusted")  # riskiest first
 EPSILON = 1e-6  # distances below this count as "the same point" (degenerate SGI/DGI)
@@ -46,7 +55,7 @@ BAND_COLOURS: dict[str, tuple[str, str]] = {
     "skipped": ("#80868b", "#f1f3f4"),
 }
 _RISK_RANK = {band: rank for rank, band in enumerate(STEP_BANDS)}
-SCORED_METHODS: tuple[str, ...] = ("sgi", "dgi")
+SCORED_METHODS: tuple[str, ...] = ("sgi", "dgi", "support")  # support: against the context alone (no question)
 
 
 def step_band(method: str | None, triage_label: str | None) -> str:
@@ -64,7 +73,8 @@ def risk_rank(band: str) -> int:
 
 
 def risk_key(band: str, normalized: float | None) -> tuple[int, float]:
-    """Sort key, riskiest first: the band, then the lowest normalized score (unscored last in a band)."""
+    """Sort key, riskiest first: the band, then the lowest ranking value (a score's ``rank``;
+    unscored last in a band)."""
     return (risk_rank(band), normalized if normalized is not None else 2.0)
 
 
@@ -91,7 +101,8 @@ class Band:
 
 SGI_BAND = Band("sgi", review_below=0.95, strong_above=1.20, inclusive_flag=False)
 DGI_BAND = Band("dgi", review_below=0.30, strong_above=0.50, inclusive_flag=True)
-BANDS: dict[str, Band] = {"sgi": SGI_BAND, "dgi": DGI_BAND}
+SUPPORT_BAND = Band("support", review_below=0.80, strong_above=0.95, inclusive_flag=False)
+BANDS: dict[str, Band] = {"sgi": SGI_BAND, "dgi": DGI_BAND, "support": SUPPORT_BAND}
 
 
 def normalize(method: str, raw: float) -> float:
@@ -100,11 +111,38 @@ def normalize(method: str, raw: float) -> float:
         return math.tanh(max(0.0, raw - 0.3))
     if method == "dgi":
         return (raw + 1.0) / 2.0
+    if method == "support":
+        return min(1.0, max(0.0, raw))
     raise ValueError(f"unknown method {method!r}")
 
 
 def triage(method: str, raw: float) -> Triage:
     return BANDS[method].triage(raw)
+
+
+def riskier(a: Triage, b: Triage) -> Triage:
+    """The band that is reviewed first of the two."""
+    return a if TRIAGE_ORDER.index(a) <= TRIAGE_ORDER.index(b) else b
+
+
+def combined_band(sgi_raw: float, support: float | None, content_tokens: int = 1) -> Triage:
+    """SGI's band, flagged as well when support is flagged (and there was content to check)."""
+    band = triage("sgi", sgi_raw)
+    if support is not None and content_tokens and triage("support", support) == "flagged":
+        return "flagged"
+    return band
+
+
+def rank_value(method: str, raw: float, support: float | None) -> float:
+    """The value triage sorts by, in [0, 1], lower = review first.
+
+    SGI with evidence: the mean of normalized SGI and support, two signals in [0, 1] with equal
+    weight (nothing fitted): the response must both move toward its context and state what the
+    context contains. Support alone without a question; normalized DGI without a context.
+    """
+    if method == "sgi" and support is not None:
+        return (normalize("sgi", raw) + normalize("support", support)) / 2.0
+    return normalize(method, raw)
 
 
 _SENTENCES = {
@@ -114,6 +152,9 @@ _SENTENCES = {
     ("dgi", "flagged"): "DGI {v:.2f} <= 0.30: the question-to-response step does not point the way grounded answers go. Review first.",
     ("dgi", "review"): "DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go. Review when time allows.",
     ("dgi", "trusted"): "DGI {v:.2f} > 0.50: the step points the way grounded answers go (strong pass).",
+    ("support", "flagged"): "Support {v:.2f} < 0.80: {absent} of the response's {total} content words {are} not in the context. Review first.",
+    ("support", "review"): "Support {v:.2f} in [0.80, 0.95]: {absent} of the response's {total} content words {are} not in the context. Review when time allows.",
+    ("support", "trusted"): "Support {v:.2f} > 0.95: the context contains {present} of the response's {total} content words (strong pass).",
 }
 
 
@@ -128,6 +169,18 @@ def shown_value(method: str, raw: float, band: Triage) -> float:
             break
         shown = round(shown + (0.01 if got < order else -0.01), 2)
     return shown
+
+
+def explain_support(support: float, total: int, absent: int, weakest: str | None = None) -> str:
+    """One or two sentences on the support signal, without the triage note."""
+    if total == 0:
+        return "Support: the response has no content words (numbers, names, words) to look for in the context."
+    band = triage("support", support)
+    text = _SENTENCES[("support", band)].format(v=shown_value("support", support, band), absent=absent,
+                                               total=total, present=total - absent, are="is" if absent == 1 else "are")
+    if weakest:
+        text += f' Weakest sentence: "{weakest}"' + ("" if weakest.endswith((".", "!", "?", "\u2026")) else ".")
+    return text
 
 
 def explain(method: str, raw: float, band: Triage, detail: str = "") -> str:

@@ -1,73 +1,297 @@
-"""`groundlens benchmark`: AUROC on bundled labelled data, next to simple baselines.
+"""`groundlens benchmark`: every signal's AUROC on labelled data, next to simple baselines, with intervals.
 
-Data (MIT, HaluEval, Li et al. EMNLP 2023; see groundlens_core/data/README.md):
-- ``halueval_qa.csv``: 1000 HotpotQA rows with a knowledge passage -> SGI. SGI fits nothing, so
-  every row may be used.
-- ``halueval_general_heldout.csv``: the held-out part of HaluEval general (no context) -> DGI. The
-  bundled direction was fitted on the other part; these rows never took part in the fit.
-AUROC reads "label 1 (grounded) scores higher". The QA set has a known shortcut: the grounded
-answers are short entities and the hallucinated ones full sentences, so response length alone
-separates them; read SGI's figure against that baseline.
+Sets:
+- ``halueval_qa.csv`` (bundled, MIT, HaluEval, Li et al. EMNLP 2023): 1000 HotpotQA rows with a
+  question and a knowledge passage. Known shortcut: the grounded answers are short entities and the
+  hallucinated ones full sentences, so response length alone separates them; every signal is also
+  reported *within response-length quintiles* ("length-matched"), where that shortcut cannot help.
+- ``halueval_general_heldout.csv`` (bundled, MIT): the held-out part of HaluEval general (no
+  context) -> DGI. The bundled direction was fitted on the other part.
+- ``faithbench_dev.csv`` (FaithBench, Bao et al. NAACL 2025, CC BY-NC-SA 4.0): summaries without a
+  question. Never bundled: read from ``../shared/data`` next to a source checkout (or
+  ``--faithbench PATH``) and skipped when absent. Its ``spans`` column marks the human-annotated
+  unsupported spans, which gives the localisation hit rate of the weakest sentence.
+- ``--data my.csv``: any labelled CSV/JSONL with ``response`` and ``label`` (1 = grounded), and
+  ``question`` and/or ``context``; optional ``spans`` (JSON list of ``[start, end)`` in the response).
+
+Signals: SGI (question + context), DGI (question, context ignored), support (context), the triage
+ranking (the ``rank`` the product sorts by, for each row as given), and the baselines: shorter
+response, and word overlap with the context (with the question when there is no context). AUROC
+reads "label 1 (grounded) scores higher"; intervals are 95 % percentile bootstrap over rows
+(1000 resamples, fixed seed, so the same data prints the same figures).
 """
 
 from __future__ import annotations
 
 import csv
+import json
+import math
+import os
+import time
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
 
 from groundlens_core.bands import TRIAGE_NOTE
+from groundlens_core.errors import GroundlensInputError
 from groundlens_core.metrics import auroc, length_baseline, overlap_baseline
 
 QA_FILE = "halueval_qa.csv"
 GENERAL_FILE = "halueval_general_heldout.csv"
+FAITHBENCH_FILE = "faithbench_dev.csv"
+BOOTSTRAP = 1000
+SEED = 20261129
 
 
-def _rows(name: str, limit: int | None) -> list[dict[str, str]]:
+# ---------------------------------------------------------------- data
+
+
+def _bundled(name: str) -> list[dict[str, Any]]:
     with resources.files("groundlens_core.data").joinpath(name).open("r", encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
-    return rows[:limit] if limit else rows
+        return list(csv.DictReader(fh))
 
 
-def _score_set(rows: list[dict[str, str]], method: str, overlap_with: str, data: str, **kwargs: Any) -> dict[str, Any]:
-    """AUROC of ``method`` on ``rows`` next to the two baselines, and the flag rate per label."""
-    from groundlens_core.scoring import evaluate_batch
+def faithbench_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """FaithBench is CC BY-NC-SA and never shipped. Where it is read from: ``explicit``,
+    ``$GROUNDLENS_FAITHBENCH``, ``$GROUNDLENS_SHARED_DATA/faithbench_dev.csv``, else
+    ``shared/data/faithbench_dev.csv`` in the parent of the source checkout (``../shared/data``) or
+    of one of its parents, or of the working directory (a git worktree sits one level deeper)."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get("GROUNDLENS_FAITHBENCH"):
+        return Path(os.environ["GROUNDLENS_FAITHBENCH"])
+    if os.environ.get("GROUNDLENS_SHARED_DATA"):
+        return Path(os.environ["GROUNDLENS_SHARED_DATA"]) / FAITHBENCH_FILE
+    root = Path(__file__).resolve().parent.parent
+    for base in (root, Path.cwd().resolve()):
+        for parent in list(base.parents)[:3]:
+            p = parent / "shared" / "data" / FAITHBENCH_FILE
+            if p.is_file():
+                return p
+    return None
 
-    with_context = method == "sgi"
-    items = [{"question": r["question"], "response": r["response"], **({"context": r["context"]} if with_context else {})}
-             for r in rows]
-    res = evaluate_batch(items, errors="raise", **kwargs)
-    y = [int(r["label"]) for r in rows]
-    return {
-        "data": data.format(n=len(rows), grounded=sum(y)),
-        "method": method,
-        "auroc": {
-            method: auroc([s.value for s in res], y),
-            "baseline: shorter response": auroc([length_baseline(r["response"]) for r in rows], y),
-            f"baseline: word overlap with {overlap_with}": auroc([overlap_baseline(r["response"], r[overlap_with]) for r in rows], y),
-        },
-        "flag_rate": {"grounded": _rate(res, y, 1), "hallucinated": _rate(res, y, 0)},
-    }
 
+def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Rows of a labelled CSV/JSONL: ``response`` and ``label`` required, ``question``/``context``/``spans`` optional."""
+    from groundlens_core.io_formats import iter_rows, scan_table
 
-def run_benchmark(limit: int | None = None, long_context: str = "mean") -> dict[str, Any]:
-    out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "sets": [
-        _score_set(_rows(QA_FILE, limit), "sgi", "context",
-                   f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded", long_context=long_context),
-        _score_set(_rows(GENERAL_FILE, limit), "dgi", "question",
-                   f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
-                   "direction fitted on the other rows"),
-    ]}
-    lines = [f"groundlens benchmark (AUROC: 0.5 = chance; {out['note']})"]
-    for s in out["sets"]:
-        lines.append(f"\n{s['data']}")
-        for k, v in s["auroc"].items():
-            lines.append(f"  {k:<40} AUROC {v:.3f}")
-        lines.append(f"  flagged: {s['flag_rate']['grounded']:.1%} of grounded rows, {s['flag_rate']['hallucinated']:.1%} of hallucinated rows")
-    out["text"] = "\n".join(lines)
+    info = scan_table(path)
+    cols = list(info.columns)
+    rows = list(iter_rows(info))
+    if "label" not in cols:
+        raise GroundlensInputError(f"{path}: missing column label (1 = grounded, 0 = hallucinated)")
+    if "question" not in cols and "context" not in cols:
+        raise GroundlensInputError(f"{path}: needs a question and/or a context column")
+    out = []
+    for n, r in enumerate(rows, 1):
+        try:
+            label = int(float(str(r.get("label")).strip()))
+        except ValueError:
+            raise GroundlensInputError(f"{path}: row {n}: label must be 0 or 1, got {r.get('label')!r}") from None
+        if label not in (0, 1):
+            raise GroundlensInputError(f"{path}: row {n}: label must be 0 or 1, got {label}")
+        spans = r.get("spans")
+        if isinstance(spans, str) and spans.strip():
+            try:
+                spans = json.loads(spans)
+            except json.JSONDecodeError:
+                raise GroundlensInputError(f"{path}: row {n}: spans must be a JSON list of [start, end) pairs") from None
+        out.append({"question": r.get("question") or "", "context": r.get("context") or "", "response": r.get("response"),
+                    "label": label, "spans": spans if isinstance(spans, list) else None})
     return out
 
 
-def _rate(results, labels, label: int) -> float:
-    sel = [r.flagged for r, y in zip(results, labels) if y == label]
-    return sum(sel) / len(sel) if sel else float("nan")
+# ---------------------------------------------------------------- statistics
+
+
+def _auroc_fast(s: np.ndarray, y: np.ndarray) -> float:
+    pos = int(y.sum())
+    neg = len(y) - pos
+    if pos == 0 or neg == 0:
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    ss = s[order]
+    ranks = np.empty(len(s))
+    # average ranks over ties
+    _, first, counts = np.unique(ss, return_index=True, return_counts=True)
+    avg = first + (counts + 1) / 2.0
+    ranks[order] = np.repeat(avg, counts)
+    return float((ranks[y == 1].sum() - pos * (pos + 1) / 2.0) / (pos * neg))
+
+
+def auroc_ci(scores: Sequence[float], labels: Sequence[int], n: int = BOOTSTRAP, seed: int = SEED) -> dict[str, float]:
+    """AUROC and its 95 % percentile bootstrap interval (rows resampled with replacement)."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(labels, dtype=np.int64)
+    point = auroc(s, y)
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n):
+        idx = rng.integers(0, len(s), len(s))
+        v = _auroc_fast(s[idx], y[idx])
+        if not math.isnan(v):
+            vals.append(v)
+    lo, hi = (float(np.percentile(vals, 2.5)), float(np.percentile(vals, 97.5))) if vals else (float("nan"),) * 2
+    return {"auroc": point, "low": lo, "high": hi}
+
+
+def length_matched_auroc(scores: Sequence[float], labels: Sequence[int], lengths: Sequence[int], strata: int = 5) -> float:
+    """AUROC within response-length quintiles, averaged with weight min(#grounded, #hallucinated) per
+    stratum: what a signal ranks once the length shortcut is taken away."""
+    s, y, L = (np.asarray(a) for a in (scores, labels, lengths))
+    edges = np.quantile(L, np.linspace(0, 1, strata + 1))
+    vals, weights = [], []
+    for i in range(strata):
+        m = (L >= edges[i]) & ((L < edges[i + 1]) if i < strata - 1 else (L <= edges[i + 1]))
+        w = min(int((y[m] == 1).sum()), int((y[m] == 0).sum()))
+        if w:
+            vals.append(auroc(s[m], y[m]))
+            weights.append(w)
+    return float(np.average(vals, weights=weights)) if weights else float("nan")
+
+
+def _hit_ci(hits: Sequence[float], n: int = BOOTSTRAP, seed: int = SEED) -> dict[str, float]:
+    h = np.asarray(hits, dtype=np.float64)
+    if not len(h):
+        return {"rate": float("nan"), "low": float("nan"), "high": float("nan"), "rows": 0}
+    rng = np.random.default_rng(seed)
+    means = [float(h[rng.integers(0, len(h), len(h))].mean()) for _ in range(n)]
+    return {"rate": float(h.mean()), "low": float(np.percentile(means, 2.5)), "high": float(np.percentile(means, 97.5)),
+            "rows": int(len(h))}
+
+
+def _overlaps(start: int, end: int, spans: Sequence[Sequence[int]]) -> bool:
+    return any(a < end and start < b for a, b in spans)
+
+
+# ---------------------------------------------------------------- one set
+
+
+def score_set(rows: list[dict[str, Any]], name: str, *, dgi_only: bool = False, long_context: str = "mean",
+              bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+    """Every signal on ``rows`` (dicts with question, context, response, label[, spans])."""
+    from groundlens_core.scoring import evaluate_batch
+
+    y = [int(r["label"]) for r in rows]
+    lengths = [len(r["response"]) for r in rows]
+    has_q = any((r.get("question") or "").strip() for r in rows)
+    has_c = any((r.get("context") or "").strip() for r in rows) and not dgi_only
+    items = [{"question": r.get("question") or None, "response": r["response"],
+              "context": (r.get("context") or None) if has_c else None} for r in rows]
+    t0 = time.perf_counter()
+    res = evaluate_batch(items, errors="record", long_context=long_context)
+    seconds = time.perf_counter() - t0
+    errors = sum(1 for x in res if x.method == "error")
+    signals: dict[str, list[float | None]] = {}
+    if has_q and has_c:
+        signals["sgi"] = [x.value if x.method == "sgi" else None for x in res]
+    if has_q:
+        if has_c:  # DGI on the same rows, context ignored: what the question alone gives
+            dres = evaluate_batch([{"question": it["question"], "response": it["response"]} for it in items], errors="record")
+        else:
+            dres = res
+        signals["dgi"] = [x.value if x.method == "dgi" else None for x in dres]
+    if has_c:
+        signals["support"] = [getattr(x, "evidence", None).support if getattr(x, "evidence", None) else None for x in res]
+    signals["triage ranking"] = [x.rank if x.method != "error" else None for x in res]
+    signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
+    other = "context" if has_c else "question"
+    signals[f"baseline: word overlap with {other}"] = [overlap_baseline(r["response"], r.get(other) or "") for r in rows]
+
+    table = {}
+    for sig, vals in signals.items():
+        keep = [i for i, v in enumerate(vals) if v is not None]
+        if not keep:
+            continue
+        s = [vals[i] for i in keep]
+        yy = [y[i] for i in keep]
+        entry = auroc_ci(s, yy, n=bootstrap)
+        entry["length_matched"] = length_matched_auroc(s, yy, [lengths[i] for i in keep])
+        entry["rows"] = len(keep)
+        table[sig] = entry
+
+    flagged = {lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
+               for lab, v in (("grounded", 1), ("hallucinated", 0))}
+    out: dict[str, Any] = {
+        "data": name, "rows": len(rows), "grounded": sum(y), "errors": errors,
+        "methods": sorted({x.method for x in res}), "auroc": table, "flag_rate": flagged,
+        "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"), "seconds": seconds,
+    }
+    loc_rows = [(r, x) for r, x in zip(rows, res)
+                if r.get("spans") and int(r["label"]) == 0 and getattr(x, "evidence", None) is not None
+                and len(x.evidence.sentences) >= 2]
+    if loc_rows:
+        weakest, rand, longest = [], [], []
+        for r, x in loc_rows:
+            ev = x.evidence
+            hits = [_overlaps(s.start, s.end, r["spans"]) for s in ev.sentences]
+            weakest.append(float(ev.weakest is not None and hits[ev.weakest]))  # naming none is a miss
+            rand.append(sum(hits) / len(hits))
+            longest.append(float(hits[max(range(len(hits)), key=lambda i: (ev.sentences[i].end - ev.sentences[i].start, -i))]))
+        out["localisation"] = {
+            "what": "hallucinated rows with >= 2 sentences and annotated spans: share whose named sentence overlaps a span "
+                    "(a row where no sentence is named counts as a miss)",
+            "weakest sentence": _hit_ci(weakest, n=bootstrap),
+            "baseline: random sentence (expected)": _hit_ci(rand, n=bootstrap),
+            "baseline: longest sentence": _hit_ci(longest, n=bootstrap),
+        }
+    return out
+
+
+def _rate(flags: list[bool]) -> float:
+    return sum(flags) / len(flags) if flags else float("nan")
+
+
+# ---------------------------------------------------------------- the command
+
+
+def run_benchmark(limit: int | None = None, long_context: str = "mean", data: str | None = None,
+                  faithbench: str | None = None, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+    sets: list[dict[str, Any]] = []
+    if data:
+        rows = read_labelled(data)[:limit] if limit else read_labelled(data)
+        sets.append(score_set(rows, f"{Path(data).name}, {{n}} rows, {{grounded}} grounded", long_context=long_context, bootstrap=bootstrap))
+    else:
+        qa = _bundled(QA_FILE)[:limit] if limit else _bundled(QA_FILE)
+        sets.append(score_set([{**r, "label": int(r["label"])} for r in qa],
+                              f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
+                              long_context=long_context, bootstrap=bootstrap))
+        fb = faithbench_path(faithbench)
+        if fb is not None and fb.is_file():
+            rows = read_labelled(fb)
+            rows = rows[:limit] if limit else rows
+            sets.append(score_set(rows, f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
+                                        "{grounded} grounded; summaries, no question", long_context=long_context, bootstrap=bootstrap))
+        gen = _bundled(GENERAL_FILE)[:limit] if limit else _bundled(GENERAL_FILE)
+        sets.append(score_set([{**r, "label": int(r["label"]), "context": ""} for r in gen],
+                              f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
+                              "direction fitted on the other rows", dgi_only=True, bootstrap=bootstrap))
+    for s in sets:
+        s["data"] = s["data"].format(n=s["rows"], grounded=s["grounded"])
+    out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "bootstrap": bootstrap, "sets": sets}
+    if not data and faithbench_path(faithbench) is None:
+        out["skipped"] = ["FaithBench dev: not found (../shared/data/faithbench_dev.csv or --faithbench PATH); it is never bundled"]
+    out["text"] = format_report(out)
+    return out
+
+
+def format_report(out: dict[str, Any]) -> str:
+    lines = [f"groundlens benchmark (AUROC: 0.5 = chance, [95% bootstrap interval]; {out['note']})"]
+    for s in out["sets"]:
+        lines.append(f"\n{s['data']}" + (f"  ({s['errors']} rows could not be scored)" if s["errors"] else ""))
+        lines.append(f"  {'signal':<38} {'AUROC':>6}  {'95% interval':<15} {'length-matched':>14}")
+        for k, v in s["auroc"].items():
+            lines.append(f"  {k:<38} {v['auroc']:>6.3f}  [{v['low']:.3f}, {v['high']:.3f}]  {v['length_matched']:>14.3f}")
+        lines.append(f"  flagged: {s['flag_rate']['grounded']:.1%} of grounded rows, {s['flag_rate']['hallucinated']:.1%} of hallucinated rows"
+                     f"; {s['rows_per_second']:.0f} rows/s ({', '.join(s['methods'])})")
+        loc = s.get("localisation")
+        if loc:
+            lines.append(f"  localisation ({loc['weakest sentence']['rows']} {loc['what']}):")
+            for k, v in loc.items():
+                if k != "what":
+                    lines.append(f"    {k:<36} {v['rate']:.3f}  [{v['low']:.3f}, {v['high']:.3f}]")
+    for note in out.get("skipped", ()):
+        lines.append(f"\nskipped: {note}")
+    return "\n".join(lines)

@@ -24,6 +24,33 @@ from groundlens_core.errors import GroundlensError, GroundlensInputError
 # ---------------------------------------------------------------- commands
 
 
+def mark_unsupported(sentence: Any, response: str) -> str:
+    """The sentence with each unsupported token in ``[[ ]]`` (offsets index the response)."""
+    out, pos = [], sentence.start
+    for tok in sentence.unsupported:
+        out.append(response[pos:tok.start])
+        out.append(f"[[{response[tok.start:tok.end]}]]")
+        pos = tok.end
+    out.append(response[pos:sentence.end])
+    return " ".join("".join(out).split())
+
+
+def evidence_lines(res: Any, response: str) -> list[str]:
+    """Each response sentence with its support, unsupported tokens marked, and its best passage."""
+    ev = getattr(res, "evidence", None)
+    if ev is None:
+        return []
+    lines = [f"sentences ({len(ev.sentences)}; support = share of content words found in the context; "
+             "[[...]] = not in the context):"]
+    for i, s in enumerate(ev.sentences):
+        mark = "  <- weakest" if i == ev.weakest else ""
+        lines.append(f"  {i + 1:>2}. support {s.support:.2f}  {mark_unsupported(s, response)}{mark}")
+        passage = " ".join(s.passage.split())
+        passage = passage if len(passage) <= 200 else passage[:199] + "\u2026"
+        lines.append(f"      best passage (similarity {s.similarity:.2f}): {passage}")
+    return lines
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from groundlens_core.scoring import evaluate
 
@@ -31,8 +58,13 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(res.to_json())
     else:
-        print(f"{res.method.upper()} {res.value:.4f}  normalized {res.normalized:.3f}  {res.triage.upper()}")
+        line = f"{res.method.upper()} {res.value:.4f}  normalized {res.normalized:.3f}  {res.triage.upper()}"
+        if getattr(res, "support", None) is not None and res.method != "support":
+            line += f"  (support {res.support:.3f}, ranking value {res.rank:.3f})"
+        print(line)
         print(res.explanation)
+        for text in evidence_lines(res, args.response):
+            print(text)
     return 0
 
 
@@ -99,7 +131,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from groundlens_core.benchmark import run_benchmark
 
-    report = run_benchmark(limit=args.limit, long_context=args.long_context)
+    report = run_benchmark(limit=args.limit, long_context=args.long_context, data=args.data,
+                           faithbench=args.faithbench, bootstrap=args.bootstrap)
     print(json.dumps(report, indent=2) if args.json else report["text"])
     return 0
 
@@ -176,10 +209,10 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("doctor", help="check the installation offline: versions, model, fingerprint, a quick score")
     s.set_defaults(func=cmd_doctor)
 
-    s = sub.add_parser("check", help="score one response")
-    s.add_argument("--question", "-q", required=True)
+    s = sub.add_parser("check", help="score one response (with -c and no -q: against the context alone)")
+    s.add_argument("--question", "-q", default=None, help="the question; without it, a context is needed (method support)")
     s.add_argument("--response", "-r", required=True)
-    s.add_argument("--context", "-c", default=None, help="the source text; without it DGI is used")
+    s.add_argument("--context", "-c", default=None, help="the source text; without it DGI is used (needs -q)")
     s.add_argument("--calibration", default=None, help="a DGI direction from `groundlens calibrate`")
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
     s.add_argument("--json", action="store_true", help="print the full result as JSON")
@@ -209,8 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", "-o", required=True)
     s.set_defaults(func=cmd_calibrate)
 
-    s = sub.add_parser("benchmark", help="AUROC on the bundled labelled data, next to simple baselines")
-    s.add_argument("--limit", type=int, default=None, help="use only the first N rows of each set")
+    s = sub.add_parser("benchmark", help="every signal's AUROC (with 95%% intervals) on labelled data, next to simple baselines")
+    s.add_argument("--data", default=None, help="your labelled CSV/JSONL: response, label (1 = grounded), question and/or context, optional spans")
+    s.add_argument("--faithbench", default=None, help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)")
+    s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
+    s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_benchmark)

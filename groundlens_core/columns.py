@@ -3,6 +3,15 @@
 Every writer (CSV, JSONL, Parquet; one process or a Ray cluster) goes through
 :func:`result_columns`, so a new signal is one new entry here and in :data:`OUT_COLUMN_TYPES`
 and nothing else changes. Order matters: it is the order of the appended columns.
+
+Besides method, value, normalized, flagged, triage and error:
+
+- ``groundlens_rank``: the value triage sorts by within a band (lower = review first; SGI with
+  evidence: the mean of normalized SGI and support);
+- ``groundlens_support``: share of the response's content the context contains (empty without context);
+- ``groundlens_weakest_sentence``: the sentence stating the most the context lacks (empty when none);
+- ``groundlens_unsupported``: the absent numbers, dates, names and words, ``; ``-separated, first
+  occurrence of each, in order.
 """
 
 from __future__ import annotations
@@ -19,6 +28,10 @@ OUT_COLUMNS: tuple[str, ...] = (
     "groundlens_flagged",
     "groundlens_triage",
     "groundlens_error",
+    "groundlens_rank",
+    "groundlens_support",
+    "groundlens_weakest_sentence",
+    "groundlens_unsupported",
 )
 
 #: value type of each appended column in typed formats (Parquet/Arrow): "string", "float64", "bool".
@@ -30,23 +43,44 @@ OUT_COLUMN_TYPES: dict[str, str] = {
     "groundlens_flagged": "bool",
     "groundlens_triage": "string",
     "groundlens_error": "string",
+    "groundlens_rank": "float64",
+    "groundlens_support": "float64",
+    "groundlens_weakest_sentence": "string",
+    "groundlens_unsupported": "string",
 }
 
 #: review order of the bands, riskiest first (rows that could not be scored come before all)
 RISK_RANK = {band: risk_rank(band) for band in STEP_BANDS if band != "skipped"}  # from bands.py
 
 
+def unsupported_text(evidence: Any, limit: int = 50) -> str:
+    """The absent tokens of an :class:`~groundlens_core.results.Evidence`, first occurrence of each, ``; ``-joined."""
+    if evidence is None:
+        return ""
+    words = list(dict.fromkeys(tok.text for tok in evidence.unsupported()))
+    more = len(words) - limit
+    return "; ".join(words[:limit]) + (f"; ... ({more} more)" if more > 0 else "")
+
+
 def result_columns(res: Any) -> dict[str, Any]:
     """The appended cells for one result (a score or a ScoreError), keys in :data:`OUT_COLUMNS` order."""
     if res.method == "error":
         return {"groundlens_method": "error", "groundlens_value": None, "groundlens_normalized": None,
-                "groundlens_flagged": None, "groundlens_triage": "error", "groundlens_error": res.error}
+                "groundlens_flagged": None, "groundlens_triage": "error", "groundlens_error": res.error,
+                "groundlens_rank": None, "groundlens_support": None, "groundlens_weakest_sentence": None,
+                "groundlens_unsupported": None}
+    ev = getattr(res, "evidence", None)
+    weakest = ev.weakest_sentence if ev is not None else None
     return {"groundlens_method": res.method, "groundlens_value": res.value, "groundlens_normalized": res.normalized,
-            "groundlens_flagged": res.flagged, "groundlens_triage": res.triage, "groundlens_error": None}
+            "groundlens_flagged": res.flagged, "groundlens_triage": res.triage, "groundlens_error": None,
+            "groundlens_rank": getattr(res, "rank", res.normalized), "groundlens_support": None if ev is None else ev.support,
+            "groundlens_weakest_sentence": None if weakest is None else weakest.text,
+            "groundlens_unsupported": None if ev is None else unsupported_text(ev)}
 
 
 def risk_key(triage: Any, normalized: Any) -> tuple[int, float]:
-    """Sort key of a scored row, riskiest first: band, then the lowest normalized score (ties: input order)."""
+    """Sort key of a scored row, riskiest first: band, then the lowest ranking value (pass
+    ``groundlens_rank``; ties: input order)."""
     rank = RISK_RANK.get(str(triage), 4)
     try:
         norm = float(normalized) if normalized not in (None, "") else 2.0

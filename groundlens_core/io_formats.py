@@ -120,7 +120,8 @@ def scan_table(path: str | Path) -> TableInfo:
     if dupes:
         raise GroundlensInputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dupes))} in the header; "
                                    "each column needs its own name")
-    missing = [c for c in ("question", "response") if c not in columns]
+    # a question column is optional when there is a context column (rows scored against the context alone)
+    missing = [c for c in ("question", "response") if c not in columns and not (c == "question" and "context" in columns)]
     if missing:
         raise GroundlensInputError(f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(columns) or 'none'}")
     return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows)

@@ -4,13 +4,109 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
 def canonical_json(data: Any) -> str:
     """Sorted keys, fixed separators, no NaN: byte-stable across runs and processes."""
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+REDACTED = "[redacted]"
+
+
+def quote_sentence(text: str, limit: int = 160) -> str:
+    """How explanations quote a sentence: whole up to ``limit`` characters, else cut with an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
+    """A score dict without any of the caller's text: evidence sentences, passages and unsupported
+    tokens become ``[redacted]`` (offsets, counts and numbers stay), and the explanation stops quoting
+    the weakest sentence."""
+    ev = score.get("evidence")
+    if not isinstance(ev, dict):
+        return score
+    out = dict(score)
+    expl = out.get("explanation")
+    sentences = []
+    for s in ev.get("sentences", ()):
+        if isinstance(expl, str) and isinstance(s.get("text"), str):
+            expl = expl.replace(f'"{quote_sentence(s["text"])}"', f'"{REDACTED}"')
+        sentences.append({**s, "text": REDACTED, "passage": REDACTED,
+                          "unsupported": [{**u, "text": REDACTED} for u in s.get("unsupported", ())]})
+    out["evidence"] = {**ev, "sentences": sentences}
+    out["explanation"] = expl
+    return out
+
+
+@dataclass(frozen=True)
+class UnsupportedToken:
+    """A content token of a response sentence that the context does not contain (offsets in the response)."""
+
+    text: str
+    kind: str  # "number" | "date" | "name" | "word"
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class SentenceEvidence:
+    """One response sentence, its best-supporting context passage, and what the context lacks.
+
+    ``start``/``end`` index the response, ``passage_start``/``passage_end`` the context (a list of
+    context pieces is indexed as joined with blank lines, see ``join_context``). ``support`` is the
+    share of the sentence's content tokens the context contains (1.0 when it has none to check).
+    """
+
+    start: int
+    end: int
+    text: str
+    support: float
+    content_tokens: int
+    unsupported: tuple[UnsupportedToken, ...]
+    similarity: float  # cosine of the sentence and its best passage
+    passage_start: int
+    passage_end: int
+    passage: str
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SentenceEvidence":
+        d = dict(d)
+        d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Sentence-level evidence for a response scored against a context.
+
+    ``support`` = share of the response's content tokens (numbers, dates, names, content words) that
+    the context contains; ``weakest`` = index of the sentence stating the most the context lacks
+    (ties: the one least similar to its best passage), ``None`` when every sentence is supported.
+    """
+
+    support: float
+    content_tokens: int
+    unsupported_tokens: int
+    weakest: int | None
+    sentences: tuple[SentenceEvidence, ...]
+    context_passages: int
+    splitter: str = "groundlens-sentences/1"
+
+    @property
+    def weakest_sentence(self) -> SentenceEvidence | None:
+        return None if self.weakest is None else self.sentences[self.weakest]
+
+    def unsupported(self) -> list[UnsupportedToken]:
+        return [u for s in self.sentences for u in s.unsupported]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Evidence":
+        d = dict(d)
+        d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
+        return cls(**d)
 
 
 @dataclass(frozen=True)
@@ -26,12 +122,23 @@ class GroundlensScore:
     fingerprint: str  # embedder model id + SHA-256 of its weights
     backend: str  # embedding backend that produced the vectors
     version: str  # groundlens-core version
+    # the value triage sorts by (lower = review first), in [0, 1]; see ``rank_score`` in scoring.py
+    rank: float = field(default=0.0, kw_only=True)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return _plain(dataclasses.asdict(self))
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
+
+
+def _plain(value: Any) -> Any:
+    """Tuples (evidence sentences, unsupported tokens) as lists: plain JSON data, as a round trip gives."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 @dataclass(frozen=True)
@@ -40,6 +147,19 @@ class SGIResult(GroundlensScore):
     d_response_context: float
     context_mode: str  # "whole" | "mean" | "nearest" (how phi(ctx) was formed)
     context_chunks: int
+    support: float | None = field(default=None, kw_only=True)  # Evidence.support, when evidence is on
+    evidence: Evidence | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True)
+class SupportResult(GroundlensScore):
+    """A response checked against its context alone (no question: summaries, extraction, rewriting).
+
+    ``value`` is the support (share of the response's content the context contains); SGI is never
+    computed here, because it needs a real question.
+    """
+
+    evidence: Evidence
 
 
 @dataclass(frozen=True)
@@ -66,25 +186,31 @@ class ScoreError:
 
 
 def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
-    kind = {"sgi": SGIResult, "dgi": DGIResult, "error": ScoreError}.get(data.get("method", ""))
+    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult, "error": ScoreError}.get(data.get("method", ""))
     if kind is None:
         raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
     names = {f.name for f in dataclasses.fields(kind)}
-    return kind(**{k: v for k, v in data.items() if k in names})
+    kwargs = {k: v for k, v in data.items() if k in names}
+    if isinstance(kwargs.get("evidence"), dict):
+        kwargs["evidence"] = Evidence.from_dict(kwargs["evidence"])
+    if kind is not ScoreError and "rank" not in kwargs:  # a score saved before ``rank`` existed
+        kwargs["rank"] = kwargs.get("normalized", 0.0)
+    return kind(**kwargs)
 
 
 def as_score(data: Any) -> GroundlensScore | None:
     """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
-    field the dict lacks (a hand-built or older trace) is None unless the field has a default.
-    ``None`` stays None; anything else that is not an SGI/DGI score is a ``ValueError``.
+    field the dict lacks (a hand-built or older trace) is None unless the field has a default
+    (``rank`` of an older score is its ``normalized``). ``None`` stays None; anything else that is
+    not an SGI/DGI/support score is a ``ValueError``.
     """
     if data is None or isinstance(data, GroundlensScore):
         return data
     if not isinstance(data, dict):
         raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")
-    kind = {"sgi": SGIResult, "dgi": DGIResult}.get(data.get("method", ""))
+    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(data.get("method", ""))
     if kind is None:
         raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
     values: dict[str, Any] = {}
@@ -93,4 +219,8 @@ def as_score(data: Any) -> GroundlensScore | None:
             values[f.name] = data[f.name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
+    if isinstance(values.get("evidence"), dict):
+        values["evidence"] = Evidence.from_dict(values["evidence"])
+    if "rank" not in data and isinstance(data.get("normalized"), (int, float)):
+        values["rank"] = data["normalized"]
     return kind(**values)

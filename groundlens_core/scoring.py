@@ -1,4 +1,4 @@
-"""SGI, DGI and ``evaluate``: the method, on top of any :class:`Embedder`.
+"""SGI, DGI, support and ``evaluate``: the method, on top of any :class:`Embedder`.
 
 SGI = d(phi(r), phi(q)) / d(phi(r), phi(ctx)) with Euclidean d on unit embeddings; DGI = cos of the
 unit displacement phi(r) - phi(q) with a direction mu_hat. All arithmetic after the embedder is
@@ -20,13 +20,17 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import EPSILON, SGI_DEGENERATE_HIGH, explain, normalize, triage
+from groundlens_core.bands import (EPSILON, SGI_DEGENERATE_HIGH, TRIAGE_NOTE, combined_band, explain, explain_support,
+                                   normalize, rank_value, triage)
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
 from groundlens_core.errors import GroundlensError, GroundlensInputError
-from groundlens_core.results import DGIResult, GroundlensScore, ScoreError, SGIResult
+from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_evidence
+from groundlens_core.results import (DGIResult, Evidence, GroundlensScore, ScoreError, SGIResult, SupportResult,
+                                     quote_sentence)
+from groundlens_core.text import is_blank
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
 DEFAULT_LONG_CONTEXT = "mean"
@@ -40,7 +44,7 @@ def _check_text(name: str, value: Any) -> str:
         raise GroundlensInputError(f"{name} is missing")
     if not isinstance(value, str):
         raise GroundlensInputError(f"{name} must be text, got {type(value).__name__}")
-    if not value.strip():
+    if is_blank(value):  # no letter, digit or symbol once invisible characters are removed
         raise GroundlensInputError(f"{name} is blank")
     if len(value) > MAX_TEXT_CHARS:
         raise GroundlensInputError(f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
@@ -75,7 +79,7 @@ def join_context(context: Any) -> str | None:
             pieces.append(p)
     else:
         raise GroundlensInputError(f"context must be text or a list of texts, got {type(context).__name__}")
-    pieces = [p.strip() for p in pieces if p and p.strip()]
+    pieces = [p.strip() for p in pieces if not is_blank(p)]
     if not pieces:
         return None
     text = "\n\n".join(pieces)
@@ -87,9 +91,20 @@ def join_context(context: Any) -> str | None:
 
 @dataclass
 class _Item:
-    question: str
+    question: str | None  # None: no question (or a blank one) -> scored against the context alone
     response: str
     context: str | None
+
+
+def _make_item(q: Any, r: Any, c: Any) -> _Item:
+    """Check one item. A missing or blank question is fine with a context (method ``support``); without
+    a context it is the usual one-line error, because DGI needs a real question."""
+    response = _check_text("response", r)
+    context = join_context(c)
+    no_question = q is None or (isinstance(q, float) and math.isnan(q)) or (isinstance(q, str) and is_blank(q))
+    if context is not None and no_question:
+        return _Item(None, response, context)
+    return _Item(_check_text("question", q), response, context)
 
 
 def _prepare(item: Any) -> _Item:
@@ -100,7 +115,7 @@ def _prepare(item: Any) -> _Item:
         c = item[2] if len(item) == 3 else None
     else:
         raise GroundlensInputError("each item must be a mapping with question/response[/context] or a (question, response[, context]) tuple")
-    return _Item(_check_text("question", q), _check_text("response", r), join_context(c))
+    return _make_item(q, r, c)
 
 
 # ---------------------------------------------------------------- the math on vectors
@@ -127,49 +142,107 @@ def dgi_from_vectors(r: np.ndarray, q: np.ndarray, mu: np.ndarray) -> tuple[floa
     return max(-1.0, min(1.0, value)), norm
 
 
-def _sgi_result(raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb) -> SGIResult:
-    band = triage("sgi", raw)
+def _same_text(a: str, b: str) -> bool:
+    return " ".join(a.casefold().split()) == " ".join(b.casefold().split())
+
+
+def _same_point(response: str, other: str, what: str) -> str:
+    """Say only what the numbers show: equal embeddings are 'restating' only when the texts are equal."""
+    if _same_text(response, other):
+        return f"The response restates {what}."
+    return f"The response and {what} embed to the same point: the model cannot tell them apart."
+
+
+def _weakest_text(ev: Evidence) -> str | None:
+    s = ev.weakest_sentence
+    return None if s is None else quote_sentence(s.text)
+
+
+def _sgi_result(raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item,
+                ev: Evidence | None) -> SGIResult:
+    sgi_band = triage("sgi", raw)
     detail = ""
     if raw == SGI_DEGENERATE_HIGH and d_rc < EPSILON:
-        detail = "The response restates its context."
+        detail = _same_point(item.response, item.context or "", "its context")
     elif raw == 0.0 and d_rq < EPSILON:
-        detail = "The response restates the question."
+        detail = _same_point(item.response, item.question or "", "the question")
+    band, explanation, support = sgi_band, explain("sgi", raw, sgi_band, detail), None
+    if ev is not None:
+        support = ev.support
+        band = combined_band(raw, ev.support, ev.content_tokens)
+        text = explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
+        text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
+        if band != sgi_band:
+            text += f" Triage: {band} (support below 0.80 flags the response whatever SGI says)."
+        explanation = f"{text} ({TRIAGE_NOTE})"
     return SGIResult(
         method="sgi", value=raw, normalized=normalize("sgi", raw), flagged=band == "flagged", triage=band,
-        explanation=explain("sgi", raw, band, detail), fingerprint=emb.fingerprint, backend=emb.backend,
+        explanation=explanation, fingerprint=emb.fingerprint, backend=emb.backend,
         version=__version__, d_response_question=d_rq, d_response_context=d_rc, context_mode=mode, context_chunks=chunks,
+        rank=rank_value("sgi", raw, support), support=support, evidence=ev,
     )
 
 
-def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb) -> DGIResult:
+def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Item) -> DGIResult:
     band = triage("dgi", raw)
-    detail = "The response restates the question." if norm < EPSILON else ""
+    detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
     return DGIResult(
         method="dgi", value=raw, normalized=normalize("dgi", raw), flagged=band == "flagged", triage=band,
         explanation=explain("dgi", raw, band, detail), fingerprint=emb.fingerprint, backend=emb.backend,
-        version=__version__, displacement_norm=norm, direction=cal.direction_id,
+        version=__version__, displacement_norm=norm, direction=cal.direction_id, rank=rank_value("dgi", raw, None),
+    )
+
+
+def _support_result(ev: Evidence, emb) -> SupportResult:
+    # a response with no content token to look for cannot earn a strong pass: review it
+    band = triage("support", ev.support) if ev.content_tokens else "review"
+    text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
+    return SupportResult(
+        method="support", value=ev.support, normalized=normalize("support", ev.support), flagged=band == "flagged",
+        triage=band, explanation=f"{text} No question: scored against the context alone. ({TRIAGE_NOTE})",
+        fingerprint=emb.fingerprint, backend=emb.backend, version=__version__, evidence=ev,
+        rank=rank_value("support", ev.support, None),
     )
 
 
 # ---------------------------------------------------------------- public API
 
 
-def _score_items(items: list[_Item], emb, calibration, long_context: str) -> list[GroundlensScore]:
+def _score_items(items: list[_Item], emb, calibration, long_context: str, evidence: bool = True) -> list[GroundlensScore]:
     if long_context not in LONG_CONTEXT_MODES:
         raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
     cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
     # one plan for the whole batch: every distinct text (and context piece) is encoded once
-    qr_texts = [t for it in items for t in (it.question, it.response)]
-    ctx_plans = {it.context: _pieces(emb, it.context) for it in items if it.context is not None}
+    asked = [it for it in items if it.question is not None]
+    qr_texts = [t for it in asked for t in (it.question, it.response)]
+    ctx_plans = {it.context: _pieces(emb, it.context) for it in asked if it.context is not None}
     qr_vecs = embed_many(emb, qr_texts)
     piece_texts = list(dict.fromkeys(p for plan in ctx_plans.values() for p in plan))
     piece_vecs = dict(zip(piece_texts, emb.encode(piece_texts).astype(np.float64))) if piece_texts else {}
-    out: list[GroundlensScore] = []
+    # evidence: one more pass, over the sentences of the responses and contexts (cached like any text)
+    ev_plans: dict[int, EvidencePlan] = {}
     for i, it in enumerate(items):
-        q, r = qr_vecs[2 * i], qr_vecs[2 * i + 1]
+        if it.context is not None and (evidence or it.question is None):
+            ev_plans[i] = plan_evidence(it.response, it.context)
+    sent_texts = list(dict.fromkeys(t for plan in ev_plans.values() for t in plan.texts()))
+    sent_vecs = dict(zip(sent_texts, embed_many(emb, sent_texts))) if sent_texts else {}
+    keys_of: dict[str, frozenset[str]] = {}
+    out: list[GroundlensScore] = []
+    k = 0
+    for i, it in enumerate(items):
+        ev = None
+        if i in ev_plans:
+            if it.context not in keys_of:
+                keys_of[it.context] = context_keys(it.context)  # type: ignore[index]
+            ev = build_evidence(ev_plans[i], sent_vecs, keys_of[it.context])  # type: ignore[index]
+        if it.question is None:
+            out.append(_support_result(ev, emb))  # type: ignore[arg-type]
+            continue
+        q, r = qr_vecs[2 * k], qr_vecs[2 * k + 1]
+        k += 1
         if it.context is None:
             raw, norm = dgi_from_vectors(r, q, cal.vector)
-            out.append(_dgi_result(raw, norm, cal, emb))
+            out.append(_dgi_result(raw, norm, cal, emb, it))
             continue
         plan = ctx_plans[it.context]
         if len(plan) == 1:
@@ -180,32 +253,39 @@ def _score_items(items: list[_Item], emb, calibration, long_context: str) -> lis
             dists = [float(np.linalg.norm(r - piece_vecs[p])) for p in plan]
             c, mode = piece_vecs[plan[int(np.argmin(dists))]], "nearest"
         raw, d_rq, d_rc = sgi_from_vectors(r, q, c)
-        out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb))
+        out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb, it, ev))
     return out
 
 
 def evaluate(
-    question: str,
-    response: str,
+    question: str | None = None,
+    response: str | None = None,
     context: "str | Sequence[str] | None" = None,
     *,
     embedder=None,
     calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
     long_context: str = DEFAULT_LONG_CONTEXT,
+    evidence: bool = True,
 ) -> GroundlensScore:
-    """Score one response: SGI when ``context`` is non-blank, else DGI. Raises on bad input."""
-    item = _Item(_check_text("question", question), _check_text("response", response), join_context(context))
-    return _score_items([item], embedder or get_default_embedder(), calibration, long_context)[0]
+    """Score one response. Raises a one-line :class:`GroundlensInputError` on bad input.
+
+    - question and context: SGI (plus sentence evidence and support unless ``evidence=False``);
+    - context and no (or a blank) question: ``support``, the response against its context alone
+      (summaries, extraction, rewriting; SGI is never computed on an invented question);
+    - question and no context: DGI.
+    """
+    item = _make_item(question, response, context)
+    return _score_items([item], embedder or get_default_embedder(), calibration, long_context, evidence)[0]
 
 
 def compute_sgi(question: str, response: str, context: "str | Sequence[str]", *, embedder=None,
-                long_context: str = DEFAULT_LONG_CONTEXT) -> SGIResult:
+                long_context: str = DEFAULT_LONG_CONTEXT, evidence: bool = True) -> SGIResult:
     """SGI of a response given its context (which must be non-blank)."""
     ctx = join_context(context)
     if ctx is None:
         raise GroundlensInputError("context is blank; SGI needs a context (use compute_dgi or evaluate)")
     item = _Item(_check_text("question", question), _check_text("response", response), ctx)
-    return _score_items([item], embedder or get_default_embedder(), None, long_context)[0]  # type: ignore[return-value]
+    return _score_items([item], embedder or get_default_embedder(), None, long_context, evidence)[0]  # type: ignore[return-value]
 
 
 def compute_dgi(question: str, response: str, *, embedder=None,
@@ -232,10 +312,12 @@ def evaluate_batch(
     errors: str = "record",
     chunk_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
+    evidence: bool = True,
 ) -> list[GroundlensScore | ScoreError]:
     """Score many items, results in input order.
 
-    Items are mappings (``question``, ``response``, optional ``context``) or tuples. The unique
+    Items are mappings (``question``, ``response``, optional ``context``) or tuples; the method
+    per item is chosen as in :func:`evaluate`. The unique
     texts of each chunk of ``chunk_size`` items are embedded together. With ``errors="record"``
     a bad row becomes a :class:`ScoreError` and every other row is still scored; with
     ``errors="raise"`` the first bad row raises.
@@ -259,11 +341,11 @@ def evaluate_batch(
     for start in range(0, len(prepared), chunk_size):
         chunk = prepared[start : start + chunk_size]
         try:
-            scored = _score_items([it for _, it in chunk], emb, calibration, long_context)
+            scored = _score_items([it for _, it in chunk], emb, calibration, long_context, evidence)
         except Exception:
             if errors == "raise":
                 raise
-            scored = [_score_one_or_error(idx, it, emb, calibration, long_context) for idx, it in chunk]
+            scored = [_score_one_or_error(idx, it, emb, calibration, long_context, evidence) for idx, it in chunk]
         for (idx, _), res in zip(chunk, scored):
             results[idx] = res
         done += len(chunk)
@@ -272,10 +354,11 @@ def evaluate_batch(
     return results  # type: ignore[return-value]
 
 
-def _score_one_or_error(idx: int, item: _Item, emb, calibration, long_context: str) -> GroundlensScore | ScoreError:
+def _score_one_or_error(idx: int, item: _Item, emb, calibration, long_context: str,
+                        evidence: bool = True) -> GroundlensScore | ScoreError:
     """Fallback when a chunk failed as a whole: find which rows fail, keep the others."""
     try:
-        return _score_items([item], emb, calibration, long_context)[0]
+        return _score_items([item], emb, calibration, long_context, evidence)[0]
     except GroundlensError as exc:
         return ScoreError(index=idx, error=str(exc))
     except Exception as exc:  # a bug or a broken model must not cost the other rows

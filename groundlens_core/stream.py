@@ -38,7 +38,7 @@ from groundlens_core.results import GroundlensScore, ScoreError
 DEFAULT_HTML_ROWS = 1000
 #: per-row record of the keys file (see the module docstring)
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
-_METHOD_CODE = {"error": 0, "sgi": 1, "dgi": 2}
+_METHOD_CODE = {"error": 0, "sgi": 1, "dgi": 2, "support": 3}
 CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/1"
 
 
@@ -226,7 +226,7 @@ class _Sink:
 
         keys = np.zeros(len(rows), dtype=KEY_DTYPE)
         for i, r in enumerate(rows):
-            norm = r.get("groundlens_normalized")
+            norm = r.get("groundlens_rank", r.get("groundlens_normalized"))  # the ranking value triage sorts by
             keys[i]["rank"] = RISK_RANK.get(r.get("groundlens_triage"), 4)
             keys[i]["method"] = _METHOD_CODE.get(r.get("groundlens_method"), 0)
             keys[i]["norm"] = 2.0 if norm is None else float(norm)

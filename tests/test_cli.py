@@ -56,10 +56,10 @@ def test_evaluate_csv_keeps_columns_appends_scores_and_sorts(tmp_path, capsys):
     assert by_id["c"]["groundlens_method"] == "error" and "question is blank" in by_id["c"]["groundlens_error"]
     assert by_id["d"]["groundlens_method"] == "dgi"  # empty context cell -> DGI
     assert by_id["a"]["groundlens_method"] == by_id["b"]["groundlens_method"] == "sgi"
-    # riskiest first: the error, then ascending normalized score within a band
+    # riskiest first: the error, then ascending ranking value within a band
     assert got[0]["id"] == "c"
     risk = {"error": 0, "flagged": 1, "review": 2, "trusted": 3}
-    keys = [(risk[r["groundlens_triage"]], float(r["groundlens_normalized"] or 2)) for r in got]
+    keys = [(risk[r["groundlens_triage"]], float(r["groundlens_rank"] or 2)) for r in got]
     assert keys == sorted(keys)
     assert float(by_id["a"]["groundlens_value"]) > float(by_id["b"]["groundlens_value"])
 

@@ -22,7 +22,7 @@ from groundlens_core.results import GroundlensScore, as_score
 
 SCHEMA_VERSION = "1.0"
 STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
-STEP_METHODS = ("sgi", "dgi", "skipped", "error")
+STEP_METHODS = (*SCORED_METHODS, "skipped", "error")
 
 # Metadata keys the exporters read. Adapters write them through these names, and
 # tests/test_metadata_contract.py checks that every key an exporter reads is written by an adapter.
@@ -105,7 +105,7 @@ class Step:
     kind: str  # one of STEP_KINDS
     method: str  # one of STEP_METHODS
     parent_id: str | None = None
-    score: GroundlensScore | None = None  # when method is sgi/dgi
+    score: GroundlensScore | None = None  # when method is sgi/dgi/support
     triage: str | None = None  # trusted / review / flagged / error; None when skipped
     question: Text = None
     context: tuple[ContextPiece, ...] = ()
@@ -159,8 +159,13 @@ class Step:
             return f"{self.method.upper()}={self.value:.2f} {self.triage}"
         return self.method
 
+    @property
+    def rank(self) -> float | None:
+        """The value triage sorts by within a band (SGI with evidence: mean of normalized SGI and support)."""
+        return None if self.score is None else self.score.rank
+
     def risk_key(self) -> tuple[int, float, int]:
-        return (*risk_key(self.band, self.normalized), self.index)
+        return (*risk_key(self.band, self.rank), self.index)
 
     def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
         """This step as every export shows it: with ``redact`` each text becomes a SHA-256 and its
@@ -177,6 +182,11 @@ class Step:
         if redact:
             changes["error"] = redact_string(self.error)
             changes["metadata"] = redact_mapping(self.metadata)
+            if self.score is not None and getattr(self.score, "evidence", None) is not None:
+                from groundlens_core.results import redact_score_dict
+
+                # evidence quotes the response and context, and the explanation the weakest sentence
+                changes["score"] = as_score(redact_score_dict(self.score.to_dict()))
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:

@@ -386,7 +386,7 @@ class OTelExporter:
         if step.method == "error":
             a[sc.ERROR_TYPE] = "groundlens.step_error"
         if step.method in SCORED_METHODS and step.score is not None:
-            a.update(_evaluation_attributes(step))
+            a.update(_evaluation_attributes(step, self.max_text_chars))
             a[sc.GL_FLAGGED] = bool(step.score.flagged)
             if step.normalized is not None:
                 a[sc.GL_NORMALIZED] = float(step.normalized)
@@ -397,7 +397,7 @@ class OTelExporter:
         return name, a
 
     def _emit_evaluation(self, step: Step, span: Any, end_ns: int) -> None:
-        attrs = _evaluation_attributes(step)
+        attrs = _evaluation_attributes(step, self.max_text_chars)
         attrs.update({sc.EVENT_NAME: sc.GEN_AI_EVALUATION_RESULT_EVENT, sc.GL_STEP_ID: step.id, sc.GL_NODE: step.node,
                       sc.GL_METHOD: step.method, sc.GL_FLAGGED: step.flagged})
         if step.normalized is not None:
@@ -431,7 +431,11 @@ class OTelExporter:
             return None
 
 
-def _evaluation_attributes(step: Step) -> dict[str, Any]:
+def _evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict[str, Any]:
+    """gen_ai.evaluation.* plus the evidence: the ranking value, support, the weakest sentence and
+    the unsupported tokens. ``step`` is a view, so under redaction its evidence texts are already
+    ``[redacted]`` and the explanation no longer quotes the weakest sentence; evidence texts are
+    cut to ``EVIDENCE_ATTR_MAX_CHARS`` (or ``max_text_chars`` when smaller)."""
     out: dict[str, Any] = {sc.GEN_AI_EVALUATION_NAME: f"groundlens.{step.method}"}
     if step.value is not None:
         out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = float(step.value)
@@ -439,6 +443,17 @@ def _evaluation_attributes(step: Step) -> dict[str, Any]:
         out[sc.GEN_AI_EVALUATION_SCORE_LABEL] = step.triage
     if step.explanation:
         out[sc.GEN_AI_EVALUATION_EXPLANATION] = step.explanation
+    if step.rank is not None:
+        out[sc.GL_RANK] = float(step.rank)
+    ev = getattr(step.score, "evidence", None)
+    if ev is not None:
+        limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)
+        out[sc.GL_SUPPORT] = float(ev.support)
+        if ev.weakest_sentence is not None:
+            out[sc.GL_WEAKEST_SENTENCE] = render_text(ev.weakest_sentence.text, max_text_chars=limit)
+        words = list(dict.fromkeys(u.text for u in ev.unsupported()))
+        if words:
+            out[sc.GL_UNSUPPORTED] = render_text("; ".join(words), max_text_chars=limit)
     return out
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
 from groundlens_core.results import GroundlensScore, as_score
+from groundlens_core.text import is_blank
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
 
 log = logging.getLogger("groundlens.recorder")
@@ -504,8 +505,10 @@ class Recorder:
             return "skipped", "a tool or retriever result: context for later steps, not scored"
         if not isinstance(call.response, str) or not call.response.strip():
             return "skipped", "no response text"
-        if not isinstance(call.question, str) or not call.question.strip():
-            return "skipped", "no question found for this call"
+        if is_blank(call.question if isinstance(call.question, str) else None) and not any(
+                isinstance(p.text, str) and not is_blank(p.text) for p in context_pieces(call.context)):
+            # with a context, no question is fine: the core scores the response against it alone (support)
+            return "skipped", "no question and no context found for this call"
         return "score", None
 
     def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, GroundlensScore | None, float | None]]:

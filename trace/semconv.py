@@ -54,6 +54,11 @@ GL_VALUE = "groundlens.value"
 GL_NORMALIZED = "groundlens.normalized"
 GL_FLAGGED = "groundlens.flagged"
 GL_NODE = "groundlens.node"
+GL_RANK = "groundlens.rank"  # the value triage sorts by (lower = review first)
+GL_SUPPORT = "groundlens.support"  # share of the response's content the context contains
+GL_WEAKEST_SENTENCE = "groundlens.weakest_sentence"  # the response sentence stating most that the context lacks
+GL_UNSUPPORTED = "groundlens.unsupported"  # the absent numbers, dates, names, words ("; "-joined)
+EVIDENCE_ATTR_MAX_CHARS = 512  # evidence attributes are cut to this (backends drop over-long attributes)
 GL_FINGERPRINT = "groundlens.fingerprint"
 GL_SCORING_LATENCY_MS = "groundlens.scoring_latency_ms"
 GL_LLM_LATENCY_MS = "groundlens.llm_latency_ms"
