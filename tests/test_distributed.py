@@ -66,7 +66,7 @@ def test_score_dataset_gives_the_bytes_of_single_process_scoring(ray_cluster):
     from groundlens_core.distributed import score_dataset
 
     rows = _rows(30)
-    rows[4]["question"] = ""  # a bad row: an error, the others scored
+    rows[4]["response"] = ""  # a bad row: an error, the others scored
     ds = ray.data.from_items(rows, override_num_blocks=4)
     out = score_dataset(ds, batch_size=7, concurrency=2).take_all()
     want = [result_columns(r) for r in evaluate_batch(rows)]

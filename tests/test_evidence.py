@@ -172,7 +172,7 @@ def test_recorder_scores_a_call_without_question_against_its_context_and_redacts
     rec.end_trace("k")
     trace = rec.get_trace("k")
     scored, skipped = trace.steps
-    assert scored.method == "support" and scored.triage == "flagged" and scored.score["evidence"]["weakest"] == 1
+    assert scored.method == "support" and scored.triage == "flagged" and scored.score.evidence.weakest == 1
     assert skipped.method == "skipped" and "no question and no context" in skipped.skip_reason
     assert Trace.from_json(trace.to_json()).to_json() == trace.to_json()
     jsonschema.validate(trace.to_dict(), json_schema())

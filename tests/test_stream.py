@@ -202,7 +202,7 @@ def test_header_problems_and_a_directory_as_input(tmp_path, capsys):
 
 def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, capsys):
     rows = _rows(10)
-    rows[3]["question"] = ""
+    rows[3]["response"] = ""  # a blank response: an error row (a blank question with a context is scored: support)
     src = _write_csv(tmp_path / "in.csv", rows)
     html = tmp_path / "r.html"
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(html), "--html-rows", "3", "--sort"]) == 0
