@@ -1,8 +1,9 @@
 """groundlens: grounding triage for LLM agents.
 
 Scores every LLM output deterministically with sentence embeddings (no second LLM) so that humans
-review the riskiest outputs first. SGI is used when the response has a context, DGI when it does
-not. The scores are triage signals for ranking, never verdicts of truth.
+review the riskiest outputs first. SGI (with sentence evidence and support) is used when the
+response has a question and a context, support alone when it has a context and no question, DGI
+when it has no context. The scores are triage signals for ranking, never verdicts of truth.
 
 Importing this package is cheap: torch and the model load on the first score.
 """
@@ -19,7 +20,8 @@ from groundlens_core.errors import (
     GroundlensInputError,
     ModelNotFoundError,
 )
-from groundlens_core.results import DGIResult, GroundlensScore, ScoreError, SGIResult
+from groundlens_core.results import (DGIResult, Evidence, GroundlensScore, ScoreError, SentenceEvidence, SGIResult,
+                                     SupportResult, UnsupportedToken)
 from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
 
 __all__ = [
@@ -29,6 +31,10 @@ __all__ = [
     "CalibrationMismatchError",
     "CalibrationResult",
     "DGIResult",
+    "Evidence",
+    "SentenceEvidence",
+    "SupportResult",
+    "UnsupportedToken",
     "EmbeddingError",
     "GroundlensError",
     "GroundlensInputError",

@@ -519,8 +519,9 @@ class AdapterShell:
         """Score one answer now, on this thread. Never raises.
 
         ``context`` is a text, a list of texts or :class:`ContextPiece` s, or ``(text, source)``
-        pairs. The method is decided as the recorder decides it: SGI with non-blank context, DGI
-        without; no question or no response text gives ``skipped`` and no score.
+        pairs. The method is decided as the recorder decides it: SGI with a question and non-blank
+        context, support with context and no question, DGI with a question and no context; neither
+        question nor context, or no response text, gives ``skipped`` and no score.
         """
         t0 = time.perf_counter()
         try:

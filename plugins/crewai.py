@@ -46,6 +46,7 @@ from typing import Any, Sequence
 
 from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
 from groundlens_core.plugins._shell import AdapterShell, InlineScore, handle_internal_errors, lazy_classes, require
+from groundlens_core.results import quote_sentence
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord
 
@@ -562,6 +563,9 @@ _INSTRUCTIONS = {
     ("sgi", "flagged"): "FLAGGED: re-read the retrieved source and revise your answer so it is supported by it.",
     ("sgi", "review"): "REVIEW: check each claim against the source; fix or drop what it does not support, then answer.",
     ("sgi", "trusted"): "OK to answer.",
+    ("support", "flagged"): "FLAGGED: your answer states things the source does not; revise it so every claim comes from the source.",
+    ("support", "review"): "REVIEW: check the words the source does not contain; fix or drop them, then answer.",
+    ("support", "trusted"): "OK to answer.",
     ("dgi", "flagged"): "FLAGGED: your answer does not look grounded; look up a source with your tools and revise your answer from it.",
     ("dgi", "review"): "REVIEW: no source text was available; if you can, look one up and check your answer against it.",
     ("dgi", "trusted"): "OK to answer.",
@@ -605,14 +609,14 @@ def self_check(
         q = question.strip() if isinstance(question, str) and question.strip() else None
         if q is None and task is not None:
             q = (listeners[0].question_for(task) if listeners else task_question(task))
-        if q is None:
-            return _NEED_QUESTION
         sources: list[ContextPiece] = [ContextPiece(t, "argument:context") for t in _context_texts(context)]
         if not sources and task is not None:
             for lst in listeners:
                 sources.extend(p for p in lst.context_for(agent, task) if p not in sources)
             if not listeners:
                 sources.extend(_task_context_pieces(task))
+        if q is None and not sources:  # with sources, no question is fine: the answer is checked against them
+            return _NEED_QUESTION
         scorer: AdapterShell = listener if listener is not None and embedder is None and calibration is None \
             else _SelfChecker(embedder=embedder, calibration=calibration)
         inline = scorer.score_inline(question=q, response=text, context=sources)
@@ -634,14 +638,20 @@ class _SelfChecker(AdapterShell):
 
 def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
     method, triage = result.method, result.triage
-    if method == "sgi":
+    if method in ("sgi", "support"):
         names = sorted({p.source for p in sources})
         basis = f"against {len(sources)} source{'s' if len(sources) != 1 else ''} ({', '.join(names)})"
     else:
         basis = "without source text (no tool results or context to compare with)"
     head = (f"groundlens self-check: {triage.upper()} ({method.upper()}={result.value:.2f}, "
             f"normalized {result.normalized:.2f}, scored {basis}).")
-    return f"{head}\n{_INSTRUCTIONS[(method, triage)]}\n(A triage signal, not a verdict of truth.)"
+    lines = [head, _INSTRUCTIONS[(method, triage)]]
+    weakest = getattr(getattr(result, "evidence", None), "weakest_sentence", None)
+    if weakest is not None:  # name what to fix: the sentence stating most that the source lacks
+        missing = ", ".join(dict.fromkeys(u.text for u in weakest.unsupported))
+        lines.append(f'Weakest sentence: "{quote_sentence(weakest.text)}" (not in the source: {missing}).')
+    lines.append("(A triage signal, not a verdict of truth.)")
+    return "\n".join(lines)
 
 
 def _build_tool() -> type:

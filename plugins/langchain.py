@@ -127,7 +127,9 @@ class GroundlensEvaluator:
 
     def _score(self, question: str | None, response: str | None, context: list[str], found: dict[str, Any]) -> dict[str, Any]:
         """``(score dict or None, comment, metadata)`` for the texts found; never raises."""
-        missing = [name for name, value in (("question", question), ("response", response)) if not value]
+        # no question is fine with a context (a summarisation chain): the response is checked against it alone
+        missing = [name for name, value in (("question", question or (context and "context")), ("response", response))
+                   if not value]
         if missing:
             return {"score": None, "comment": f"groundlens: no {' or '.join(missing)} found "
                     f"(looked for question keys {list(self.question_keys)} in inputs and response keys "
@@ -141,7 +143,12 @@ class GroundlensEvaluator:
             return {"score": None, "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
                     "metadata": {"method": "error", **found}}
         meta = {"method": res.method, "value": res.value, "normalized": res.normalized, "triage": res.triage,
-                "flagged": res.flagged, "fingerprint": res.fingerprint, **found}
+                "flagged": res.flagged, "rank": res.rank, "fingerprint": res.fingerprint, **found}
+        ev = getattr(res, "evidence", None)
+        if ev is not None:
+            weakest = ev.weakest_sentence
+            meta.update({"support": ev.support, "weakest_sentence": None if weakest is None else weakest.text,
+                         "unsupported": list(dict.fromkeys(u.text for u in ev.unsupported()))})
         return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
 
     # -------------------------------------------------------- the three call styles

@@ -183,6 +183,51 @@
     return box;
   }
 
+  // the response, each sentence tinted by its support, unsupported tokens marked; hover a sentence
+  // for its best passage, and the list below it shows every sentence's evidence
+  function supportClass(v) { return v > 0.95 ? "gl-sup-hi" : (v >= 0.8 ? "gl-sup-mid" : "gl-sup-lo"); }
+
+  function evidenceBlock(s) {
+    var text = s.r || "";
+    var box = el("div", "gl-block gl-block-resp");
+    var h = el("h4", null, "Response");
+    if (s.rn) { h.appendChild(document.createTextNode(" ")); h.appendChild(el("span", "gl-pill", s.rn)); }
+    h.appendChild(document.createTextNode(" "));
+    h.appendChild(el("span", "gl-legend", "each sentence tinted by support (share of its content words found in the context); marked words are not in the context"));
+    box.appendChild(h);
+    var pre = el("pre", "gl-text gl-resp-ev");
+    var pos = 0;
+    var list = el("ol", "gl-evidence");
+    s.ev.forEach(function (e, k) {
+      if (e[0] > pos) pre.appendChild(document.createTextNode(text.slice(pos, e[0])));
+      var span = el("span", "gl-sent " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
+      span.dataset.support = String(e[2]);
+      span.title = "support " + e[2].toFixed(2) + (e[6] ? " (weakest sentence)" : "") +
+        "\nbest passage (similarity " + e[3].toFixed(2) + "): " + e[4];
+      var p = e[0];
+      e[5].forEach(function (u) {
+        if (u[0] > p) span.appendChild(document.createTextNode(text.slice(p, u[0])));
+        span.appendChild(el("mark", "gl-unsup", text.slice(u[0], u[1])));
+        p = u[1];
+      });
+      if (e[1] > p) span.appendChild(document.createTextNode(text.slice(p, e[1])));
+      pre.appendChild(span);
+      pos = e[1];
+      var li = el("li", "gl-ev " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
+      li.appendChild(el("span", "gl-ev-sup", "support " + e[2].toFixed(2) + (e[6] ? " \u2190 weakest" : "")));
+      li.appendChild(el("span", "gl-ev-sent", text.slice(e[0], e[1])));
+      li.appendChild(el("span", "gl-ev-pass", "best passage (similarity " + e[3].toFixed(2) + "): " + e[4]));
+      list.appendChild(li);
+    });
+    if (pos < text.length) pre.appendChild(document.createTextNode(text.slice(pos)));
+    box.appendChild(pre);
+    var det = el("details", "gl-ev-details");
+    det.appendChild(el("summary", null, "Evidence for each sentence (" + s.ev.length + ")"));
+    det.appendChild(list);
+    box.appendChild(det);
+    return box;
+  }
+
   function buildDetail(it) {
     var s = DATA.steps[it.i] || {};
     var tr = el("tr", "gl-detail");
@@ -210,7 +255,7 @@
       cbox.appendChild(piece);
     });
     main.appendChild(cbox);
-    main.appendChild(textBlock("Response", s.r || "", s.rn));
+    if (s.ev && s.ev.length) main.appendChild(evidenceBlock(s)); else main.appendChild(textBlock("Response", s.r || "", s.rn));
 
     var dl = el("dl", "gl-facts");
     (s.facts || []).forEach(function (f) {

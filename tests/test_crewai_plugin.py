@@ -231,8 +231,22 @@ def test_tool_scores_explicit_arguments_and_orders_answers(calibration):
     assert "SGI=" in grounded and "not a verdict of truth" in grounded
     no_context = self_check(REVISED, QUESTION, calibration=calibration)
     assert "DGI=" in no_context and "without source text" in no_context
-    # and without a question or a task to take it from, it asks for one instead of guessing
+    # and without a question, a context or a task to take them from, it asks instead of guessing
     assert "question" in self_check(REVISED, calibration=calibration)
+
+
+def test_self_check_names_the_weakest_sentence_and_works_without_a_question(calibration):
+    wrong = "The Eiffel Tower is about 330 metres tall. It was designed by Leonardo da Vinci in 1750."
+    reply = self_check(wrong, None, SOURCE, calibration=calibration)  # a source and no question: support
+    lines = reply.splitlines()
+    assert lines[0].startswith("groundlens self-check: FLAGGED (SUPPORT=") and "against 1 source" in lines[0]
+    assert lines[1].startswith("FLAGGED: your answer states things the source does not")
+    assert lines[2] == ('Weakest sentence: "It was designed by Leonardo da Vinci in 1750." '
+                        "(not in the source: designed, Leonardo, da, Vinci, 1750).")
+    with_q = self_check(wrong, QUESTION, SOURCE, calibration=calibration)
+    assert "SGI=" in with_q and 'Weakest sentence: "It was designed by Leonardo da Vinci in 1750."' in with_q
+    assert "Weakest sentence" not in self_check(REVISED.replace("counting", "including"), QUESTION, SOURCE,
+                                                 calibration=calibration)
 
 
 # ------------------------------------------------------------------ the self-check loop

@@ -160,6 +160,45 @@ def test_expanding_a_row_shows_its_details_as_text(page, small_report):
     page.assert_clean()
 
 
+def test_response_sentences_are_tinted_by_support_with_evidence_and_marked_words(browser, tmp_path):
+    source = ("Poseidon (film) . Poseidon grossed $ 181,674,817 at the worldwide box office on a budget of $ 160 million . "
+              "The film was directed by Wolfgang Petersen.")
+    summary = ("The film Poseidon, directed by Wolfgang Petersen, grossed $181,674,817 worldwide. "
+               "It won three Oscars <img src=x onerror=\"window.__xss=5\"> in 2007.")
+    rec = Recorder("langchain", name="summaries")
+    rec.record(CallRecord("s", "summarise", question=None, context=[ContextPiece(source, "retriever")], response=summary))
+    rec.end_trace("s")
+    trace = rec.get_trace("s")
+    assert trace.steps[0].method == "support"
+    page = Page(browser, write_html(trace, tmp_path / "evidence.html"))
+    try:
+        row = page.page.locator("#gl-rows tr.gl-row").first
+        row.locator(".gl-toggle").click()
+        sents = page.page.locator("#gl-rows tr.gl-detail .gl-resp-ev .gl-sent")
+        assert sents.count() == 2
+        assert "gl-sup-hi" in sents.nth(0).get_attribute("class")
+        weakest = page.page.locator("#gl-rows .gl-resp-ev .gl-sent.gl-weakest")
+        assert weakest.count() == 1 and "gl-sup-lo" in weakest.get_attribute("class")
+        assert weakest.text_content() == summary[summary.index("It won"):]
+        assert "best passage (similarity" in weakest.get_attribute("title")
+        marked = page.page.locator("#gl-rows .gl-resp-ev mark.gl-unsup").all_text_contents()
+        assert {"won", "three", "Oscars", "2007"} <= set(marked) and "181,674,817" not in marked
+        # the response as a whole is still there, character for character
+        assert page.page.locator("#gl-rows .gl-resp-ev").text_content() == summary
+        page.page.locator("#gl-rows .gl-ev-details summary").click()
+        evidence = page.page.locator("#gl-rows .gl-evidence li")
+        assert evidence.count() == 2 and "weakest" in evidence.nth(1).text_content()
+        assert "Poseidon grossed $ 181,674,817" in evidence.nth(0).text_content()
+        assert page.page.locator("#gl-rows .gl-resp-ev img").count() == 0
+        page.page.screenshot(path=str(_artifact("report-evidence.png")), full_page=True)
+        page.assert_clean()
+    finally:
+        page.page.close()
+    # redacted, the report shows no sentence (offsets would point into a hash) and no text of them
+    html = write_html(trace, tmp_path / "redacted.html", redact=True).read_text(encoding="utf-8")
+    assert "Oscars" not in html and "Petersen" not in html
+
+
 def test_triage_filters_hide_other_rows(page, small_report):
     steps = small_report[1].steps
     flagged = sum(s.triage == "flagged" for s in steps if s.method in ("sgi", "dgi"))

@@ -268,3 +268,15 @@ def test_runs_that_never_end_are_closed_past_the_cap(monkeypatch):
     first = traces[str(ids[0])]
     assert first.status == "error" and "abandoned" in first.error and first.ended_at
     assert traces[str(ids[2])].ended_at is None
+
+
+def test_evaluator_scores_a_summary_without_question_against_its_documents():
+    ev = GroundlensEvaluator()
+    res = ev(inputs={"documents": [Document(page_content=CONTEXT)]}, outputs={"output": UNGROUNDED})
+    meta = res["metadata"]
+    assert meta["method"] == "support" and res["score"] is not None and meta["question_key"] is None
+    assert 0.0 <= meta["support"] <= 1.0 and isinstance(meta["unsupported"], list)
+    if meta["unsupported"]:
+        assert meta["weakest_sentence"] in UNGROUNDED
+    s = ev.evaluate_strings(prediction=GROUNDED, reference=CONTEXT)  # no input: support
+    assert s["method"] == "support" and s["score"] is not None

@@ -204,8 +204,10 @@ def test_score_inline_decides_like_the_recorder(adapter, dgi_calibration):
     assert isinstance(sgi.score, SGIResult) and sgi.error is None and sgi.latency_ms > 0
     dgi = adapter.score_inline(question=QUESTION, response=GROUNDED, context="  ")
     assert isinstance(dgi.score, DGIResult) and dgi.score.direction == dgi_calibration.direction_id
-    skipped = adapter.score_inline(question=None, response=GROUNDED, context=FACTS)
-    assert skipped.score is None and skipped.error is None and "no question" in skipped.skipped
+    support = adapter.score_inline(question=None, response=GROUNDED, context=FACTS)  # a context, no question
+    assert support.score.method == "support" and support.score.evidence.support == 1.0
+    skipped = adapter.score_inline(question=None, response=GROUNDED, context="  ")
+    assert skipped.score is None and skipped.error is None and "no question and no context" in skipped.skipped
     # the same call through the recorder gives the same score, bit for bit
     adapter.recorder.record(CallRecord("same", "n", question=QUESTION, response=GROUNDED,
                                        context=[("" + FACTS, "tool:x")]))

@@ -41,6 +41,8 @@ _TEMPLATE_PACKAGE = "groundlens_core.templates"
 _SCORE_FACTS = (
     ("value", "raw score"),
     ("normalized", "normalized"),
+    ("support", "support"),
+    ("rank", "ranking value"),
     ("d_response_question", "d(response, question)"),
     ("d_response_context", "d(response, context)"),
     ("context_mode", "context mode"),
@@ -212,6 +214,19 @@ def _fmt_ms(value: Any) -> str:
     return f"{f:.0f}" if f >= 10 else f"{f:.1f}"
 
 
+def _evidence(step: Step) -> list[list[Any]]:
+    """Each response sentence for the report: ``[start, end, support, similarity, passage,
+    [[start, end], ...] of unsupported tokens, is_weakest]``, offsets into the response as shown.
+    Empty when the response is not shown whole (redacted or cut): offsets would point nowhere."""
+    ev = getattr(step.score, "evidence", None)
+    if ev is None or not isinstance(step.response, str):
+        return []
+    n = len(step.response)
+    return [[s.start, s.end, round(s.support, 4), round(s.similarity, 4), s.passage,
+             [[u.start, u.end] for u in s.unsupported if u.end <= n], i == ev.weakest]
+            for i, s in enumerate(ev.sentences) if s.end <= n]
+
+
 def _facts(step: Step, trace: Trace) -> list[list[str]]:
     """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
     and version are listed only where they differ from the trace's (the header shows those)."""
@@ -305,6 +320,7 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
             "ex": str(step.explanation or ""),
             "err": str(step.error or ""), "skip": str(step.skip_reason or ""),
             "facts": _facts(step, traces[ti]),
+            "ev": _evidence(step),
             "meta": "" if redact or not step.metadata else _json_text(step.metadata),
         })
 
