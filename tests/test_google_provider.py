@@ -335,6 +335,19 @@ async def test_instrumented_aio_side(client, fake_llm_server, dgi_calibration):
     assert second.get_trace().steps[0].method == "dgi"
 
 
+def test_vertex_ai_mode_is_read_the_same(fake_llm_server, dgi_calibration):
+    """``vertexai=True`` (express mode, an API key) talks Vertex's paths and response converters."""
+    fake_llm_server.default = says(GROUNDED)
+    vertex = genai.Client(vertexai=True, api_key="test-key", http_options=types.HttpOptions(base_url=fake_llm_server.url))
+    guard = GoogleProvider(client=vertex, calibration=dgi_calibration)
+    guard.instrument(vertex)
+    assert vertex.models.generate_content(model="gemini-test", contents=QUESTION, groundlens_context=CONTEXT).text == GROUNDED
+    assert "".join(c.text for c in vertex.models.generate_content_stream(model="gemini-test", contents=QUESTION)) == GROUNDED
+    assert fake_llm_server.requests[0].path.endswith("/publishers/google/models/gemini-test:generateContent")
+    steps = [t.steps[0] for t in guard.get_traces()]
+    assert [s.method for s in steps] == ["sgi", "dgi"] and steps[0].usage.total_tokens == 25
+
+
 def test_scoring_of_instrumented_calls_runs_off_the_callers_thread(client, fake_llm_server):
     from groundlens_core import get_embedder
 
