@@ -35,13 +35,15 @@ unless ``groundlens_node=`` names it; ``gen_ai.provider.name`` ``anthropic``):
   reply's ``model``.
 
 Calls covered: ``messages.create`` (sync, async, ``stream=True``: the caller gets the SDK's own
-``Stream`` / ``AsyncStream``, its events read as they pass) and ``messages.stream(...)`` (sync and
+``Stream`` / ``AsyncStream``, its events read as they pass), ``messages.stream(...)`` (sync and
 async: the SDK's own ``MessageStreamManager``; the step is recorded when the stream ends, breaks or
-is closed early). A failed call (an ``anthropic.APIStatusError`` after the SDK's retries, a
+is closed early), ``messages.parse``, and the same three on ``client.beta.messages`` (nodes
+``anthropic.beta.messages``...). A failed call (an ``anthropic.APIStatusError`` after the SDK's retries, a
 time-out, an ``error`` event or a connection cut in the middle of a stream) is an ``error`` step;
 the caller gets the SDK's exception, untouched. Not instrumented: ``with_raw_response`` /
-``with_streaming_response`` (passed through unread), ``messages.parse``, ``count_tokens``,
-``batches``, the ``beta`` namespace.
+``with_streaming_response`` (passed through unread), ``count_tokens``, ``batches``, the beta tool
+runner (it talks through threads, not these methods). A stream that is never read (a manager
+entered and left without reading) records nothing.
 
 The guard request is ``messages=[{"role": "user", "content": prompt_with_context(prompt,
 context)}]``, ``system=`` when given, ``max_tokens=`` :data:`DEFAULT_MAX_TOKENS` unless you pass
@@ -153,7 +155,13 @@ class AnthropicProvider(ProviderGuard):
     # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
-        return [Target(client.messages, "create", MESSAGES), Target(client.messages, "stream", MESSAGES_STREAM)]
+        targets = [Target(client.messages, "create", MESSAGES), Target(client.messages, "stream", MESSAGES_STREAM),
+                   Target(client.messages, "parse", "messages.parse")]
+        beta = getattr(getattr(client, "beta", None), "messages", None)
+        if beta is not None:  # the beta namespace: same Messages API, Beta* types
+            targets += [Target(beta, attr, f"beta.messages{suffix}") for attr, suffix in
+                        (("create", ""), ("stream", ".stream"), ("parse", ".parse")) if hasattr(beta, attr)]
+        return targets
 
     def _passthrough(self, kwargs: dict[str, Any]) -> bool:
         headers = kwargs.get("extra_headers")
@@ -162,15 +170,16 @@ class AnthropicProvider(ProviderGuard):
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         messages = list(kwargs.get("messages") or ())
         model = kwargs.get("model")
-        stream = operation == MESSAGES_STREAM or kwargs.get("stream") is True
+        stream = operation.endswith(".stream") or kwargs.get("stream") is True
         return RequestView(question=request_question(messages), context=tuple(request_context(messages)),
                            model=str(model) if model else None, stream=stream)
 
     def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
-        return operation == MESSAGES_STREAM or requested
+        return operation.endswith(".stream") or requested
 
     def _is_async_stream(self, result: Any) -> bool:
-        return isinstance(result, self.sdk.lib.streaming.AsyncMessageStreamManager)
+        streaming = self.sdk.lib.streaming
+        return isinstance(result, (streaming.AsyncMessageStreamManager, streaming.BetaAsyncMessageStreamManager))
 
     def _tap_stream(self, result: Any, wrap: Any) -> Any:
         """``messages.create(stream=True)`` gives a ``Stream``/``AsyncStream``, which reads its

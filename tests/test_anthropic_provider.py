@@ -273,6 +273,37 @@ def test_instrumented_messages_stream_helper(client, fake_llm_server, dgi_calibr
     assert second.method == "dgi" and "groundlens_context" not in _sent(fake_llm_server, 0)
 
 
+async def test_beta_namespace_and_parse_are_instrumented(client, aclient, fake_llm_server, dgi_calibration):
+    import pydantic
+
+    class Charge(pydantic.BaseModel):
+        hours: int
+
+    guard = AnthropicProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    kw = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": QUESTION}]}
+    fake_llm_server.default = says(GROUNDED)
+    beta = client.beta.messages.create(**kw, betas=["some-beta-2026-01-01"], groundlens_context=CONTEXT)
+    assert type(beta).__name__ == "BetaMessage" and "some-beta" in fake_llm_server.requests[-1].headers["anthropic-beta"]
+    with client.beta.messages.stream(**kw) as stream:
+        assert stream.get_final_text() == GROUNDED
+    fake_llm_server.default = says('{"hours": 4}')
+    parsed = client.messages.parse(**kw, output_format=Charge)
+    assert parsed.parsed_output == Charge(hours=4)
+    steps = [t.steps[0] for t in guard.get_traces()]
+    assert [s.node for s in steps] == ["anthropic.beta.messages", "anthropic.beta.messages.stream",
+                                       "anthropic.messages.parse"]
+    assert steps[0].method == "sgi" and steps[1].metadata["streaming"] is True and steps[2].response == '{"hours": 4}'
+
+    fake_llm_server.default = says(GROUNDED)
+    async_guard = AnthropicProvider(client=aclient, calibration=dgi_calibration)
+    async_guard.instrument(aclient)
+    async with aclient.beta.messages.stream(**kw) as stream:
+        assert await stream.get_final_text() == GROUNDED
+    assert async_guard.get_trace().steps[0].node == "anthropic.beta.messages.stream"
+    await aclient.close()
+
+
 def _outcome(fn):
     try:
         return ("ok", fn())
