@@ -491,6 +491,17 @@ def test_our_failure_never_breaks_an_instrumented_call(client, fake_llm_server, 
     assert errors and "reader bug" in errors[0].error
 
 
+def test_a_scoring_failure_of_an_instrumented_call_is_an_error_step(client, fake_llm_server, caplog):
+    fake_llm_server.add(chat_reply(GROUNDED))
+    guard = OpenAIProvider(client=client, embedder=BrokenEmbedder())
+    guard.instrument(client)
+    with caplog.at_level(logging.WARNING, logger="groundlens"):
+        result = client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}])
+        step = guard.get_trace().steps[0]
+    assert result.choices[0].message.content == GROUNDED
+    assert step.method == "error" and "embedder exploded" in step.error and step.response == GROUNDED
+
+
 def test_uninstrument_and_raw_response_helpers_pass_through(client, fake_llm_server):
     fake_llm_server.default = echo_chat(GROUNDED)
     guard = OpenAIProvider(client=client)
