@@ -65,7 +65,7 @@ from groundlens_core.plugins._provider import (
     using_context,
 )
 from groundlens_core.plugins._shell import parse_usage
-from groundlens_core.trace.model import ContextPiece
+from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
     "CONTEXT_KEYWORD",
@@ -154,7 +154,7 @@ class OpenAIProvider(ProviderGuard):
         if not tool_calls and _get(message, "function_call") is not None:  # the legacy functions API
             tool_calls = (str(_get(_get(message, "function_call"), "name") or "function"),)
         return Completion(
-            text=as_text(_get(message, "content")), model=_get(raw, "model"), usage=parse_usage(_get(raw, "usage")),
+            text=as_text(_get(message, "content")), model=_get(raw, "model"), usage=_usage(_get(raw, "usage"), "prompt"),
             finish_reason=_get(first, "finish_reason"), tool_calls=tool_calls,
         )
 
@@ -203,6 +203,22 @@ def instrument(client: Any, **kwargs: Any) -> Any:
 
 
 # ---------------------------------------------------------------- Chat Completions
+
+
+def _usage(usage: Any, naming: str) -> Usage | None:
+    """Token usage by OpenAI's own field names: ``prompt_tokens``/``completion_tokens`` (Chat
+    Completions) or ``input_tokens``/``output_tokens`` (Responses). The shell's ``parse_usage``
+    probes other SDKs' names first, and every name missing on a pydantic model costs a raised and
+    caught ``AttributeError`` on the caller's thread; it stays the fallback for odd objects."""
+    if usage is None:
+        return None
+    inp_key, out_key = ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
+    inp, out, total = _get(usage, inp_key), _get(usage, out_key), _get(usage, "total_tokens")
+    if not all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (inp, out, total)):
+        return parse_usage(usage)
+    if inp is None and out is None and total is None:
+        return parse_usage(usage)
+    return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
 
 
 def _tool_call_name(tool_call: Any) -> str:
@@ -263,7 +279,7 @@ class _ChatStreamReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts)
-        return Completion(text=text or None, model=self.model, usage=parse_usage(self.usage),
+        return Completion(text=text or None, model=self.model, usage=_usage(self.usage, "prompt"),
                           finish_reason=self.finish_reason,
                           tool_calls=tuple(self.tool_calls[i] for i in sorted(self.tool_calls)))
 
@@ -307,7 +323,7 @@ def _responses_completion(response: Any) -> Completion:
     reason = _get(_get(response, "incomplete_details"), "reason")
     finish = f"{status}:{reason}" if status == "incomplete" and reason else status
     return Completion(text="".join(texts) or None, model=_get(response, "model"),
-                      usage=parse_usage(_get(response, "usage")), finish_reason=finish, tool_calls=tuple(tools))
+                      usage=_usage(_get(response, "usage"), "input"), finish_reason=finish, tool_calls=tuple(tools))
 
 
 class _ResponsesStreamReader(StreamReader):
