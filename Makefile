@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.groundlens-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup browser phoenix bench clean
+.PHONY: demo test setup browser phoenix bench bench-stream clean
 
 setup: $(STAMP)
 
@@ -37,6 +37,10 @@ bench: setup
 	$(BIN)/python benchmarks/bench_core.py
 	$(BIN)/python benchmarks/bench_langgraph_overhead.py
 	$(BIN)/python benchmarks/bench_provider_overhead.py
+
+# streaming evaluate at 10k/100k/1M rows, cold-text rate, threads 1 vs 2, Ray 1 vs 2 workers (about 30-60 min here)
+bench-stream: setup
+	$(BIN)/python benchmarks/bench_stream.py
 
 clean:
 	rm -rf out test-artifacts build dist *.egg-info

@@ -23,6 +23,7 @@ from groundlens_core.errors import (
 from groundlens_core.results import (DGIResult, Evidence, GroundlensScore, ScoreError, SentenceEvidence, SGIResult,
                                      SupportResult, UnsupportedToken)
 from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
+from groundlens_core.stream import evaluate_stream
 
 __all__ = [
     "__version__",
@@ -48,6 +49,7 @@ __all__ = [
     "compute_sgi",
     "evaluate",
     "evaluate_batch",
+    "evaluate_stream",
     "get_embedder",
     "normalize",
     "triage",

@@ -73,8 +73,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from groundlens_core.stream import EvaluateJob, run_evaluate
     from groundlens_core.threads import use_threads
 
-    if args.address and args.engine != "ray":
-        raise GroundlensInputError("--address is for --engine ray")
+    if (args.address or args.workers) and args.engine != "ray":
+        raise GroundlensInputError("--address and --workers are for --engine ray")
     threads = use_threads(args.threads)
     job = EvaluateJob(
         input=Path(args.input), output=Path(args.output), sort=args.sort,

@@ -16,7 +16,7 @@ Besides method, value, normalized, flagged, triage and error:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 from groundlens_core.bands import STEP_BANDS, risk_rank
 
@@ -78,12 +78,18 @@ def result_columns(res: Any) -> dict[str, Any]:
             "groundlens_unsupported": None if ev is None else unsupported_text(ev)}
 
 
-def risk_key(triage: Any, normalized: Any) -> tuple[int, float]:
-    """Sort key of a scored row, riskiest first: band, then the lowest ranking value (pass
-    ``groundlens_rank``; ties: input order)."""
-    rank = RISK_RANK.get(str(triage), 4)
+#: small codes for the per-row keys file of a run (see ``stream.py``); -1 = a method not listed here
+METHOD_CODES = {"error": 0, "sgi": 1, "dgi": 2, "support": 3}
+
+
+def risk_key(cells: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key of a row from its appended cells, riskiest first: band, then the lowest ranking value
+    (``groundlens_rank``, else ``groundlens_normalized``; ties keep input order). ``--sort``, the keys
+    file of a run and the HTML report of a batch all rank by this."""
+    rank = RISK_RANK.get(str(cells.get("groundlens_triage")), 4)
+    value = cells.get("groundlens_rank", cells.get("groundlens_normalized"))
     try:
-        norm = float(normalized) if normalized not in (None, "") else 2.0
+        norm = float(value) if value not in (None, "") else 2.0
     except (TypeError, ValueError):
         norm = 2.0
     return rank, norm

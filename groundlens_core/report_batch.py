@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from groundlens_core.bands import TRIAGE_ORDER
-from groundlens_core.columns import RISK_RANK
+from groundlens_core.columns import METHOD_CODES, RISK_RANK
 from groundlens_core.results import ScoreError
 
 HISTOGRAM_BINS = 20
@@ -26,7 +26,7 @@ _BANDS_BY_RANK = {rank: band for band, rank in RISK_RANK.items()}  # the ranks o
 def population_summary(keys: np.ndarray) -> dict[str, Any]:
     """Counts by band and method and the score histogram over every row, from the keys alone."""
     counts = {b: int((keys["rank"] == r).sum()) for r, b in _BANDS_BY_RANK.items()}
-    methods = {"sgi": int((keys["method"] == 1).sum()), "dgi": int((keys["method"] == 2).sum())}
+    methods = {m: int((keys["method"] == code).sum()) for m, code in METHOD_CODES.items() if m != "error"}
     hist = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
     for band in TRIAGE_ORDER:
         rank = RISK_RANK[band]

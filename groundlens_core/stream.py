@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from groundlens_core.columns import OUT_COLUMNS, RISK_RANK, result_columns
+from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns, risk_key
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.results import GroundlensScore, ScoreError
 
@@ -38,7 +38,6 @@ from groundlens_core.results import GroundlensScore, ScoreError
 DEFAULT_HTML_ROWS = 1000
 #: per-row record of the keys file (see the module docstring)
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
-_METHOD_CODE = {"error": 0, "sgi": 1, "dgi": 2, "support": 3}
 CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/1"
 
 
@@ -226,10 +225,8 @@ class _Sink:
 
         keys = np.zeros(len(rows), dtype=KEY_DTYPE)
         for i, r in enumerate(rows):
-            norm = r.get("groundlens_rank", r.get("groundlens_normalized"))  # the ranking value triage sorts by
-            keys[i]["rank"] = RISK_RANK.get(r.get("groundlens_triage"), 4)
-            keys[i]["method"] = _METHOD_CODE.get(r.get("groundlens_method"), 0)
-            keys[i]["norm"] = 2.0 if norm is None else float(norm)
+            keys[i]["rank"], keys[i]["norm"] = risk_key(r)
+            keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)
         if self.kind == "parquet":
             import pyarrow as pa
 
@@ -389,9 +386,9 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     bands = {v: k for k, v in RISK_RANK.items()}
     for rank, n in zip(*np.unique(keys["rank"], return_counts=True)):
         summary.counts[bands.get(int(rank), "other")] = int(n)
-    codes = {v: k for k, v in _METHOD_CODE.items()}
+    codes = {v: k for k, v in METHOD_CODES.items()}
     for code, n in zip(*np.unique(keys["method"], return_counts=True)):
-        summary.methods[codes[int(code)]] = int(n)
+        summary.methods[codes.get(int(code), "other")] = int(n)
     if job.html is not None:
         from groundlens_core.report_batch import write_batch_html
 
@@ -494,13 +491,13 @@ def _part_rows(paths: _Paths) -> list[tuple[Path, int, int]]:
     return out
 
 
-def _arrow_rows(paths: _Paths, keys: np.ndarray, indices: Sequence[int]):
+def _arrow_rows(paths: _Paths, keys: np.ndarray | None, indices: Sequence[int], parts: list | None = None):
     """The rows at ``indices`` from the memory-mapped Arrow parts (zero-copy reads), as one table."""
     import bisect
 
     import pyarrow as pa
 
-    parts = _part_rows(paths)
+    parts = parts if parts is not None else _part_rows(paths)
     starts = [p[1] for p in parts]
     pieces = []
     cache: dict[int, Any] = {}
@@ -575,8 +572,9 @@ def _write_parquet(paths: _Paths, tmp: Path, schema, order: np.ndarray | None, r
             if buffered:
                 writer.write_table(pa.concat_tables(buffered).combine_chunks(), row_group_size=n)
         else:
+            parts = _part_rows(paths)
             for s in range(0, len(order), rows_per_group):
-                t = _arrow_rows(paths, None, order[s : s + rows_per_group])  # type: ignore[arg-type]
+                t = _arrow_rows(paths, None, order[s : s + rows_per_group], parts)
                 if t is not None:
                     writer.write_table(t.combine_chunks(), row_group_size=rows_per_group)
     with open(tmp, "rb+") as fh:

@@ -111,6 +111,12 @@ def test_csv_gz_jsonl_gz_and_parquet_give_the_same_scores(tmp_path):
     assert main(["evaluate", str(tmp_path / "out.parquet"), "-o", str(tmp_path / "back.csv")]) == 0
     assert (tmp_path / "back.csv").read_bytes() == ref
 
+    # --sort into Parquet: the same order as --sort into CSV (a second pass over the Arrow parts)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "sorted.csv"), "--sort"]) == 0
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "sorted.parquet"), "--sort", "--batch-size", "5"]) == 0
+    sorted_ids = [r["id"] for r in csv.DictReader(open(tmp_path / "sorted.csv", encoding="utf-8", newline=""))]
+    assert pq.read_table(tmp_path / "sorted.parquet").column("id").to_pylist() == sorted_ids != [r["id"] for r in rows]
+
     jl = tmp_path / "in.jsonl.gz"
     with gzip.open(jl, "wt", encoding="utf-8") as fh:
         for r in rows:
