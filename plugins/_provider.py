@@ -204,8 +204,9 @@ class ProviderResponse:
 # ---------------------------------------------------------------- context and traces of a block
 
 _ATTACHED: contextvars.ContextVar[tuple[ContextPiece, ...]] = contextvars.ContextVar("groundlens_attached", default=())
-_TRACE: contextvars.ContextVar[tuple[Recorder, str] | None] = contextvars.ContextVar("groundlens_provider_trace",
-                                                                                      default=None)
+_TRACE: contextvars.ContextVar[tuple[Recorder, str] | None] = contextvars.ContextVar(
+    "groundlens_provider_trace", default=None
+)
 
 
 @contextlib.contextmanager
@@ -330,9 +331,16 @@ class ProviderGuard(AdapterShell):
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(name=name, recorder=recorder, embedder=embedder, calibration=calibration,
-                         long_context=long_context, listeners=listeners, tracer_provider=tracer_provider,
-                         max_traces=max_traces)
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
         self.model = model
         self._client_kwargs = dict(client_kwargs)
         self._client = None
@@ -354,8 +362,9 @@ class ProviderGuard(AdapterShell):
         """Whether ``client`` is the SDK's async client."""
         raise NotImplementedError
 
-    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
-                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _build_request(
+        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         """The keyword arguments of the SDK call for a guard call (model, messages, ...).
         ``user_text`` already holds the context (:func:`prompt_with_context`)."""
         raise NotImplementedError
@@ -409,8 +418,9 @@ class ProviderGuard(AdapterShell):
     def _sync_client(self) -> Any:
         if self._client is None:
             if self._async_client is not None and not self._client_kwargs:
-                raise TypeError(f"{type(self).__name__} was given an async client; use acomplete/astream, "
-                                "or pass a sync client too")
+                raise TypeError(
+                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
+                )
             self._client = self._new_client(asynchronous=False, **self._client_kwargs)
         return self._client
 
@@ -443,8 +453,16 @@ class ProviderGuard(AdapterShell):
             _TRACE.reset(token)
             self.recorder.end_trace(key, error=error)
 
-    def _begin(self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None,
-               node: Any = None, metadata: dict[str, Any] | None = None) -> _Call:
+    def _begin(
+        self,
+        operation: str,
+        view: RequestView,
+        *,
+        question: Any = None,
+        extra_context: Any = None,
+        node: Any = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> _Call:
         """Open the step of one call: its trace (the block's, or a new one), question and context."""
         current = _TRACE.get()
         node_name = str(node) if node else f"{self.provider}.{operation}"
@@ -459,15 +477,31 @@ class ProviderGuard(AdapterShell):
         meta.update(metadata or {})
         if question is not None:
             meta["question_source"] = QUESTION_KEYWORD
-        return _Call(key=key, owns_trace=owns, node=node_name, operation=operation, question=q,
-                     context=context_pieces(context), model=view.model, started=time.time(), metadata=meta)
+        return _Call(
+            key=key,
+            owns_trace=owns,
+            node=node_name,
+            operation=operation,
+            question=q,
+            context=context_pieces(context),
+            model=view.model,
+            started=time.time(),
+            metadata=meta,
+        )
 
     def _end(self, call: _Call, error: str | None = None) -> None:
         if call.owns_trace:
             self.recorder.end_trace(call.key, error=error)
 
-    def _record(self, call: _Call, completion: Completion | None, *, error: str | None = None,
-                inline: InlineScore | None = None, metadata: dict[str, Any] | None = None) -> str:
+    def _record(
+        self,
+        call: _Call,
+        completion: Completion | None,
+        *,
+        error: str | None = None,
+        inline: InlineScore | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
         """Hand one finished call to the recorder (scored there unless ``inline`` scored it already)."""
         meta = dict(call.metadata)
         meta.update(metadata or {})
@@ -481,11 +515,20 @@ class ProviderGuard(AdapterShell):
                 meta["tool_calls"] = list(completion.tool_calls)
         kind = "tool_call" if completion is not None and completion.only_tool_calls else "llm"
         record = CallRecord(
-            trace_key=call.key, node=call.node, kind=kind, question=call.question, context=_context_of(call, completion),
+            trace_key=call.key,
+            node=call.node,
+            kind=kind,
+            question=call.question,
+            context=_context_of(call, completion),
             response=None if completion is None or kind == "tool_call" else completion.text,
             model=(completion.model if completion is not None and completion.model else call.model),
-            provider=self.provider, usage=None if completion is None else completion.usage,
-            started_at=call.started, ended_at=time.time(), step_id=call.step_id, error=error, metadata=meta,
+            provider=self.provider,
+            usage=None if completion is None else completion.usage,
+            started_at=call.started,
+            ended_at=time.time(),
+            step_id=call.step_id,
+            error=error,
+            metadata=meta,
         )
         for k, v in fields.items():
             if k == "error" and error is None:
@@ -496,8 +539,9 @@ class ProviderGuard(AdapterShell):
 
     # ============================================================ guard calls
 
-    def _prepare(self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any],
-                 *, stream: bool) -> tuple[_Call, dict[str, Any]]:
+    def _prepare(
+        self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
+    ) -> tuple[_Call, dict[str, Any]]:
         if not isinstance(prompt, str) or not prompt.strip():
             raise TypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
         if question is not None and not isinstance(question, str):
@@ -509,12 +553,22 @@ class ProviderGuard(AdapterShell):
         if self.model is not None:
             kwargs.setdefault("model", self.model)
         if not kwargs.get("model"):
-            raise TypeError(f"{type(self).__name__} needs a model: {type(self).__name__}(model=...) "
-                            "or complete(..., model=...)")
-        request = self._build_request(user_text=prompt_with_context(prompt, [str(p.text) for p in pieces]),
-                                      system=system, stream=stream, request_kwargs=kwargs)
-        view = RequestView(question=question if question and question.strip() else prompt, context=pieces,
-                           model=str(kwargs.get("model")), stream=stream, metadata={"guard": self.mode})
+            raise TypeError(
+                f"{type(self).__name__} needs a model: {type(self).__name__}(model=...) or complete(..., model=...)"
+            )
+        request = self._build_request(
+            user_text=prompt_with_context(prompt, [str(p.text) for p in pieces]),
+            system=system,
+            stream=stream,
+            request_kwargs=kwargs,
+        )
+        view = RequestView(
+            question=question if question and question.strip() else prompt,
+            context=pieces,
+            model=str(kwargs.get("model")),
+            stream=stream,
+            metadata={"guard": self.mode},
+        )
         call = self._begin(self.guard_operation, view)
         if question:
             call.metadata["question_source"] = "question"
@@ -527,23 +581,29 @@ class ProviderGuard(AdapterShell):
             self._record(call, None, error=message, metadata={"sdk_error": type(exc).__name__})
             self._end(call, error=message)
 
-    def _guarded_response(self, call: _Call, raw: Any, completion: Completion | None, inline: InlineScore,
-                          read_error: str | None) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
+    def _guarded_response(
+        self, call: _Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+    ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
         """Record the step, build the response, apply the guard mode (the error to raise, if any)."""
         error = None if read_error is None else f"groundlens could not read the response: {read_error}"
         response = ProviderResponse(
             text=(completion.text if completion is not None else None) or "",
             model=completion.model if completion is not None else None,
             usage=completion.usage if completion is not None else None,
-            groundlens_score=inline.score, finish_reason=completion.finish_reason if completion is not None else None,
-            raw=raw, scoring_error=error or inline.error, question=call.question,
+            groundlens_score=inline.score,
+            finish_reason=completion.finish_reason if completion is not None else None,
+            raw=raw,
+            scoring_error=error or inline.error,
+            question=call.question,
             context=_context_of(call, completion),
-            tool_calls=completion.tool_calls if completion is not None else (), step_id=call.step_id,
+            tool_calls=completion.tool_calls if completion is not None else (),
+            step_id=call.step_id,
         )
         with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
             self._record(call, completion, error=error, inline=inline)
-        flagged = apply_guard(inline, mode=self.mode, response=response, on_flagged=self.on_flagged,
-                              node=call.node, step_id=call.step_id)
+        flagged = apply_guard(
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
+        )
         with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
             self._end(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
         return response, flagged
@@ -559,8 +619,15 @@ class ProviderGuard(AdapterShell):
         text = None if completion is None or completion.only_tool_calls else completion.text
         return {"question": call.question, "response": text, "context": _context_of(call, completion)}
 
-    def complete(self, prompt: str, context: Any = None, *, question: str | None = None, system: str | None = None,
-                 **request_kwargs: Any) -> ProviderResponse:
+    def complete(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> ProviderResponse:
         """Ask the model, score the answer, return both (see the module docstring).
 
         Raises the SDK's own exceptions unchanged; :class:`GroundlensFlaggedError` only in
@@ -579,8 +646,15 @@ class ProviderGuard(AdapterShell):
             raise flagged
         return response
 
-    async def acomplete(self, prompt: str, context: Any = None, *, question: str | None = None,
-                        system: str | None = None, **request_kwargs: Any) -> ProviderResponse:
+    async def acomplete(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> ProviderResponse:
         """:meth:`complete` for asyncio: the async client (or the sync one in a worker thread);
         scoring runs in a worker thread so the event loop keeps going."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
@@ -600,8 +674,15 @@ class ProviderGuard(AdapterShell):
             raise flagged
         return response
 
-    def stream(self, prompt: str, context: Any = None, *, question: str | None = None, system: str | None = None,
-               **request_kwargs: Any) -> GuardedStream:
+    def stream(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> GuardedStream:
         """Send the request and return a :class:`GuardedStream`: iterate it for text chunks as they
         arrive; once it ends, ``.response`` holds the :class:`ProviderResponse` with the score.
         HTTP errors raise here, as the SDK's own ``stream=True`` call does."""
@@ -613,8 +694,15 @@ class ProviderGuard(AdapterShell):
             raise
         return GuardedStream(self, call, raw, self._stream_reader(self.guard_operation))
 
-    async def astream(self, prompt: str, context: Any = None, *, question: str | None = None,
-                      system: str | None = None, **request_kwargs: Any) -> AsyncGuardedStream:
+    async def astream(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> AsyncGuardedStream:
         """:meth:`stream` for asyncio: ``async for text in await guard.astream(...)``."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         client = self._async_client_or_none()
@@ -627,8 +715,9 @@ class ProviderGuard(AdapterShell):
             raise
         return AsyncGuardedStream(self, call, raw, self._stream_reader(self.guard_operation))
 
-    def _finish_stream(self, call: _Call, raw: Any, reader: StreamReader, error: BaseException | None,
-                       incomplete: bool) -> tuple[ProviderResponse | None, GroundlensFlaggedError | None]:
+    def _finish_stream(
+        self, call: _Call, raw: Any, reader: StreamReader, error: BaseException | None, incomplete: bool
+    ) -> tuple[ProviderResponse | None, GroundlensFlaggedError | None]:
         """A guard stream ended: record (error or score) and build its response."""
         completion = None
         read_error = None
@@ -640,8 +729,9 @@ class ProviderGuard(AdapterShell):
         if error is not None:
             message = f"the stream raised {type(error).__name__}: {error}"
             with handle_internal_errors(self, "record a failed stream", trace_key=call.key, node=call.node):
-                self._record(call, completion, error=message, metadata={"streaming": True,
-                                                                        "sdk_error": type(error).__name__})
+                self._record(
+                    call, completion, error=message, metadata={"streaming": True, "sdk_error": type(error).__name__}
+                )
                 self._end(call, error=message)
             return None, None
         call.metadata["streaming"] = True
@@ -663,8 +753,9 @@ class ProviderGuard(AdapterShell):
             client = self._client or self._async_client or self._sync_client()
         if guard_of(client) is not None:
             if guard_of(client) is not self:
-                self.log.warning("groundlens: %s is already instrumented by another guard; left as it is",
-                                 type(client).__name__)
+                self.log.warning(
+                    "groundlens: %s is already instrumented by another guard; left as it is", type(client).__name__
+                )
             return client
         patched: list[tuple[Any, str]] = []
         for target in self._targets(client):
@@ -720,14 +811,20 @@ class ProviderGuard(AdapterShell):
             raise
         return self._returned(call, result, asynchronous=True)
 
-    def _start_call(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any],
-                    extras: dict[str, Any]) -> _Call | None:
+    def _start_call(
+        self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any], extras: dict[str, Any]
+    ) -> _Call | None:
         """Read the request of an instrumented call; None (and an error logged and recorded) when
         our reading fails, and then the call goes on unrecorded."""
         try:
             view = self._read_request(operation, args, kwargs)
-            call = self._begin(operation, view, question=extras.get(QUESTION_KEYWORD),
-                               extra_context=extras.get(CONTEXT_KEYWORD), node=extras.get(NODE_KEYWORD))
+            call = self._begin(
+                operation,
+                view,
+                question=extras.get(QUESTION_KEYWORD),
+                extra_context=extras.get(CONTEXT_KEYWORD),
+                node=extras.get(NODE_KEYWORD),
+            )
             call.metadata["operation"] = operation
             call.metadata["stream"] = view.stream
             return call
@@ -949,8 +1046,9 @@ class AsyncGuardedStream:
                 self._guard._finish_stream(self._call, self.raw, self._reader, error, False)
         # normal end: score in a worker thread so the event loop keeps going
         self._done = True
-        response, flagged = await asyncio.to_thread(self._guard._finish_stream, self._call, self.raw, self._reader,
-                                                    None, False)
+        response, flagged = await asyncio.to_thread(
+            self._guard._finish_stream, self._call, self.raw, self._reader, None, False
+        )
         self.response = response
         if flagged is not None:
             raise flagged
@@ -974,4 +1072,3 @@ class AsyncGuardedStream:
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
-

@@ -123,8 +123,9 @@ class OpenAIProvider(ProviderGuard):
     def _is_async_client(self, client: Any) -> bool:
         return isinstance(client, self.sdk.AsyncOpenAI)
 
-    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
-                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _build_request(
+        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         messages: list[dict[str, Any]] = []
         if system:
             messages.append({"role": "system", "content": system})
@@ -154,8 +155,11 @@ class OpenAIProvider(ProviderGuard):
         if not tool_calls and _get(message, "function_call") is not None:  # the legacy functions API
             tool_calls = (str(_get(_get(message, "function_call"), "name") or "function"),)
         return Completion(
-            text=as_text(_get(message, "content")), model=_get(raw, "model"), usage=_usage(_get(raw, "usage"), "prompt"),
-            finish_reason=_get(first, "finish_reason"), tool_calls=tool_calls,
+            text=as_text(_get(message, "content")),
+            model=_get(raw, "model"),
+            usage=_usage(_get(raw, "usage"), "prompt"),
+            finish_reason=_get(first, "finish_reason"),
+            tool_calls=tool_calls,
         )
 
     def _stream_reader(self, operation: str) -> StreamReader:
@@ -182,8 +186,9 @@ class OpenAIProvider(ProviderGuard):
             question, context = _responses_input(kwargs.get("input"))
             return RequestView(question=question, context=context, model=model, stream=stream)
         messages = list(kwargs.get("messages") or ())
-        return RequestView(question=last_user_question(messages), context=_tool_messages(messages), model=model,
-                           stream=stream)
+        return RequestView(
+            question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
+        )
 
     def _tap_stream(self, result: Any, wrap: Any) -> Any:
         """``openai.Stream`` / ``AsyncStream`` read their events from ``_iterator``; wrapping it in
@@ -212,7 +217,9 @@ def _usage(usage: Any, naming: str) -> Usage | None:
     caught ``AttributeError`` on the caller's thread; it stays the fallback for odd objects."""
     if usage is None:
         return None
-    inp_key, out_key = ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
+    inp_key, out_key = (
+        ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
+    )
     inp, out, total = _get(usage, inp_key), _get(usage, out_key), _get(usage, "total_tokens")
     if not all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (inp, out, total)):
         return parse_usage(usage)
@@ -279,9 +286,13 @@ class _ChatStreamReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts)
-        return Completion(text=text or None, model=self.model, usage=_usage(self.usage, "prompt"),
-                          finish_reason=self.finish_reason,
-                          tool_calls=tuple(self.tool_calls[i] for i in sorted(self.tool_calls)))
+        return Completion(
+            text=text or None,
+            model=self.model,
+            usage=_usage(self.usage, "prompt"),
+            finish_reason=self.finish_reason,
+            tool_calls=tuple(self.tool_calls[i] for i in sorted(self.tool_calls)),
+        )
 
 
 # ---------------------------------------------------------------- Responses API
@@ -322,8 +333,13 @@ def _responses_completion(response: Any) -> Completion:
     status = _get(response, "status")
     reason = _get(_get(response, "incomplete_details"), "reason")
     finish = f"{status}:{reason}" if status == "incomplete" and reason else status
-    return Completion(text="".join(texts) or None, model=_get(response, "model"),
-                      usage=_usage(_get(response, "usage"), "input"), finish_reason=finish, tool_calls=tuple(tools))
+    return Completion(
+        text="".join(texts) or None,
+        model=_get(response, "model"),
+        usage=_usage(_get(response, "usage"), "input"),
+        finish_reason=finish,
+        tool_calls=tuple(tools),
+    )
 
 
 class _ResponsesStreamReader(StreamReader):
@@ -357,6 +373,11 @@ class _ResponsesStreamReader(StreamReader):
         text = "".join(self.parts) or None
         if self.final is not None:
             done = _responses_completion(self.final)
-            return Completion(text=done.text or text, model=done.model or self.model, usage=done.usage,
-                              finish_reason=done.finish_reason, tool_calls=done.tool_calls or tuple(self.tools))
+            return Completion(
+                text=done.text or text,
+                model=done.model or self.model,
+                usage=done.usage,
+                finish_reason=done.finish_reason,
+                tool_calls=done.tool_calls or tuple(self.tools),
+            )
         return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))

@@ -57,18 +57,18 @@ class Reply:
     delay: float = 0.0  # seconds to wait before answering (client time-outs)
 
     @classmethod
-    def json(cls, data: Any, status: int = 200, headers: Mapping[str, str] | None = None, delay: float = 0.0) -> "Reply":
+    def json(cls, data: Any, status: int = 200, headers: Mapping[str, str] | None = None, delay: float = 0.0) -> Reply:
         return cls(status=status, body=json.dumps(data).encode(), headers={"content-type": "application/json", **(headers or {})},
                    delay=delay)
 
     @classmethod
     def error(cls, status: int, message: str = "scripted failure", headers: Mapping[str, str] | None = None,
-              body: Any = None) -> "Reply":
+              body: Any = None) -> Reply:
         data = body if body is not None else {"error": {"message": message, "type": "server_error", "code": None}}
         return cls.json(data, status=status, headers=headers)
 
     @classmethod
-    def sse(cls, events: Iterable[str], *, cut_after: int | None = None, headers: Mapping[str, str] | None = None) -> "Reply":
+    def sse(cls, events: Iterable[str], *, cut_after: int | None = None, headers: Mapping[str, str] | None = None) -> Reply:
         return cls(status=200, events=tuple(events), cut_after=cut_after,
                    headers={"content-type": "text/event-stream", "cache-control": "no-cache", **(headers or {})})
 
@@ -156,7 +156,7 @@ class FakeLLMServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def add(self, *replies: Reply) -> "FakeLLMServer":
+    def add(self, *replies: Reply) -> FakeLLMServer:
         """Queue replies for the next requests, in order."""
         with self._lock:
             self._queue.extend(replies)
@@ -186,7 +186,7 @@ class FakeLLMServer:
         self._httpd.server_close()
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "FakeLLMServer":
+    def __enter__(self) -> FakeLLMServer:
         return self
 
     def __exit__(self, *exc: Any) -> None:
