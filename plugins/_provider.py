@@ -85,6 +85,7 @@ __all__ = [
     "StreamReader",
     "Target",
     "guard_of",
+    "listed",
     "prompt_with_context",
     "uninstrument",
     "using_context",
@@ -111,6 +112,23 @@ def prompt_with_context(prompt: str, context: Sequence[str]) -> str:
     if not texts:
         return prompt
     return CONTEXT_TEMPLATE.format(context="\n\n".join(texts), prompt=prompt)
+
+
+def listed(value: Any, nested: Sequence[str] = ()) -> Any:
+    """``value`` made re-readable for an instrumented call: the SDKs accept any iterable of messages
+    (and of content parts), so a generator reaching the wrapper must be read into a list that both
+    our reader and the SDK then use, or our reading would leave the SDK an exhausted iterator and it
+    would send ``[]``. Mapping items whose ``nested`` keys hold an iterator are copied with those as
+    lists (the caller's dicts are never changed). Returns ``value`` itself when nothing was one-shot;
+    only iterators count (a pydantic message is iterable but is no iterator, and stays as it is)."""
+    items = list(value) if isinstance(value, Iterator) else value
+    if nested and isinstance(items, (list, tuple)):
+        fixed = [{**item, **{k: list(item[k]) for k in nested if isinstance(item.get(k), Iterator)}}
+                 if isinstance(item, dict) and any(isinstance(item.get(k), Iterator) for k in nested) else item
+                 for item in items]
+        if any(a is not b for a, b in zip(fixed, items)):
+            items = fixed
+    return items
 
 
 # ---------------------------------------------------------------- what provider modules hand back

@@ -72,6 +72,7 @@ from groundlens_core.plugins._provider import (
     StreamReader,
     Target,
     guard_of,
+    listed,
     prompt_with_context,
     uninstrument,
     using_context,
@@ -168,7 +169,10 @@ class AnthropicProvider(ProviderGuard):
         return isinstance(headers, Mapping) and _RAW_HEADER in headers
 
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
-        messages = list(kwargs.get("messages") or ())
+        messages = kwargs.get("messages")
+        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = messages = listed(messages, ("content",))
+        messages = list(messages or ())
         model = kwargs.get("model")
         stream = operation.endswith(".stream") or kwargs.get("stream") is True
         return RequestView(question=request_question(messages), context=tuple(request_context(messages)),

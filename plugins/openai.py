@@ -60,6 +60,7 @@ from groundlens_core.plugins._provider import (
     StreamReader,
     Target,
     guard_of,
+    listed,
     prompt_with_context,
     uninstrument,
     using_context,
@@ -185,7 +186,10 @@ class OpenAIProvider(ProviderGuard):
         if operation == RESPONSES:
             question, context = _responses_input(kwargs.get("input"))
             return RequestView(question=question, context=context, model=model, stream=stream)
-        messages = list(kwargs.get("messages") or ())
+        messages = kwargs.get("messages")
+        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = messages = listed(messages, ("content", "tool_calls"))
+        messages = list(messages or ())
         return RequestView(
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )

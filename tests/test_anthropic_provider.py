@@ -256,6 +256,22 @@ def test_instrumented_create_stream_is_the_sdks_stream(client, fake_llm_server, 
     assert step.metadata["stream"] is True and step.metadata["finish_reason"] == "end_turn"
 
 
+def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake_llm_server):
+    fake_llm_server.default = says(GROUNDED)
+
+    def conversation():
+        yield {"role": "user", "content": iter([{"type": "text", "text": QUESTION}])}
+
+    client.messages.create(model="m", max_tokens=100, messages=conversation())
+    bare = _sent(fake_llm_server)
+    guard = AnthropicProvider(client=client)
+    guard.instrument(client)
+    client.messages.create(model="m", max_tokens=100, messages=conversation())
+    assert _sent(fake_llm_server) == bare and bare["messages"] == [
+        {"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
+    assert guard.get_trace().steps[0].question == QUESTION
+
+
 def test_instrumented_messages_stream_helper(client, fake_llm_server, dgi_calibration):
     fake_llm_server.default = says(GROUNDED)
     guard = AnthropicProvider(client=client, calibration=dgi_calibration)

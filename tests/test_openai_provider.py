@@ -353,6 +353,25 @@ def test_instrumented_stream_left_early_is_recorded_when_closed(client, fake_llm
     assert step.metadata["stream_incomplete"] is True and step.response == "It charges "
 
 
+def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake_llm_server):
+    """The SDK takes any iterable of messages (and of content parts); reading the request must not
+    use up a generator the SDK then finds empty."""
+    fake_llm_server.default = echo_chat(GROUNDED)
+
+    def conversation():
+        yield {"role": "system", "content": "Be brief."}
+        yield {"role": "user", "content": iter([{"type": "text", "text": QUESTION}])}
+
+    client.chat.completions.create(model="m", messages=conversation())
+    bare = _sent(fake_llm_server)
+    guard = OpenAIProvider(client=client)
+    guard.instrument(client)
+    client.chat.completions.create(model="m", messages=conversation())
+    assert _sent(fake_llm_server) == bare and len(bare["messages"]) == 2
+    assert bare["messages"][1]["content"] == [{"type": "text", "text": QUESTION}]
+    assert guard.get_trace().steps[0].question == QUESTION
+
+
 def test_instrumented_stream_tool_call(client, fake_llm_server):
     fake_llm_server.add(Reply.sse(chat_chunks([], tool_call=("get_weather", {"city": "Oslo"}))))
     guard = OpenAIProvider(client=client)
