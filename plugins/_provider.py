@@ -278,6 +278,8 @@ class _Call:
     started: float
     step_id: str = field(default_factory=new_id)
     metadata: dict[str, Any] = field(default_factory=dict)
+    tapped: bool = False  # an instrumented stream's tap started reading events
+    ended: bool = False  # an instrumented stream's step was recorded (it is recorded once)
 
 
 # ---------------------------------------------------------------- the guard base
@@ -856,8 +858,25 @@ class ProviderGuard(AdapterShell):
         try:
             if self._is_stream(call.operation, bool(call.metadata.get("stream")), result):
                 reader = self._stream_reader(call.operation)
-                tap = self._atap if asynchronous or self._is_async_stream(result) else self._tap
-                return self._tap_stream(result, lambda events: tap(call, events, reader))
+                is_async = asynchronous or self._is_async_stream(result)
+                tap = self._atap if is_async else self._tap
+                taps: list[Any] = []
+
+                def wrap(events: Any) -> Any:
+                    taps.append(tap(call, events, reader))
+                    return taps[-1]
+
+                def end_on_close(obj: Any) -> None:
+                    """Let ``obj.close()`` end the tap too (a module whose stream is opened later
+                    hooks it then, e.g. Anthropic's stream manager on enter)."""
+                    if taps:
+                        self._end_tap_on_close(obj, call, reader, taps[-1], asynchronous=is_async)
+
+                wrap.end_on_close = end_on_close  # type: ignore[attr-defined]
+                out = self._tap_stream(result, wrap)
+                if taps and out is not taps[0]:
+                    end_on_close(out)
+                return out
             completion = self._read_response(result, call.operation)
             self._record(call, completion)
             self._end(call)
@@ -867,7 +886,48 @@ class ProviderGuard(AdapterShell):
                 self._end(call)
         return result
 
+    def _end_tap_on_close(self, stream: Any, call: _Call, reader: StreamReader, tap: Any, *,
+                          asynchronous: bool) -> None:
+        """The SDK stream object's own ``close()`` (which ``with``/``async with`` call on exit) also
+        ends our tap, so a stream the caller leaves early (or never reads) is recorded when it is
+        closed, not only when Python collects it. Set on that stream instance only; the SDK's close
+        runs after ours, always."""
+        original = getattr(stream, "close", None)
+        if not callable(original):
+            return
+        guard = self
+
+        def end_tap() -> None:
+            if not call.ended:  # never read: nothing ran in the tap yet
+                guard._stream_ended(call, reader, None, incomplete=True)
+
+        if asynchronous:
+            async def aclose(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    if call.tapped and not call.ended:
+                        await tap.aclose()  # our tap's finally records the partial answer
+                    end_tap()
+                except Exception as exc:  # e.g. closed while another task iterates it
+                    guard.record_internal_error(f"close a {call.operation} stream", exc, call.key, call.node)
+                return await original(*args, **kwargs)
+
+            stream.close = functools.wraps(original)(aclose)
+        else:
+            def close(*args: Any, **kwargs: Any) -> Any:
+                try:
+                    if call.tapped and not call.ended:
+                        tap.close()
+                    end_tap()
+                except Exception as exc:  # e.g. closed while another thread iterates it
+                    guard.record_internal_error(f"close a {call.operation} stream", exc, call.key, call.node)
+                return original(*args, **kwargs)
+
+            stream.close = functools.wraps(original)(close)
+
     def _stream_ended(self, call: _Call, reader: StreamReader, error: BaseException | None, incomplete: bool) -> None:
+        if call.ended:
+            return
+        call.ended = True
         with handle_internal_errors(self, f"record a {call.operation} stream", trace_key=call.key, node=call.node):
             completion = reader.completion()
             meta: dict[str, Any] = {"streaming": True}
@@ -888,6 +948,7 @@ class ProviderGuard(AdapterShell):
 
     def _tap(self, call: _Call, events: Iterable[Any], reader: StreamReader) -> Iterator[Any]:
         """The instrumented stream's events, read on their way to the caller, recorded at the end."""
+        call.tapped = True
         error: BaseException | None = None
         finished = False
         try:
@@ -904,6 +965,7 @@ class ProviderGuard(AdapterShell):
             self._stream_ended(call, reader, error, incomplete=not finished and error is None)
 
     async def _atap(self, call: _Call, events: AsyncIterator[Any], reader: StreamReader) -> AsyncIterator[Any]:
+        call.tapped = True
         error: BaseException | None = None
         finished = False
         try:

@@ -216,6 +216,7 @@ def _tapped_request(request: Any, wrap: Any) -> Any:
                 _fail_through(wrap, exc)
                 raise
             stream._iterator = wrap(stream._iterator)
+            _end_on_close(wrap, stream)
             return stream
 
         return send
@@ -241,7 +242,16 @@ class _TappedAwaitable:
             await _afail_through(self._wrap, exc)
             raise
         stream._iterator = self._wrap(stream._iterator)
+        _end_on_close(self._wrap, stream)
         return stream
+
+
+def _end_on_close(wrap: Any, stream: Any) -> None:
+    """The manager's ``MessageStream`` closes the raw ``Stream`` on exit: that ``close()`` ends our
+    tap too, so a helper stream left early is recorded then (not only when Python collects it)."""
+    hook = getattr(wrap, "end_on_close", None)
+    if hook is not None:
+        hook(stream)
 
 
 def _raise(exc: BaseException) -> Iterable[Any]:

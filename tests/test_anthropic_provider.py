@@ -256,6 +256,46 @@ def test_instrumented_create_stream_is_the_sdks_stream(client, fake_llm_server, 
     assert step.metadata["stream"] is True and step.metadata["finish_reason"] == "end_turn"
 
 
+def test_instrumented_create_stream_left_in_a_with_block_is_recorded_on_exit(client, fake_llm_server,
+                                                                            dgi_calibration):
+    fake_llm_server.add(Reply.sse(message_events(message(GROUNDED), piece=12)))
+    guard = AnthropicProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    with client.messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": QUESTION}],
+                                stream=True) as stream:
+        for event in stream:
+            if event.type == "content_block_delta":
+                break
+    assert stream.response.is_closed
+    steps = [t.steps for t in guard.get_traces(timeout=30)]
+    assert len(steps) == 1 and len(steps[0]) == 1
+    assert steps[0][0].metadata["stream_incomplete"] is True and steps[0][0].response == GROUNDED[:12]
+
+
+async def test_messages_stream_helper_left_early_is_recorded_on_exit(client, aclient, fake_llm_server,
+                                                                    dgi_calibration):
+    fake_llm_server.add(Reply.sse(message_events(message(GROUNDED), piece=12)),
+                        Reply.sse(message_events(message(GROUNDED), piece=12)))
+    kw = {"model": "m", "max_tokens": 100, "messages": [{"role": "user", "content": QUESTION}]}
+    guard = AnthropicProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    with client.messages.stream(**kw) as helper:
+        for text in helper.text_stream:
+            break
+    aguard = AnthropicProvider(client=aclient, calibration=dgi_calibration)
+    aguard.instrument(aclient)
+    async with aclient.messages.stream(**kw) as ahelper:
+        async for text in ahelper.text_stream:
+            break
+    for g in (guard, aguard):
+        steps = [t.steps for t in g.get_traces(timeout=30)]
+        assert len(steps) == 1 and len(steps[0]) == 1, steps
+        step = steps[0][0]
+        assert step.node == "anthropic.messages.stream" and step.metadata["stream_incomplete"] is True
+        assert step.response == GROUNDED[:12]
+    await aclient.close()
+
+
 def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake_llm_server):
     fake_llm_server.default = says(GROUNDED)
 

@@ -353,6 +353,50 @@ def test_instrumented_stream_left_early_is_recorded_when_closed(client, fake_llm
     assert step.metadata["stream_incomplete"] is True and step.response == "It charges "
 
 
+def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fake_llm_server, dgi_calibration):
+    """The SDK's ``with`` calls ``Stream.close()``; the step must land then, not when Python
+    happens to collect the stream (the caller still holds it here, and no gc runs)."""
+    fake_llm_server.add(Reply.sse(chat_chunks(["It charges ", "fully ", "in 4 hours."])),
+                        Reply.sse(chat_chunks(["never read"])))
+    guard = OpenAIProvider(client=client, calibration=dgi_calibration)
+    guard.instrument(client)
+    msgs = [{"role": "user", "content": QUESTION}]
+    with client.chat.completions.create(model="m", messages=msgs, stream=True) as stream:
+        assert type(stream) is openai.Stream
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                break
+    assert stream.response.is_closed  # the SDK's own close still ran
+    unread = client.chat.completions.create(model="m", messages=msgs, stream=True)
+    unread.close()  # opened, never read
+    traces = guard.get_traces(timeout=30)
+    assert [len(t.steps) for t in traces] == [1, 1]
+    left, never = traces[0].steps[0], traces[1].steps[0]
+    assert left.metadata["stream_incomplete"] is True and left.response == "It charges "
+    assert never.metadata["stream_incomplete"] is True and never.response is None
+    assert traces[0].ended_at is not None and traces[1].ended_at is not None
+    list(stream)  # read after close: no second step
+    assert [len(t.steps) for t in guard.get_traces(timeout=30)] == [1, 1]
+
+
+async def test_async_instrumented_stream_left_in_an_async_with_block_is_recorded_on_exit(aclient, fake_llm_server,
+                                                                                         dgi_calibration):
+    fake_llm_server.add(Reply.sse(chat_chunks(["It charges ", "fully ", "in 4 hours."])))
+    guard = OpenAIProvider(client=aclient, calibration=dgi_calibration)
+    guard.instrument(aclient)
+    msgs = [{"role": "user", "content": QUESTION}]
+    async with await aclient.chat.completions.create(model="m", messages=msgs, stream=True) as stream:
+        assert type(stream) is openai.AsyncStream
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                break
+    assert stream.response.is_closed
+    steps = [t.steps for t in guard.get_traces(timeout=30)]
+    assert len(steps) == 1 and len(steps[0]) == 1
+    assert steps[0][0].metadata["stream_incomplete"] is True and steps[0][0].response == "It charges "
+    await aclient.close()
+
+
 def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake_llm_server):
     """The SDK takes any iterable of messages (and of content parts); reading the request must not
     use up a generator the SDK then finds empty."""
