@@ -725,10 +725,10 @@ class ProviderGuard(AdapterShell):
     ) -> AsyncGuardedStream:
         """:meth:`stream` for asyncio: ``async for text in await guard.astream(...)``."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
-        client = self._async_client_or_none()
-        if client is None:
-            raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
-        try:
+        try:  # as in acomplete: a client that cannot be had is an error step, and the call's trace ends
+            client = self._async_client_or_none()
+            if client is None:
+                raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
             raw = await self._asend(client, request)
         except BaseException as exc:
             self._failed(call, exc)

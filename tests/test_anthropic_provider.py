@@ -296,6 +296,15 @@ async def test_messages_stream_helper_left_early_is_recorded_on_exit(client, acl
     await aclient.close()
 
 
+async def test_astream_without_an_async_client_ends_its_trace(guard, fake_llm_server):
+    with pytest.raises(TypeError, match="async client"):
+        await guard.astream(QUESTION)
+    traces = guard.get_traces(timeout=10)
+    assert len(traces) == 1 and traces[0].ended_at is not None
+    assert traces[0].steps[0].method == "error" and "async client" in traces[0].steps[0].error
+    assert fake_llm_server.requests == []
+
+
 def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake_llm_server):
     fake_llm_server.default = says(GROUNDED)
 
