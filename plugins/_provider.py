@@ -123,9 +123,12 @@ def listed(value: Any, nested: Sequence[str] = ()) -> Any:
     only iterators count (a pydantic message is iterable but is no iterator, and stays as it is)."""
     items = list(value) if isinstance(value, Iterator) else value
     if nested and isinstance(items, (list, tuple)):
-        fixed = [{**item, **{k: list(item[k]) for k in nested if isinstance(item.get(k), Iterator)}}
-                 if isinstance(item, dict) and any(isinstance(item.get(k), Iterator) for k in nested) else item
-                 for item in items]
+        fixed = [
+            {**item, **{k: list(item[k]) for k in nested if isinstance(item.get(k), Iterator)}}
+            if isinstance(item, dict) and any(isinstance(item.get(k), Iterator) for k in nested)
+            else item
+            for item in items
+        ]
         if any(a is not b for a, b in zip(fixed, items)):
             items = fixed
     return items
@@ -886,8 +889,9 @@ class ProviderGuard(AdapterShell):
                 self._end(call)
         return result
 
-    def _end_tap_on_close(self, stream: Any, call: _Call, reader: StreamReader, tap: Any, *,
-                          asynchronous: bool) -> None:
+    def _end_tap_on_close(
+        self, stream: Any, call: _Call, reader: StreamReader, tap: Any, *, asynchronous: bool
+    ) -> None:
         """The SDK stream object's own ``close()`` (which ``with``/``async with`` call on exit) also
         ends our tap, so a stream the caller leaves early (or never reads) is recorded when it is
         closed, not only when Python collects it. Set on that stream instance only; the SDK's close
@@ -902,6 +906,7 @@ class ProviderGuard(AdapterShell):
                 guard._stream_ended(call, reader, None, incomplete=True)
 
         if asynchronous:
+
             async def aclose(*args: Any, **kwargs: Any) -> Any:
                 try:
                     if call.tapped and not call.ended:
@@ -913,6 +918,7 @@ class ProviderGuard(AdapterShell):
 
             stream.close = functools.wraps(original)(aclose)
         else:
+
             def close(*args: Any, **kwargs: Any) -> Any:
                 try:
                     if call.tapped and not call.ended:
