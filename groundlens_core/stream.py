@@ -334,6 +334,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
                     f"cannot resume: {', '.join(diff)} changed since the interrupted run (the output would not match an "
                     f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over")
             state = saved
+            if not paths.partial.exists():
+                _take_back_renamed_output(paths, job.output, state, info.rows)
     elif job.resume:
         log("note: nothing to resume for this output; starting from the first row")
     rows_done = int(state["rows_done"]) if state else 0
@@ -341,14 +343,17 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     if state:
         log(f"resuming after row {rows_done:,} of {info.rows:,}")
 
-    sink = _Sink(out_kind, paths, columns, schema)
-    sink.open(rows_done=rows_done, state=state)
-    if state is None:
-        _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
-                                              "rows_done": 0, **sink.state()})
+    # the engine starts (Ray: installed? cluster reachable?) before any file of the run is made, so a
+    # run that cannot start leaves nothing that would ask the next run for --resume
     scorer = _make_scorer(job, emb, cal, info)
-    bar = _progress_bar(info.rows, rows_done, job.progress)
+    sink = _Sink(out_kind, paths, columns, schema)
+    bar = None
     try:
+        sink.open(rows_done=rows_done, state=state)
+        if state is None:
+            _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
+                                                  "rows_done": 0, **sink.state()})
+        bar = _progress_bar(info.rows, rows_done, job.progress)
         rows_iter = iter_rows_checked(info, rows_done)
         chunk_rows = scorer.chunk_rows
         while True:
@@ -376,7 +381,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
                                                       "rows_done": rows_done, **sink.state()})
             bar.update(len(rows))
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
         sink.close()
         scorer.close()
 
@@ -397,6 +403,23 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     _finalize(out_kind, paths, job.output, columns, schema, keys, order)
     paths.remove()
     return summary
+
+
+def _take_back_renamed_output(paths: _Paths, output: Path, state: dict, rows: int) -> None:
+    """A run stopped after renaming its complete CSV/JSONL into place but before removing its
+    checkpoint left the checkpoint and keys without a partial. The output is then exactly the
+    partial (same bytes, so the keys' offsets hold): move it back and let the resume finish as any
+    other (the second pass, ``--sort`` and ``--html``, then the clean-up), instead of failing on a
+    missing file. Anything else without its partial cannot be resumed."""
+    size = state.get("bytes")
+    if (int(state.get("rows_done", -1)) == rows and size is not None and output.is_file()
+            and output.stat().st_size == int(size) and paths.keys.is_file()
+            and paths.keys.stat().st_size == rows * KEY_DTYPE.itemsize):
+        os.replace(output, paths.partial)
+        return
+    raise GroundlensInputError(
+        f"cannot resume: the partial output {paths.partial} of the interrupted run is gone; delete "
+        f"{paths.checkpoint.name} and {paths.keys.name} beside {output} to start over")
 
 
 def table_kind_or_none(path: Path) -> str | None:

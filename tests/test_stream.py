@@ -298,3 +298,74 @@ def test_resume_without_a_partial_run_starts_from_the_first_row(tmp_path, capsys
     got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
     want = [result_columns(r) for r in evaluate_batch(_rows(3))]
     assert [g["groundlens_triage"] for g in got] == [w["groundlens_triage"] for w in want]
+
+
+# ---------------------------------------------------------------- found in review (r12)
+
+
+def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, monkeypatch):
+    """Ray missing or its --address unreachable failed after the partial and checkpoint were made,
+    so the next run (any engine) was refused with "add --resume" for a run that never started."""
+    import groundlens_core.stream as stream
+    from groundlens_core.errors import GroundlensInputError
+
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    out = tmp_path / "out.csv"
+
+    def no_cluster(*a, **k):
+        raise GroundlensInputError("no Ray cluster at 127.0.0.1:1")
+
+    with monkeypatch.context() as m:
+        m.setattr(stream, "_make_scorer", no_cluster)
+        assert main(["evaluate", str(src), "-o", str(out)]) == 2
+    assert "no Ray cluster" in _one_line_error(capsys)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+    assert main(["evaluate", str(src), "-o", str(out)]) == 0
+    assert out.is_file()
+
+
+@pytest.mark.parametrize("extra", [[], ["--sort"]])
+def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path, capsys, monkeypatch, extra):
+    """Killed after the complete CSV was renamed into place but before the checkpoint was removed:
+    --resume failed on the missing partial ("No such file or directory") and the run was stuck."""
+    import groundlens_core.stream as stream
+
+    rows = _rows(12)
+    src = _write_csv(tmp_path / "in.csv", rows)
+    ref = tmp_path / "ref.csv"
+    assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "5", *extra]) == 0
+    out = tmp_path / "out.csv"
+
+    def killed(self):
+        raise SystemExit(137)  # what is on disk is what a SIGKILL at this point leaves
+
+    with monkeypatch.context() as m:
+        m.setattr(stream._Paths, "remove", killed)
+        with pytest.raises(SystemExit):
+            main(["evaluate", str(src), "-o", str(out), "--batch-size", "5"])
+    assert out.is_file() and (tmp_path / ".out.csv.groundlens-partial.json").is_file()
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "5", "--resume", *extra]) == 0
+    assert out.read_bytes() == ref.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv", "ref.csv"]
+
+
+def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
+    import groundlens_core.stream as stream
+
+    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    out = tmp_path / "out.csv"
+
+    def killed(self, rows, first_row):
+        raise SystemExit(137)
+
+    with monkeypatch.context() as m:
+        m.setattr(stream._Sink, "write", killed)
+        with pytest.raises(SystemExit):
+            main(["evaluate", str(src), "-o", str(out), "--batch-size", "3"])
+    (tmp_path / ".out.csv.groundlens-partial").unlink()
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
+    assert "is gone" in _one_line_error(capsys)
+    assert not out.exists()
+
