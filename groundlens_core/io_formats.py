@@ -245,7 +245,13 @@ def output_columns(input_columns: Sequence[str]) -> list[str]:
 
 
 def _csv_cell(value: Any) -> Any:
-    return "" if value is None else value
+    """A cell as CSV text. A nested JSONL value (object or list; a Parquet list or struct) is written
+    as JSON text, as the Parquet writer does, not as a Python repr (``{'a': 1}``) no JSON reader takes."""
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return value
 
 
 def encode_rows(kind: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bytes]:

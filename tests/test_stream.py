@@ -369,3 +369,16 @@ def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, m
     assert "is gone" in _one_line_error(capsys)
     assert not out.exists()
 
+
+def test_nested_jsonl_values_are_json_text_in_a_csv_output(tmp_path, capsys):
+    """A nested JSONL value went into the CSV as a Python repr ({'k': [1, 2]}), which no JSON reader
+    takes; the Parquet output already wrote JSON text."""
+    meta = {"k": [1, 2], "s": "é"}
+    src = tmp_path / "in.jsonl"
+    src.write_text(json.dumps({"question": "What is 2+2?", "response": "It is 4.", "meta": meta, "tags": ["a", "b"]}) + "\n",
+                   encoding="utf-8")
+    out = tmp_path / "out.csv"
+    assert main(["evaluate", str(src), "-o", str(out)]) == 0
+    (row,) = list(csv.DictReader(open(out, encoding="utf-8", newline="")))
+    assert json.loads(row["meta"]) == meta and json.loads(row["tags"]) == ["a", "b"]
+    assert row["groundlens_flagged"] in ("True", "False")  # our own columns are written as before
