@@ -123,6 +123,21 @@ def score_dataset(
     )
 
 
+def _check_address(address: str, timeout: float = 5.0) -> None:
+    """Fail in one line when nothing listens at a ``host:port`` address. ``ray.init`` would instead
+    retry for minutes, printing connection warnings (with 127.0.0.1 rewritten to the node's IP)."""
+    import socket
+
+    host, sep, port = address.rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return  # "auto", "local", "ray://...": Ray's own resolution
+    try:
+        socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
+    except OSError as exc:
+        raise GroundlensInputError(f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); "
+                                   "start one with `ray start --head` or check the address") from None
+
+
 def init_local_ray(num_cpus: int | None = None, address: str | None = None):
     """Connect to ``address``, or start a local Ray on loopback with no dashboard and no usage stats.
 
@@ -139,6 +154,7 @@ def init_local_ray(num_cpus: int | None = None, address: str | None = None):
         logging.getLogger(name).setLevel(logging.WARNING)  # keep the CLI's stderr for our own lines
     kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
+        _check_address(address)
         ray.init(address=address, **kwargs)
     else:
         ray.init(num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)

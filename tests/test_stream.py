@@ -382,3 +382,21 @@ def test_nested_jsonl_values_are_json_text_in_a_csv_output(tmp_path, capsys):
     (row,) = list(csv.DictReader(open(out, encoding="utf-8", newline="")))
     assert json.loads(row["meta"]) == meta and json.loads(row["tags"]) == ["a", "b"]
     assert row["groundlens_flagged"] in ("True", "False")  # our own columns are written as before
+
+
+def test_engine_ray_address_with_no_cluster_is_a_one_line_error(tmp_path, capsys):
+    """ray.init(address=...) with nothing listening retried for minutes (printing warnings about the
+    node's IP, not the address given) and left a checkpoint; now one line, at once, nothing left."""
+    pytest.importorskip("ray")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free once closed: nothing listens there
+    src = _write_csv(tmp_path / "in.csv", _rows(2))
+    t0 = time.monotonic()
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--engine", "ray", "--address", f"127.0.0.1:{port}"]) == 2
+    assert time.monotonic() - t0 < 120
+    err = _one_line_error(capsys)
+    assert f"no Ray cluster answers at --address 127.0.0.1:{port}" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
