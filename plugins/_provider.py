@@ -230,6 +230,22 @@ _TRACE: contextvars.ContextVar[tuple[Recorder, str] | None] = contextvars.Contex
 )
 
 
+#: the recorder of the guard whose guard call is sending right now: a client that this same guard
+#: instrumented passes that request through (the guard call records its own step)
+_GUARD_SENDING: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
+    "groundlens_guard_sending", default=None
+)
+
+
+@contextlib.contextmanager
+def _guard_sending(recorder: Recorder) -> Iterator[None]:
+    token = _GUARD_SENDING.set(recorder)
+    try:
+        yield
+    finally:
+        _GUARD_SENDING.reset(token)
+
+
 @contextlib.contextmanager
 def using_context(*texts: Any, source: str = ATTACHED_SOURCE) -> Iterator[tuple[ContextPiece, ...]]:
     """Attach context to every guarded or instrumented call made inside the block, without sending it.
@@ -658,7 +674,8 @@ class ProviderGuard(AdapterShell):
         """
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
         try:
-            raw = self._send(self._sync_client(), request)
+            with _guard_sending(self.recorder):
+                raw = self._send(self._sync_client(), request)
         except BaseException as exc:
             self._failed(call, exc)
             raise
@@ -684,9 +701,11 @@ class ProviderGuard(AdapterShell):
         try:
             client = self._async_client_or_none()
             if client is None:
-                raw = await asyncio.to_thread(self._send, self._sync_client(), request)
+                with _guard_sending(self.recorder):
+                    raw = await asyncio.to_thread(self._send, self._sync_client(), request)
             else:
-                raw = await self._asend(client, request)
+                with _guard_sending(self.recorder):
+                    raw = await self._asend(client, request)
         except BaseException as exc:
             self._failed(call, exc)
             raise
@@ -711,7 +730,8 @@ class ProviderGuard(AdapterShell):
         HTTP errors raise here, as the SDK's own ``stream=True`` call does."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         try:
-            raw = self._send(self._sync_client(), request)
+            with _guard_sending(self.recorder):
+                raw = self._send(self._sync_client(), request)
         except BaseException as exc:
             self._failed(call, exc)
             raise
@@ -732,7 +752,8 @@ class ProviderGuard(AdapterShell):
             client = self._async_client_or_none()
             if client is None:
                 raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
-            raw = await self._asend(client, request)
+            with _guard_sending(self.recorder):
+                raw = await self._asend(client, request)
         except BaseException as exc:
             self._failed(call, exc)
             raise
@@ -808,7 +829,7 @@ class ProviderGuard(AdapterShell):
         @functools.wraps(original)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             extras = _pop_extras(kwargs)
-            if guard._passthrough(kwargs):
+            if guard._passthrough(kwargs) or _GUARD_SENDING.get() is guard.recorder:
                 return original(*args, **kwargs)
             call = guard._start_call(operation, args, kwargs, extras)
             try:

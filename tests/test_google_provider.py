@@ -170,6 +170,15 @@ async def test_acomplete_and_astream_use_the_clients_aio_side(client, fake_llm_s
 # ---------------------------------------------------------------- instrumented clients
 
 
+def test_guard_calls_through_a_client_the_guard_instrumented_are_recorded_once(guard, fake_llm_server):
+    fake_llm_server.default = says(GROUNDED)
+    guard.instrument()
+    guard.complete(QUESTION, context=CONTEXT)
+    list(guard.stream(QUESTION, context=CONTEXT))
+    steps = [s for t in guard.get_traces(timeout=60) for s in t.steps]
+    assert [(s.method, s.question) for s in steps] == [("sgi", QUESTION), ("sgi", QUESTION)]
+
+
 def _tool_conversation() -> list:
     return [
         types.Content(role="user", parts=[types.Part.from_text(text="What is the weather in Oslo?")]),

@@ -416,6 +416,26 @@ def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake
     assert guard.get_trace().steps[0].question == QUESTION
 
 
+async def test_guard_calls_through_a_client_the_guard_instrumented_are_recorded_once(client, aclient, fake_llm_server,
+                                                                                    dgi_calibration):
+    """``guard.instrument()`` instruments the guard's own client: its guard calls must stay one
+    step each, not gain a second step that scores the prompt-with-context as the question."""
+    fake_llm_server.default = echo_chat(GROUNDED)
+    guard = OpenAIProvider(model="m", client=client, async_client=aclient, calibration=dgi_calibration)
+    guard.instrument()
+    guard.instrument(aclient)
+    guard.complete(QUESTION, context=CONTEXT)
+    list(guard.stream(QUESTION, context=CONTEXT))
+    await guard.acomplete(QUESTION, context=CONTEXT)
+    async for _ in await guard.astream(QUESTION, context=CONTEXT):
+        pass
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}])  # still recorded
+    steps = [s for t in guard.get_traces(timeout=60) for s in t.steps]
+    assert [s.method for s in steps] == ["sgi", "sgi", "sgi", "sgi", "dgi"]
+    assert all(s.question == QUESTION for s in steps)
+    await aclient.close()
+
+
 def test_instrumented_stream_tool_call(client, fake_llm_server):
     fake_llm_server.add(Reply.sse(chat_chunks([], tool_call=("get_weather", {"city": "Oslo"}))))
     guard = OpenAIProvider(client=client)
