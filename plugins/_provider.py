@@ -587,6 +587,8 @@ class ProviderGuard(AdapterShell):
             raise TypeError(f"question must be text, got {type(question).__name__}")
         if system is not None and not isinstance(system, str):
             raise TypeError(f"system must be text, got {type(system).__name__}")
+        if not stream and request_kwargs.get("stream"):  # the answer would be an unread SDK stream, text ""
+            raise TypeError(f"{type(self).__name__}.complete takes no stream=True; use .stream() / .astream()")
         pieces = _as_pieces(context, GUARD_CONTEXT_SOURCE)
         kwargs = dict(request_kwargs)
         if self.model is not None:

@@ -149,6 +149,8 @@ def test_bad_input_is_a_one_line_error_before_any_request(guard, fake_llm_server
         OpenAIProvider(client=guard.client).complete("hi")
     with pytest.raises(ValueError, match="mode must be one of"):
         OpenAIProvider(model="m", client=guard.client, mode="shout")
+    with pytest.raises(TypeError, match=r"no stream=True; use \.stream\(\)"):
+        guard.complete("hi", stream=True)  # was an unread SDK stream as .raw and text "", no error
     assert fake_llm_server.requests == []
 
 
