@@ -97,7 +97,7 @@ def score_dataset(
     long_context: str = "mean",
     threads: int = 1,
 ):
-    """``ds`` (a ``ray.data.Dataset`` with ``question``, ``response``, optional ``context``) with the
+    """``ds`` (a ``ray.data.Dataset`` with ``response``, ``question`` and/or ``context``) with the
     ``groundlens_*`` columns appended, as a lazy ``ray.data.Dataset``.
 
     ``concurrency`` is the number of scoring workers (an int, or ``(min, max)`` for an autoscaling
@@ -108,9 +108,11 @@ def score_dataset(
     ray = _ray()
     if not isinstance(batch_size, int) or batch_size < 1:
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
-    missing = [c for c in ("question", "response") if c not in ds.columns()]
+    cols = ds.columns()
+    # as for files: without a question column, a row with a context is scored against it alone (support)
+    missing = [c for c in ("question", "response") if c not in cols and not (c == "question" and "context" in cols)]
     if missing:
-        raise GroundlensInputError(f"the dataset has no column(s) {', '.join(missing)}; found: {', '.join(ds.columns())}")
+        raise GroundlensInputError(f"the dataset has no column(s) {', '.join(missing)}; found: {', '.join(cols)}")
     if concurrency is None:
         concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 1e-9)))
     return ds.map_batches(
