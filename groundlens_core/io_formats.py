@@ -267,9 +267,25 @@ def encode_rows(kind: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[
             buf.truncate()
     else:
         for r in rows:
-            line = json.dumps({k: r.get(k) for k in columns}, ensure_ascii=False, default=str)
+            d = {k: r.get(k) for k in columns}
+            try:
+                line = json.dumps(d, ensure_ascii=False, default=str, allow_nan=False)
+            except ValueError:  # NaN/Infinity (a Parquet float column): not JSON; written as null
+                line = json.dumps(_finite(d), ensure_ascii=False, default=str)
             out.append((line + "\n").encode("utf-8", "backslashreplace"))
     return out
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN/Infinity float replaced by None (JSON has no such numbers; a JSONL
+    line holding ``NaN`` is rejected by strict readers: jq, JavaScript, Go, Spark)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def csv_header(columns: Sequence[str]) -> bytes:

@@ -400,3 +400,23 @@ def test_engine_ray_address_with_no_cluster_is_a_one_line_error(tmp_path, capsys
     err = _one_line_error(capsys)
     assert f"no Ray cluster answers at --address 127.0.0.1:{port}" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
+
+
+def test_jsonl_output_is_strict_json_when_a_parquet_float_is_nan(tmp_path, capsys):
+    """A NaN in a Parquet float column was written to JSONL as the bare token NaN, which strict JSON
+    readers (jq, JavaScript, Go) reject; JSON has no NaN, so it is null."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"question": ["What is 2+2?", "Who wrote Hamlet?"], "response": ["It is 4.", "Shakespeare."],
+                             "latency": [float("nan"), 1.5], "hist": [[float("inf"), 2.0], [1.0]]}), src)
+    out = tmp_path / "out.jsonl"
+    assert main(["evaluate", str(src), "-o", str(out)]) == 0
+
+    def strict(token):
+        raise ValueError(f"not JSON: {token}")
+
+    rows = [json.loads(line, parse_constant=strict) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["latency"] for r in rows] == [None, 1.5] and rows[0]["hist"] == [None, 2.0]
+    assert all(r["groundlens_method"] == "dgi" for r in rows)
