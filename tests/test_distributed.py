@@ -95,3 +95,18 @@ def test_cli_engine_ray_writes_the_same_file_as_the_local_engine(ray_cluster, tm
     assert main(["evaluate", str(src), "-o", str(tmp_path / "local_sorted.csv"), "--sort"]) == 0
     assert (tmp_path / "ray.csv").read_bytes() == (tmp_path / "local_sorted.csv").read_bytes()
     assert ray.is_initialized()  # the CLI used the running cluster and left it to its owner
+
+
+def test_score_dataset_without_a_question_column_scores_against_the_context(ray_cluster):
+    """evaluate, evaluate_batch and the CLI score (response, context) rows without a question (method
+    support, issue 11); score_dataset refused such a dataset ("no column(s) question")."""
+    from groundlens_core.distributed import score_dataset
+
+    rows = [{"id": r["id"], "response": r["response"], "context": r["context"] or "Delhi is in India."} for r in _rows(6)]
+    out = score_dataset(ray.data.from_items(rows), batch_size=4, concurrency=1).take_all()
+    want = {row["id"]: result_columns(r) for row, r in zip(rows, evaluate_batch(rows))}
+    assert len(out) == len(rows)
+    for g in out:
+        assert {c: g[c] for c in OUT_COLUMNS} == want[g["id"]]
+    assert {g["groundlens_method"] for g in out} == {"support"}
+    assert all(g["groundlens_support"] is not None for g in out)
