@@ -297,7 +297,6 @@ class _Call:
     started: float
     step_id: str = field(default_factory=new_id)
     metadata: dict[str, Any] = field(default_factory=dict)
-    tapped: bool = False  # an instrumented stream's tap started reading events
     ended: bool = False  # an instrumented stream's step was recorded (it is recorded once)
 
 
@@ -896,7 +895,7 @@ class ProviderGuard(AdapterShell):
                     """Let ``obj.close()`` end the tap too (a module whose stream is opened later
                     hooks it then, e.g. Anthropic's stream manager on enter)."""
                     if taps:
-                        self._end_tap_on_close(obj, call, reader, taps[-1], asynchronous=is_async)
+                        self._end_tap_on_close(obj, call, reader, asynchronous=is_async)
 
                 wrap.end_on_close = end_on_close  # type: ignore[attr-defined]
                 out = self._tap_stream(result, wrap)
@@ -912,43 +911,32 @@ class ProviderGuard(AdapterShell):
                 self._end(call)
         return result
 
-    def _end_tap_on_close(
-        self, stream: Any, call: _Call, reader: StreamReader, tap: Any, *, asynchronous: bool
-    ) -> None:
+    def _end_tap_on_close(self, stream: Any, call: _Call, reader: StreamReader, *, asynchronous: bool) -> None:
         """The SDK stream object's own ``close()`` (which ``with``/``async with`` call on exit) also
-        ends our tap, so a stream the caller leaves early (or never reads) is recorded when it is
-        closed, not only when Python collects it. Set on that stream instance only; the SDK's close
-        runs after ours, always."""
+        records the call, so a stream the caller leaves early (or never reads) is recorded when it is
+        closed, not only when Python collects it: the answer so far, ``stream_incomplete``. Our tap is
+        left as it is (a stream read after its close gives what the SDK gives); a call is recorded
+        once. Set on that stream instance only; the SDK's own close runs after ours, always."""
         original = getattr(stream, "close", None)
         if not callable(original):
             return
         guard = self
 
-        def end_tap() -> None:
-            if not call.ended:  # never read: nothing ran in the tap yet
+        def end_call() -> None:
+            if not call.ended:
                 guard._stream_ended(call, reader, None, incomplete=True)
 
         if asynchronous:
 
             async def aclose(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    if call.tapped and not call.ended:
-                        await tap.aclose()  # our tap's finally records the partial answer
-                    end_tap()
-                except Exception as exc:  # e.g. closed while another task iterates it
-                    guard.record_internal_error(f"close a {call.operation} stream", exc, call.key, call.node)
+                end_call()
                 return await original(*args, **kwargs)
 
             stream.close = functools.wraps(original)(aclose)
         else:
 
             def close(*args: Any, **kwargs: Any) -> Any:
-                try:
-                    if call.tapped and not call.ended:
-                        tap.close()
-                    end_tap()
-                except Exception as exc:  # e.g. closed while another thread iterates it
-                    guard.record_internal_error(f"close a {call.operation} stream", exc, call.key, call.node)
+                end_call()
                 return original(*args, **kwargs)
 
             stream.close = functools.wraps(original)(close)
@@ -977,7 +965,6 @@ class ProviderGuard(AdapterShell):
 
     def _tap(self, call: _Call, events: Iterable[Any], reader: StreamReader) -> Iterator[Any]:
         """The instrumented stream's events, read on their way to the caller, recorded at the end."""
-        call.tapped = True
         error: BaseException | None = None
         finished = False
         try:
@@ -994,7 +981,6 @@ class ProviderGuard(AdapterShell):
             self._stream_ended(call, reader, error, incomplete=not finished and error is None)
 
     async def _atap(self, call: _Call, events: AsyncIterator[Any], reader: StreamReader) -> AsyncIterator[Any]:
-        call.tapped = True
         error: BaseException | None = None
         finished = False
         try:

@@ -377,7 +377,7 @@ def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fa
     assert left.metadata["stream_incomplete"] is True and left.response == "It charges "
     assert never.metadata["stream_incomplete"] is True and never.response is None
     assert traces[0].ended_at is not None and traces[1].ended_at is not None
-    list(stream)  # read after close: no second step
+    list(stream)  # read after close: what the SDK gives (our tap stays open), and no second step
     assert [len(t.steps) for t in guard.get_traces(timeout=30)] == [1, 1]
 
 
