@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.groundlens-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup browser phoenix bench bench-stream clean
+.PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck
 
 setup: $(STAMP)
 
@@ -32,6 +32,25 @@ phoenix:
 
 test: setup browser phoenix
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# ruff (lint + format check) and mypy. mypy reads the package as it installs: plugins/ and trace/
+# are linked into .typecheck/groundlens_core, where setuptools puts them (package-dir).
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(MAKE) --no-print-directory typecheck
+
+typecheck: setup
+	rm -rf .typecheck/groundlens_core && mkdir -p .typecheck/groundlens_core
+	for f in groundlens_core/*; do ln -s "$$PWD/$$f" .typecheck/groundlens_core/; done
+	ln -s "$$PWD/plugins" .typecheck/groundlens_core/plugins
+	ln -s "$$PWD/trace" .typecheck/groundlens_core/trace
+	cd .typecheck && ../$(BIN)/mypy --config-file ../pyproject.toml -p groundlens_core
+
+# rewrite the package in the house style and apply the safe lint fixes
+fmt: setup
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
 
 bench: setup
 	$(BIN)/python benchmarks/bench_core.py

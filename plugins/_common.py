@@ -37,8 +37,7 @@ def as_text(value: Any) -> str | None:
                 return value[key]
         return None
     if isinstance(value, (list, tuple)):
-        parts = [as_text(v) for v in value]
-        parts = [p for p in parts if p and p.strip()]
+        parts = [p for p in (as_text(v) for v in value) if p and p.strip()]
         return "\n\n".join(parts) if parts else None
     for attr in _TEXT_ATTRS:
         inner = getattr(value, attr, None)

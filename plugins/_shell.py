@@ -377,8 +377,9 @@ def handle_internal_errors(adapter: Any = None, where: str | None = None, *, tra
             ...                                       # a failure here is logged and recorded
 
     ``trace_key`` is a key or a callable returning one (for the decorator it gets the method's
-    arguments), or returning ``(key, node)`` to name the error step's node too; when the adapter knows no trace, the failure is still logged, and the error step
-    goes to the adapter's own error trace. ``default`` is what a decorated function returns after
+    arguments), or returning ``(key, node)`` to name the error step's node too; when the adapter
+    knows no trace, the failure is still logged, and the error step goes to the adapter's own error
+    trace. ``default`` is what a decorated function returns after
     a failure. ``framework`` names the logger when there is no adapter (``groundlens.<framework>``).
     """
     if callable(adapter) and not isinstance(adapter, AdapterShell) and where is None:

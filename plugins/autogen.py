@@ -596,14 +596,14 @@ def _build_client() -> type:
     from pydantic import BaseModel
 
     class GroundlensClientConfig(BaseModel):
-        client: core.ComponentModel
+        client: core.ComponentModel  # type: ignore[name-defined]
         agent_name: str | None = None
         trace_key: str = DEFAULT_TRACE_KEY
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensChatCompletionClient(_ClientTranslation, models.ChatCompletionClient,
-                                         core.Component[GroundlensClientConfig]):
+    class GroundlensChatCompletionClient(_ClientTranslation, models.ChatCompletionClient,  # type: ignore[name-defined]
+                                         core.Component[GroundlensClientConfig]):  # type: ignore[name-defined]
         """Wraps a ``ChatCompletionClient``: results come back unchanged and at once, scored off the hot path.
 
         One wrapper per agent (``agent_name`` names its steps); share ``recorder`` across a team.
@@ -630,8 +630,8 @@ def _build_termination() -> type:
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensFlaggedTermination(_TerminationTranslation, base.TerminationCondition,
-                                       core.Component[GroundlensFlaggedTerminationConfig]):
+    class GroundlensFlaggedTermination(_TerminationTranslation, base.TerminationCondition,  # type: ignore[name-defined]
+                                       core.Component[GroundlensFlaggedTerminationConfig]):  # type: ignore[name-defined]
         """Stops a team as soon as an answer is flagged (or lands in another band of ``stop_on``).
 
         Scores each new answer while the team waits (in a worker thread, off the event loop); the steps

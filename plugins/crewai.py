@@ -351,8 +351,8 @@ class GroundlensCrewListener(AdapterShell):
                                       metadata={"crew_id": _ident(crew)})
             return key
         with self._lock:
-            key = self._standalone.get(id(agent))
-        return key if key is not None else self._new_standalone_run(agent)
+            standalone = self._standalone.get(id(agent))
+        return standalone if standalone is not None else self._new_standalone_run(agent)
 
     def _new_standalone_run(self, agent: Any) -> str:
         """A task-less ``Agent.kickoff()`` began: a trace of its own, and no context from the last one."""
@@ -673,9 +673,10 @@ def _build_tool() -> type:
         answer: Any = Field(default=None, description="Your draft final answer, as plain text.")
         question: str | None = Field(default=None, description="The question you are answering (default: your task).")
         context: str | None = Field(
-            default=None, description="The source text your answer is based on (default: the results of the tools you called in this task).")
+            default=None, description=("The source text your answer is based on "
+                         "(default: the results of the tools you called in this task)."))
 
-    class GroundlensTool(tools.BaseTool):
+    class GroundlensTool(tools.BaseTool):  # type: ignore[name-defined]
         """Lets an agent check that its draft answer is supported by its sources before answering."""
 
         name: str = SELF_CHECK_TOOL_NAME

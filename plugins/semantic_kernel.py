@@ -200,7 +200,7 @@ class GroundlensFilter(AdapterShell):
 
         question, q_source = self._question(context)
         pieces = self._context(context, run)
-        base = dict(trace_key=run.key, node=node, question=question, context=pieces, started_at=started,
+        base: dict[str, Any] = dict(trace_key=run.key, node=node, question=question, context=pieces, started_at=started,
                     ended_at=ended, step_id=step_id, parent_id=parent_id)
         meta: dict[str, Any] = {"function_kind": "prompt"}
         if q_source:
@@ -228,7 +228,7 @@ class GroundlensFilter(AdapterShell):
             context.result.metadata[self.metadata_key] = inline.score.to_dict()
         flagged_error = apply_guard(inline, mode=self.mode, response=response, on_flagged=self.on_flagged,
                                     node=node, step_id=step_id)
-        if inline.flagged and self.mode == "replace":
+        if inline.score is not None and inline.flagged and self.mode == "replace":
             context.result = self._replaced(context.result, response, inline.score.to_dict())
             meta["guard"] = "replaced"
         elif flagged_error is not None:

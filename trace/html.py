@@ -357,7 +357,8 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
         "data_json": _script_json({"steps": details}),
         "css": Markup(_band_css() + _asset("report.css")),
         "js": Markup(script),
-        "csp": f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; base-uri 'none'; form-action 'none'",
+        "csp": (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; "
+                "base-uri 'none'; form-action 'none'"),
     }
 
 
@@ -370,7 +371,7 @@ def _histogram_svg_model(bins: list[dict[str, int]]) -> dict[str, Any]:
     bar_w = plot_w / len(bins)
     bars = []
     for k, b in enumerate(bins):
-        y = top + plot_h
+        y = float(top + plot_h)
         lo, hi = k / len(bins), (k + 1) / len(bins)
         for band in TRIAGE_ORDER:
             n = b[band]

@@ -465,7 +465,8 @@ def _step_times(step: Step, fallback_ns: int) -> tuple[int, int]:
         start = end
     elif end is None:
         end = start + int((step.llm_latency_ms or 0.0) * 1e6)
-    return start, max(start, end)  # type: ignore[arg-type]
+    assert start is not None and end is not None
+    return start, max(start, end)
 
 
 def _plain(value: Any) -> str:

@@ -30,7 +30,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
-from groundlens_core.results import GroundlensScore, as_score
+from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
 
@@ -524,6 +524,7 @@ class Recorder:
                 except ValueError as exc:
                     out[i] = ("error", f"the adapter's score is unusable: {exc}", None, None)
                     continue
+                assert kept is not None
                 out[i] = (kept.method, None, kept, calls[i].scoring_latency_ms)  # scored in line already
             elif m == "score":
                 todo.append(i)
@@ -536,7 +537,7 @@ class Recorder:
             kwargs = dict(self.scoring_options(), errors="record")
             items = [{"question": calls[i].question, "response": calls[i].response,
                       "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)]} for i in todo]
-            results = evaluate_batch(items, **kwargs)
+            results: list[Any] = list(evaluate_batch(items, **kwargs))
         except Exception as exc:
             log.warning("groundlens: scoring failed: %s", exc)
             results = [exc] * len(todo)
@@ -544,7 +545,7 @@ class Recorder:
         for i, res in zip(todo, results):
             if isinstance(res, Exception):
                 out[i] = ("error", f"{type(res).__name__}: {res}", None, ms)
-            elif getattr(res, "method", None) == "error":
+            elif isinstance(res, ScoreError):
                 out[i] = ("error", res.error, None, ms)
             else:
                 out[i] = (res.method, None, res, ms)

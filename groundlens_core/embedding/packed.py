@@ -215,8 +215,10 @@ def _linear_kchunked(x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torc
         if i == 0:
             out = torch.addmm(bias, part, w, out=out) if out is not None else torch.addmm(bias, part, w)
         else:
+            assert out is not None  # set by the first chunk
             out.addmm_(part, w)
         k += w.shape[0]
+    assert out is not None
     return out
 
 
@@ -425,7 +427,7 @@ class PackedMiniLMEmbedder:
                 torch.addmm(bo, ctx[t], wo_t, out=buf_o)
                 a = F.layer_norm(buf_o.add_(x[t]), (H,), ln1w, ln1b, eps)
                 torch.addmm(bi, a, wi_t, out=buf_i)
-                torch._C._nn.gelu(buf_i, out=buf_h)
+                torch._C._nn.gelu(buf_i, out=buf_h)  # type: ignore[call-arg]  # the stub lacks out=
                 x[t] = F.layer_norm(_linear_kchunked(buf_h, wo2, bo2, out=buf_o).add_(a), (H,), ln2w, ln2b, eps)
 
         emb = torch.empty(len(ids), H, dtype=torch.float32)

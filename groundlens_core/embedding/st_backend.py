@@ -27,8 +27,8 @@ class SentenceTransformerEmbedder:
         self._path = Path(model_path)
         self.model_id = model_id
         self._model = SentenceTransformer(str(self._path), device="cpu", local_files_only=True)
-        self.dim = int(self._model.get_sentence_embedding_dimension())
-        self.max_tokens = int(self._model.max_seq_length) - 2
+        self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
+        self.max_tokens = int(self._model.max_seq_length or 0) - 2
         self._splitter = TokenSplitter.from_file(self._path / "tokenizer.json", self.max_tokens)
         self._lock = threading.Lock()
         self._fingerprint: str | None = None
