@@ -30,7 +30,7 @@ browser:
 phoenix:
 	bash .ci/install-phoenix.sh
 
-test: setup browser phoenix
+test: setup lint browser phoenix
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 # ruff (lint + format check) and mypy. mypy reads the package as it installs: plugins/ and trace/

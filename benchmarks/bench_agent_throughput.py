@@ -33,7 +33,6 @@ import os
 import resource
 import statistics
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any

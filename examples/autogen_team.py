@@ -82,7 +82,7 @@ async def main() -> None:
         the_team = build_team(answer, recorder, stop)
         with groundlens_trace(recorder, f"{label} run") as key:
             checked = checker.check_stream(the_team.run_stream(task=TASK))
-            async for item in checked:  # every message passes through unchanged (e.g. into Console)
+            async for _item in checked:  # every message passes through unchanged (e.g. into Console)
                 pass
         print(f"   stop reason: {checked.task_result.stop_reason}")
         show("live, from the model clients", recorder.get_trace(key))

@@ -27,7 +27,7 @@ from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 class ToolCallingFakeModel(GenericFakeChatModel):
     """GenericFakeChatModel replays its scripted messages; agents need ``bind_tools``."""
 
-    def bind_tools(self, tools: Any, **kwargs: Any) -> "ToolCallingFakeModel":
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ToolCallingFakeModel:
         return self
 
 

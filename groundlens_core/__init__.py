@@ -20,8 +20,16 @@ from groundlens_core.errors import (
     GroundlensInputError,
     ModelNotFoundError,
 )
-from groundlens_core.results import (DGIResult, Evidence, GroundlensScore, ScoreError, SentenceEvidence, SGIResult,
-                                     SupportResult, UnsupportedToken)
+from groundlens_core.results import (
+    DGIResult,
+    Evidence,
+    GroundlensScore,
+    ScoreError,
+    SentenceEvidence,
+    SGIResult,
+    SupportResult,
+    UnsupportedToken,
+)
 from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
 from groundlens_core.stream import evaluate_stream
 

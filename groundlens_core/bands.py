@@ -151,22 +151,34 @@ _SENTENCES = {
         "it may ignore the context. Review first."
     ),
     ("sgi", "review"): (
-        "SGI {v:.2f} in [0.95, 1.20]: the response leans toward its context, but only weakly. "
-        "Review when time allows."
+        "SGI {v:.2f} in [0.95, 1.20]: the response leans toward its context, but only weakly. Review when time allows."
     ),
     ("sgi", "trusted"): "SGI {v:.2f} > 1.20: the response moved well toward its context (strong pass).",
     ("dgi", "flagged"): (
-        "DGI {v:.2f} <= 0.30: the question-to-response step does not point the way grounded answers go. "
-        "Review first."
+        "DGI {v:.2f} <= 0.30: the question-to-response step does not point the way grounded answers go. Review first."
     ),
     ("dgi", "review"): (
-        "DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go. "
-        "Review when time allows."
+        "DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go. Review when time allows."
     ),
     ("dgi", "trusted"): "DGI {v:.2f} > 0.50: the step points the way grounded answers go (strong pass).",
-    ("support", "flagged"): "Support {v:.2f} < 0.80: {absent} of the response's {total} content words {are} not in the context. Review first.",
-    ("support", "review"): "Support {v:.2f} in [0.80, 0.95]: {absent} of the response's {total} content words {are} not in the context. Review when time allows.",
-    ("support", "trusted"): "Support {v:.2f} > 0.95: the context contains {present} of the response's {total} content words (strong pass).",
+    (
+        "support",
+        "flagged",
+    ): (
+        "Support {v:.2f} < 0.80: {absent} of the response's {total} content words {are} not in the context. "
+        "Review first."
+    ),
+    (
+        "support",
+        "review",
+    ): (
+        "Support {v:.2f} in [0.80, 0.95]: {absent} of the response's {total} content words {are} not in the context. "
+        "Review when time allows."
+    ),
+    (
+        "support",
+        "trusted",
+    ): "Support {v:.2f} > 0.95: the context contains {present} of the response's {total} content words (strong pass).",
 }
 
 
@@ -188,8 +200,13 @@ def explain_support(support: float, total: int, absent: int, weakest: str | None
     if total == 0:
         return "Support: the response has no content words (numbers, names, words) to look for in the context."
     band = triage("support", support)
-    text = _SENTENCES[("support", band)].format(v=shown_value("support", support, band), absent=absent,
-                                               total=total, present=total - absent, are="is" if absent == 1 else "are")
+    text = _SENTENCES[("support", band)].format(
+        v=shown_value("support", support, band),
+        absent=absent,
+        total=total,
+        present=total - absent,
+        are="is" if absent == 1 else "are",
+    )
     if weakest:
         text += f' Weakest sentence: "{weakest}"' + ("" if weakest.endswith((".", "!", "?", "\u2026")) else ".")
     return text

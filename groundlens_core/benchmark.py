@@ -49,7 +49,7 @@ SEED = 20261129
 
 
 def _bundled(name: str) -> list[dict[str, Any]]:
-    with resources.files("groundlens_core.data").joinpath(name).open("r", encoding="utf-8", newline="") as fh:
+    with resources.files("groundlens_core.data").joinpath(name).open("r", encoding="utf-8", newline="") as fh:  # type: ignore[call-overload]
         return list(csv.DictReader(fh))
 
 
@@ -74,10 +74,11 @@ def faithbench_path(explicit: str | os.PathLike[str] | None = None) -> Path | No
 
 
 def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Rows of a labelled CSV/JSONL: ``response`` and ``label`` required, ``question``/``context``/``spans`` optional."""
+    """Rows of a labelled CSV/JSONL: ``response`` and ``label`` required; ``question``, ``context``
+    and ``spans`` optional."""
     from groundlens_core.io_formats import iter_rows, scan_table
 
-    info = scan_table(path)
+    info = scan_table(path)  # type: ignore[arg-type]
     cols = list(info.columns)
     rows = list(iter_rows(info))
     if "label" not in cols:
@@ -97,9 +98,18 @@ def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
             try:
                 spans = json.loads(spans)
             except json.JSONDecodeError:
-                raise GroundlensInputError(f"{path}: row {n}: spans must be a JSON list of [start, end) pairs") from None
-        out.append({"question": r.get("question") or "", "context": r.get("context") or "", "response": r.get("response"),
-                    "label": label, "spans": spans if isinstance(spans, list) else None})
+                raise GroundlensInputError(
+                    f"{path}: row {n}: spans must be a JSON list of [start, end) pairs"
+                ) from None
+        out.append(
+            {
+                "question": r.get("question") or "",
+                "context": r.get("context") or "",
+                "response": r.get("response"),
+                "label": label,
+                "spans": spans if isinstance(spans, list) else None,
+            }
+        )
     return out
 
 
@@ -125,7 +135,7 @@ def auroc_ci(scores: Sequence[float], labels: Sequence[int], n: int = BOOTSTRAP,
     """AUROC and its 95 % percentile bootstrap interval (rows resampled with replacement)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(labels, dtype=np.int64)
-    point = auroc(s, y)
+    point = auroc(s, y)  # type: ignore[arg-type]
     rng = np.random.default_rng(seed)
     vals = []
     for _ in range(n):
@@ -137,7 +147,9 @@ def auroc_ci(scores: Sequence[float], labels: Sequence[int], n: int = BOOTSTRAP,
     return {"auroc": point, "low": lo, "high": hi}
 
 
-def length_matched_auroc(scores: Sequence[float], labels: Sequence[int], lengths: Sequence[int], strata: int = 5) -> float:
+def length_matched_auroc(
+    scores: Sequence[float], labels: Sequence[int], lengths: Sequence[int], strata: int = 5
+) -> float:
     """AUROC within response-length quintiles, averaged with weight min(#grounded, #hallucinated) per
     stratum: what a signal ranks once the length shortcut is taken away."""
     s, y, L = (np.asarray(a) for a in (scores, labels, lengths))
@@ -158,8 +170,12 @@ def _hit_ci(hits: Sequence[float], n: int = BOOTSTRAP, seed: int = SEED) -> dict
         return {"rate": float("nan"), "low": float("nan"), "high": float("nan"), "rows": 0}
     rng = np.random.default_rng(seed)
     means = [float(h[rng.integers(0, len(h), len(h))].mean()) for _ in range(n)]
-    return {"rate": float(h.mean()), "low": float(np.percentile(means, 2.5)), "high": float(np.percentile(means, 97.5)),
-            "rows": int(len(h))}
+    return {
+        "rate": float(h.mean()),
+        "low": float(np.percentile(means, 2.5)),
+        "high": float(np.percentile(means, 97.5)),
+        "rows": int(len(h)),
+    }
 
 
 def _overlaps(start: int, end: int, spans: Sequence[Sequence[int]]) -> bool:
@@ -169,8 +185,14 @@ def _overlaps(start: int, end: int, spans: Sequence[Sequence[int]]) -> bool:
 # ---------------------------------------------------------------- one set
 
 
-def score_set(rows: list[dict[str, Any]], name: str, *, dgi_only: bool = False, long_context: str = "mean",
-              bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+def score_set(
+    rows: list[dict[str, Any]],
+    name: str,
+    *,
+    dgi_only: bool = False,
+    long_context: str = "mean",
+    bootstrap: int = BOOTSTRAP,
+) -> dict[str, Any]:
     """Every signal on ``rows`` (dicts with question, context, response, label[, spans])."""
     from groundlens_core.scoring import evaluate_batch
 
@@ -178,27 +200,40 @@ def score_set(rows: list[dict[str, Any]], name: str, *, dgi_only: bool = False, 
     lengths = [len(r["response"]) for r in rows]
     has_q = any((r.get("question") or "").strip() for r in rows)
     has_c = any((r.get("context") or "").strip() for r in rows) and not dgi_only
-    items = [{"question": r.get("question") or None, "response": r["response"],
-              "context": (r.get("context") or None) if has_c else None} for r in rows]
+    items = [
+        {
+            "question": r.get("question") or None,
+            "response": r["response"],
+            "context": (r.get("context") or None) if has_c else None,
+        }
+        for r in rows
+    ]
     t0 = time.perf_counter()
     res = evaluate_batch(items, errors="record", long_context=long_context)
     seconds = time.perf_counter() - t0
     errors = sum(1 for x in res if x.method == "error")
     signals: dict[str, list[float | None]] = {}
     if has_q and has_c:
-        signals["sgi"] = [x.value if x.method == "sgi" else None for x in res]
+        signals["sgi"] = [x.value if x.method == "sgi" else None for x in res]  # type: ignore[union-attr]
     if has_q:
         if has_c:  # DGI on the same rows, context ignored: what the question alone gives
-            dres = evaluate_batch([{"question": it["question"], "response": it["response"]} for it in items], errors="record")
+            dres = evaluate_batch(
+                [{"question": it["question"], "response": it["response"]} for it in items], errors="record"
+            )
         else:
             dres = res
-        signals["dgi"] = [x.value if x.method == "dgi" else None for x in dres]
+        signals["dgi"] = [x.value if x.method == "dgi" else None for x in dres]  # type: ignore[union-attr]
     if has_c:
-        signals["support"] = [getattr(x, "evidence", None).support if getattr(x, "evidence", None) else None for x in res]
-    signals["triage ranking"] = [x.rank if x.method != "error" else None for x in res]
+        signals["support"] = [
+            getattr(x, "evidence", None).support if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
+            for x in res
+        ]
+    signals["triage ranking"] = [x.rank if x.method != "error" else None for x in res]  # type: ignore[union-attr]
     signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
     other = "context" if has_c else "question"
-    signals[f"baseline: word overlap with {other}"] = [overlap_baseline(r["response"], r.get(other) or "") for r in rows]
+    signals[f"baseline: word overlap with {other}"] = [
+        overlap_baseline(r["response"], r.get(other) or "") for r in rows
+    ]
 
     table = {}
     for sig, vals in signals.items():
@@ -207,32 +242,48 @@ def score_set(rows: list[dict[str, Any]], name: str, *, dgi_only: bool = False, 
             continue
         s = [vals[i] for i in keep]
         yy = [y[i] for i in keep]
-        entry = auroc_ci(s, yy, n=bootstrap)
-        entry["length_matched"] = length_matched_auroc(s, yy, [lengths[i] for i in keep])
+        entry = auroc_ci(s, yy, n=bootstrap)  # type: ignore[arg-type]
+        entry["length_matched"] = length_matched_auroc(s, yy, [lengths[i] for i in keep])  # type: ignore[arg-type]
         entry["rows"] = len(keep)
         table[sig] = entry
 
-    flagged = {lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
-               for lab, v in (("grounded", 1), ("hallucinated", 0))}
-    out: dict[str, Any] = {
-        "data": name, "rows": len(rows), "grounded": sum(y), "errors": errors,
-        "methods": sorted({x.method for x in res}), "auroc": table, "flag_rate": flagged,
-        "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"), "seconds": seconds,
+    flagged = {
+        lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
+        for lab, v in (("grounded", 1), ("hallucinated", 0))
     }
-    loc_rows = [(r, x) for r, x in zip(rows, res)
-                if r.get("spans") and int(r["label"]) == 0 and getattr(x, "evidence", None) is not None
-                and len(x.evidence.sentences) >= 2]
+    out: dict[str, Any] = {
+        "data": name,
+        "rows": len(rows),
+        "grounded": sum(y),
+        "errors": errors,
+        "methods": sorted({x.method for x in res}),
+        "auroc": table,
+        "flag_rate": flagged,
+        "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"),
+        "seconds": seconds,
+    }
+    loc_rows = [
+        (r, x)
+        for r, x in zip(rows, res)
+        if r.get("spans")
+        and int(r["label"]) == 0
+        and getattr(x, "evidence", None) is not None
+        and len(x.evidence.sentences) >= 2  # type: ignore[union-attr]
+    ]
     if loc_rows:
         weakest, rand, longest = [], [], []
         for r, x in loc_rows:
-            ev = x.evidence
+            ev = x.evidence  # type: ignore[union-attr]
             hits = [_overlaps(s.start, s.end, r["spans"]) for s in ev.sentences]
             weakest.append(float(ev.weakest is not None and hits[ev.weakest]))  # naming none is a miss
             rand.append(sum(hits) / len(hits))
-            longest.append(float(hits[max(range(len(hits)), key=lambda i: (ev.sentences[i].end - ev.sentences[i].start, -i))]))
+            longest.append(
+                float(hits[max(range(len(hits)), key=lambda i: (ev.sentences[i].end - ev.sentences[i].start, -i))])
+            )
         out["localisation"] = {
-            "what": "hallucinated rows with >= 2 sentences and annotated spans: share whose named sentence overlaps a span "
-                    "(a row where no sentence is named counts as a miss)",
+            "what": "hallucinated rows with >= 2 sentences and annotated spans: "
+            "share whose named sentence overlaps a span "
+            "(a row where no sentence is named counts as a miss)",
             "weakest sentence": _hit_ci(weakest, n=bootstrap),
             "baseline: random sentence (expected)": _hit_ci(rand, n=bootstrap),
             "baseline: longest sentence": _hit_ci(longest, n=bootstrap),
@@ -247,32 +298,64 @@ def _rate(flags: list[bool]) -> float:
 # ---------------------------------------------------------------- the command
 
 
-def run_benchmark(limit: int | None = None, long_context: str = "mean", data: str | None = None,
-                  faithbench: str | None = None, bootstrap: int = BOOTSTRAP) -> dict[str, Any]:
+def run_benchmark(
+    limit: int | None = None,
+    long_context: str = "mean",
+    data: str | None = None,
+    faithbench: str | None = None,
+    bootstrap: int = BOOTSTRAP,
+) -> dict[str, Any]:
     sets: list[dict[str, Any]] = []
     if data:
         rows = read_labelled(data)[:limit] if limit else read_labelled(data)
-        sets.append(score_set(rows, f"{Path(data).name}, {{n}} rows, {{grounded}} grounded", long_context=long_context, bootstrap=bootstrap))
+        sets.append(
+            score_set(
+                rows,
+                f"{Path(data).name}, {{n}} rows, {{grounded}} grounded",
+                long_context=long_context,
+                bootstrap=bootstrap,
+            )
+        )
     else:
         qa = _bundled(QA_FILE)[:limit] if limit else _bundled(QA_FILE)
-        sets.append(score_set([{**r, "label": int(r["label"])} for r in qa],
-                              f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
-                              long_context=long_context, bootstrap=bootstrap))
+        sets.append(
+            score_set(
+                [{**r, "label": int(r["label"])} for r in qa],
+                f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
+                long_context=long_context,
+                bootstrap=bootstrap,
+            )
+        )
         fb = faithbench_path(faithbench)
         if fb is not None and fb.is_file():
             rows = read_labelled(fb)
             rows = rows[:limit] if limit else rows
-            sets.append(score_set(rows, f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
-                                        "{grounded} grounded; summaries, no question", long_context=long_context, bootstrap=bootstrap))
+            sets.append(
+                score_set(
+                    rows,
+                    f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
+                    "{grounded} grounded; summaries, no question",
+                    long_context=long_context,
+                    bootstrap=bootstrap,
+                )
+            )
         gen = _bundled(GENERAL_FILE)[:limit] if limit else _bundled(GENERAL_FILE)
-        sets.append(score_set([{**r, "label": int(r["label"]), "context": ""} for r in gen],
-                              f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
-                              "direction fitted on the other rows", dgi_only=True, bootstrap=bootstrap))
+        sets.append(
+            score_set(
+                [{**r, "label": int(r["label"]), "context": ""} for r in gen],
+                f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
+                "direction fitted on the other rows",
+                dgi_only=True,
+                bootstrap=bootstrap,
+            )
+        )
     for s in sets:
         s["data"] = s["data"].format(n=s["rows"], grounded=s["grounded"])
     out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "bootstrap": bootstrap, "sets": sets}
     if not data and faithbench_path(faithbench) is None:
-        out["skipped"] = ["FaithBench dev: not found (../shared/data/faithbench_dev.csv or --faithbench PATH); it is never bundled"]
+        out["skipped"] = [
+            "FaithBench dev: not found (../shared/data/faithbench_dev.csv or --faithbench PATH); it is never bundled"
+        ]
     out["text"] = format_report(out)
     return out
 
@@ -283,9 +366,14 @@ def format_report(out: dict[str, Any]) -> str:
         lines.append(f"\n{s['data']}" + (f"  ({s['errors']} rows could not be scored)" if s["errors"] else ""))
         lines.append(f"  {'signal':<38} {'AUROC':>6}  {'95% interval':<15} {'length-matched':>14}")
         for k, v in s["auroc"].items():
-            lines.append(f"  {k:<38} {v['auroc']:>6.3f}  [{v['low']:.3f}, {v['high']:.3f}]  {v['length_matched']:>14.3f}")
-        lines.append(f"  flagged: {s['flag_rate']['grounded']:.1%} of grounded rows, {s['flag_rate']['hallucinated']:.1%} of hallucinated rows"
-                     f"; {s['rows_per_second']:.0f} rows/s ({', '.join(s['methods'])})")
+            lines.append(
+                f"  {k:<38} {v['auroc']:>6.3f}  [{v['low']:.3f}, {v['high']:.3f}]  {v['length_matched']:>14.3f}"
+            )
+        lines.append(
+            f"  flagged: {s['flag_rate']['grounded']:.1%} of grounded rows, "
+            f"{s['flag_rate']['hallucinated']:.1%} of hallucinated rows"
+            f"; {s['rows_per_second']:.0f} rows/s ({', '.join(s['methods'])})"
+        )
         loc = s.get("localisation")
         if loc:
             lines.append(f"  localisation ({loc['weakest sentence']['rows']} {loc['what']}):")

@@ -65,7 +65,7 @@ class CalibrationResult:
         return path
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "CalibrationResult":
+    def from_dict(cls, data: dict[str, Any]) -> CalibrationResult:
         if not isinstance(data, dict) or data.get("format") != FORMAT:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise GroundlensInputError(f"not a groundlens calibration file (format={found!r})")
@@ -80,11 +80,17 @@ class CalibrationResult:
             raise GroundlensInputError(f"calibration file has a malformed field: {exc}") from None
         if len(direction) != dim or not np.isfinite(direction).all():
             raise GroundlensInputError("calibration direction is malformed (wrong length or non-finite values)")
-        return cls(direction=direction, n_pairs=n_pairs, dim=dim, concentration=concentration,
-                   fingerprint=fingerprint, metadata=metadata)
+        return cls(
+            direction=direction,
+            n_pairs=n_pairs,
+            dim=dim,
+            concentration=concentration,
+            fingerprint=fingerprint,
+            metadata=metadata,
+        )
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "CalibrationResult":
+    def load(cls, path: str | os.PathLike[str]) -> CalibrationResult:
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -118,7 +124,9 @@ def read_pairs_csv(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
             cols = set(reader.fieldnames or [])
             missing = {"question", "response"} - cols
             if missing:
-                raise GroundlensInputError(f"{path}: missing column(s) {', '.join(sorted(missing))}; found {', '.join(sorted(cols)) or 'none'}")
+                raise GroundlensInputError(
+                    f"{path}: missing column(s) {', '.join(sorted(missing))}; found {', '.join(sorted(cols)) or 'none'}"
+                )
             rows = list(reader)
     except FileNotFoundError:
         raise GroundlensInputError(f"file not found: {path}") from None
@@ -126,7 +134,9 @@ def read_pairs_csv(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
         raise GroundlensInputError(f"{path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if "label" in cols:
         rows = [r for r in rows if str(r.get("label", "")).strip() in ("1", "1.0", "true", "True")]
-    return [(r["question"], r["response"]) for r in rows if (r["question"] or "").strip() and (r["response"] or "").strip()]
+    return [
+        (r["question"], r["response"]) for r in rows if (r["question"] or "").strip() and (r["response"] or "").strip()
+    ]
 
 
 def calibrate(
@@ -148,9 +158,11 @@ def calibrate(
         meta.setdefault("source_sha256", hashlib.sha256(Path(csv_path).read_bytes()).hexdigest())
     else:
         # only real text: None or a pandas NaN must not become the strings "None" / "nan"
-        pair_list = [(q, r) for q, r in pairs if isinstance(q, str) and isinstance(r, str) and q.strip() and r.strip()]
+        pair_list = [(q, r) for q, r in pairs if isinstance(q, str) and isinstance(r, str) and q.strip() and r.strip()]  # type: ignore[union-attr]
     if len(pair_list) < 2:
-        raise GroundlensInputError(f"calibration needs at least 2 grounded pairs with non-blank text; got {len(pair_list)}")
+        raise GroundlensInputError(
+            f"calibration needs at least 2 grounded pairs with non-blank text; got {len(pair_list)}"
+        )
     emb = embedder or get_default_embedder()
     vectors = embed_many(emb, [q for q, _ in pair_list] + [r for _, r in pair_list])
     n = len(pair_list)
@@ -205,7 +217,9 @@ def _same_weights(fingerprint: str) -> str:
     return fingerprint[: -len("+bf16")] if fingerprint.endswith("+bf16") else fingerprint
 
 
-def resolve_calibration(calibration: "CalibrationResult | str | os.PathLike[str] | None", fingerprint: str) -> CalibrationResult:
+def resolve_calibration(
+    calibration: CalibrationResult | str | os.PathLike[str] | None, fingerprint: str
+) -> CalibrationResult:
     """A calibration object, file path, or None (the bundled direction), checked against ``fingerprint``."""
     if calibration is None:
         cal = bundled_direction()

@@ -20,7 +20,6 @@ from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError
 
-
 # ---------------------------------------------------------------- commands
 
 
@@ -28,10 +27,10 @@ def mark_unsupported(sentence: Any, response: str) -> str:
     """The sentence with each unsupported token in ``[[ ]]`` (offsets index the response)."""
     out, pos = [], sentence.start
     for tok in sentence.unsupported:
-        out.append(response[pos:tok.start])
-        out.append(f"[[{response[tok.start:tok.end]}]]")
+        out.append(response[pos : tok.start])
+        out.append(f"[[{response[tok.start : tok.end]}]]")
         pos = tok.end
-    out.append(response[pos:sentence.end])
+    out.append(response[pos : sentence.end])
     return " ".join("".join(out).split())
 
 
@@ -40,8 +39,10 @@ def evidence_lines(res: Any, response: str) -> list[str]:
     ev = getattr(res, "evidence", None)
     if ev is None:
         return []
-    lines = [f"sentences ({len(ev.sentences)}; support = share of content words found in the context; "
-             "[[...]] = not in the context):"]
+    lines = [
+        f"sentences ({len(ev.sentences)}; support = share of content words found in the context; "
+        "[[...]] = not in the context):"
+    ]
     for i, s in enumerate(ev.sentences):
         mark = "  <- weakest" if i == ev.weakest else ""
         lines.append(f"  {i + 1:>2}. support {s.support:.2f}  {mark_unsupported(s, response)}{mark}")
@@ -54,13 +55,15 @@ def evidence_lines(res: Any, response: str) -> list[str]:
 def cmd_check(args: argparse.Namespace) -> int:
     from groundlens_core.scoring import evaluate
 
-    res = evaluate(args.question, args.response, args.context, calibration=args.calibration, long_context=args.long_context)
+    res = evaluate(
+        args.question, args.response, args.context, calibration=args.calibration, long_context=args.long_context
+    )
     if args.json:
         print(res.to_json())
     else:
         line = f"{res.method.upper()} {res.value:.4f}  normalized {res.normalized:.3f}  {res.triage.upper()}"
         if getattr(res, "support", None) is not None and res.method != "support":
-            line += f"  (support {res.support:.3f}, ranking value {res.rank:.3f})"
+            line += f"  (support {res.support:.3f}, ranking value {res.rank:.3f})"  # type: ignore[attr-defined]
         print(line)
         print(res.explanation)
         for text in evidence_lines(res, args.response):
@@ -77,11 +80,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise GroundlensInputError("--address and --workers are for --engine ray")
     threads = use_threads(args.threads)
     job = EvaluateJob(
-        input=Path(args.input), output=Path(args.output), sort=args.sort,
-        html=Path(args.html) if args.html else None, html_rows=args.html_rows, batch_size=args.batch_size,
-        calibration=args.calibration, long_context=args.long_context, resume=args.resume,
-        progress=True if args.progress else None, engine=args.engine, address=args.address,
-        workers=args.workers, threads=threads,
+        input=Path(args.input),
+        output=Path(args.output),
+        sort=args.sort,
+        html=Path(args.html) if args.html else None,
+        html_rows=args.html_rows,
+        batch_size=args.batch_size,
+        calibration=args.calibration,
+        long_context=args.long_context,
+        resume=args.resume,
+        progress=True if args.progress else None,
+        engine=args.engine,
+        address=args.address,
+        workers=args.workers,
+        threads=threads,
     )
     summary = run_evaluate(job)
     counts = summary.counts
@@ -89,7 +101,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     parts = ", ".join(f"{counts[k]} {k}" for k in ("flagged", "review", "trusted", "error") if counts.get(k))
     report = ""
     if args.html:
-        shown = "all rows" if summary.html_rows >= summary.rows else f"the riskiest {summary.html_rows:,} of {summary.rows:,} rows"
+        shown = (
+            "all rows"
+            if summary.html_rows >= summary.rows
+            else f"the riskiest {summary.html_rows:,} of {summary.rows:,} rows"
+        )
         report = f"; report {args.html} ({shown})"
     print(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}", file=sys.stderr)
     print(f"note: scores are {TRIAGE_NOTE}", file=sys.stderr)
@@ -101,7 +117,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
     cal = calibrate(csv_path=args.pairs)
     cal.save(args.output)
-    print(f"wrote {args.output}: direction from {cal.n_pairs} pairs, concentration {cal.concentration:.4f}, embedder {cal.fingerprint}")
+    print(
+        f"wrote {args.output}: direction from {cal.n_pairs} pairs, concentration {cal.concentration:.4f}, "
+        f"embedder {cal.fingerprint}"
+    )
     return 0
 
 
@@ -109,7 +128,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from groundlens_core.trace.html import write_html
     from groundlens_core.trace.model import Trace
 
-    traces = []
+    traces = []  # type: ignore[var-annotated]
     for p in args.traces:
         path = Path(p)
         if not path.is_file():
@@ -124,15 +143,20 @@ def cmd_report(args: argparse.Namespace) -> int:
         except (KeyError, TypeError, ValueError) as exc:
             raise GroundlensInputError(f"{path} is not a groundlens trace (missing {exc})") from None
     write_html(traces, args.output, title=args.title, redact=args.redact)
-    print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")
+    print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")  # type: ignore[misc]
     return 0
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
     from groundlens_core.benchmark import run_benchmark
 
-    report = run_benchmark(limit=args.limit, long_context=args.long_context, data=args.data,
-                           faithbench=args.faithbench, bootstrap=args.bootstrap)
+    report = run_benchmark(
+        limit=args.limit,
+        long_context=args.long_context,
+        data=args.data,
+        faithbench=args.faithbench,
+        bootstrap=args.bootstrap,
+    )
     print(json.dumps(report, indent=2) if args.json else report["text"])
     return 0
 
@@ -161,7 +185,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line("ok", "model", f"{model_id} at {path}")
         t0 = time.perf_counter()
         emb = get_embedder()
-        line("ok", "embedder", f"{emb.backend}, dim {emb.dim}, window {emb.max_tokens + 2} word pieces, loaded in {time.perf_counter() - t0:.2f}s")
+        line(
+            "ok",
+            "embedder",
+            f"{emb.backend}, dim {emb.dim}, window {emb.max_tokens + 2} word pieces, "
+            f"loaded in {time.perf_counter() - t0:.2f}s",
+        )
         line("ok", "fingerprint", emb.fingerprint)
     except Exception as exc:  # noqa: BLE001
         line("FAIL", "model", str(exc))
@@ -172,7 +201,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         cal = bundled_direction()
         same = cal.fingerprint == emb.fingerprint
         ok &= same
-        line("ok" if same else "FAIL", "bundled DGI direction", f"{cal.n_pairs} pairs, {'matches' if same else 'does NOT match'} the embedder")
+        line(
+            "ok" if same else "FAIL",
+            "bundled DGI direction",
+            f"{cal.n_pairs} pairs, {'matches' if same else 'does NOT match'} the embedder",
+        )
     except Exception as exc:  # noqa: BLE001
         ok = False
         line("FAIL", "bundled DGI direction", str(exc))
@@ -180,10 +213,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         from groundlens_core.scoring import evaluate
 
         t0 = time.perf_counter()
-        good = evaluate("Where is the Oberoi Group's head office?", "Its head office is in Delhi.",
-                        "The Oberoi Group is a hotel company with its head office in Delhi.")
+        good = evaluate(
+            "Where is the Oberoi Group's head office?",
+            "Its head office is in Delhi.",
+            "The Oberoi Group is a hotel company with its head office in Delhi.",
+        )
         dgi = evaluate("What is the capital of France?", "The capital of France is Paris.")
-        line("ok", "quick score", f"SGI {good.value:.3f} ({good.triage}), DGI {dgi.value:.3f} ({dgi.triage}) in {time.perf_counter() - t0:.2f}s")
+        line(
+            "ok",
+            "quick score",
+            f"SGI {good.value:.3f} ({good.triage}), DGI {dgi.value:.3f} ({dgi.triage}) "
+            f"in {time.perf_counter() - t0:.2f}s",
+        )
     except Exception as exc:  # noqa: BLE001
         ok = False
         line("FAIL", "quick score", str(exc))
@@ -202,7 +243,9 @@ def _positive_int(value: str) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="groundlens", description=f"Grounding triage for LLM outputs. Scores are {TRIAGE_NOTE}.")
+    p = argparse.ArgumentParser(
+        prog="groundlens", description=f"Grounding triage for LLM outputs. Scores are {TRIAGE_NOTE}."
+    )
     p.add_argument("--version", action="version", version=f"groundlens-core {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -210,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_doctor)
 
     s = sub.add_parser("check", help="score one response (with -c and no -q: against the context alone)")
-    s.add_argument("--question", "-q", default=None, help="the question; without it, a context is needed (method support)")
+    s.add_argument(
+        "--question", "-q", default=None, help="the question; without it, a context is needed (method support)"
+    )
     s.add_argument("--response", "-r", required=True)
     s.add_argument("--context", "-c", default=None, help="the source text; without it DGI is used (needs -q)")
     s.add_argument("--calibration", default=None, help="a DGI direction from `groundlens calibrate`")
@@ -218,22 +263,41 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print the full result as JSON")
     s.set_defaults(func=cmd_check)
 
-    s = sub.add_parser("evaluate", help="score a CSV, JSONL or Parquet file (columns question, response, optional context), streaming")
+    s = sub.add_parser(
+        "evaluate", help="score a CSV, JSONL or Parquet file (columns question, response, optional context), streaming"
+    )
     s.add_argument("input", help=".csv, .jsonl, .parquet (.csv.gz, .jsonl.gz)")
-    s.add_argument("--output", "-o", required=True, help=".csv, .jsonl or .parquet, by extension; appears when complete")
+    s.add_argument(
+        "--output", "-o", required=True, help=".csv, .jsonl or .parquet, by extension; appears when complete"
+    )
     s.add_argument("--sort", action="store_true", help="riskiest rows first (a second pass over the written rows)")
     s.add_argument("--html", default=None, help="also write an HTML triage report")
-    s.add_argument("--html-rows", type=_positive_int, default=1000,
-                   help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)")
+    s.add_argument(
+        "--html-rows",
+        type=_positive_int,
+        default=1000,
+        help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)",
+    )
     s.add_argument("--resume", action="store_true", help="continue an interrupted run from its last written chunk")
     s.add_argument("--calibration", default=None)
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
     s.add_argument("--batch-size", type=_positive_int, default=256, help="rows per chunk (and per checkpoint)")
-    s.add_argument("--threads", type=_positive_int, default=None,
-                   help="torch threads for scoring (default 1, or GROUNDLENS_THREADS: more threads collapse on a busy machine)")
-    s.add_argument("--engine", choices=("local", "ray"), default="local", help="ray: score on a Ray cluster (pip install \"groundlens-core[ray]\")")
+    s.add_argument(
+        "--threads",
+        type=_positive_int,
+        default=None,
+        help="torch threads for scoring (default 1, or GROUNDLENS_THREADS: more threads collapse on a busy machine)",
+    )
+    s.add_argument(
+        "--engine",
+        choices=("local", "ray"),
+        default="local",
+        help='ray: score on a Ray cluster (pip install "groundlens-core[ray]")',
+    )
     s.add_argument("--address", default=None, help="Ray cluster address (default: start a local one)")
-    s.add_argument("--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)")
+    s.add_argument(
+        "--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)"
+    )
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
     s.set_defaults(func=cmd_evaluate)
 
@@ -242,9 +306,19 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--output", "-o", required=True)
     s.set_defaults(func=cmd_calibrate)
 
-    s = sub.add_parser("benchmark", help="every signal's AUROC (with 95%% intervals) on labelled data, next to simple baselines")
-    s.add_argument("--data", default=None, help="your labelled CSV/JSONL: response, label (1 = grounded), question and/or context, optional spans")
-    s.add_argument("--faithbench", default=None, help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)")
+    s = sub.add_parser(
+        "benchmark", help="every signal's AUROC (with 95%% intervals) on labelled data, next to simple baselines"
+    )
+    s.add_argument(
+        "--data",
+        default=None,
+        help="your labelled CSV/JSONL: response, label (1 = grounded), question and/or context, optional spans",
+    )
+    s.add_argument(
+        "--faithbench",
+        default=None,
+        help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)",
+    )
     s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
     s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")

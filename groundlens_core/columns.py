@@ -65,17 +65,32 @@ def unsupported_text(evidence: Any, limit: int = 50) -> str:
 def result_columns(res: Any) -> dict[str, Any]:
     """The appended cells for one result (a score or a ScoreError), keys in :data:`OUT_COLUMNS` order."""
     if res.method == "error":
-        return {"groundlens_method": "error", "groundlens_value": None, "groundlens_normalized": None,
-                "groundlens_flagged": None, "groundlens_triage": "error", "groundlens_error": res.error,
-                "groundlens_rank": None, "groundlens_support": None, "groundlens_weakest_sentence": None,
-                "groundlens_unsupported": None}
+        return {
+            "groundlens_method": "error",
+            "groundlens_value": None,
+            "groundlens_normalized": None,
+            "groundlens_flagged": None,
+            "groundlens_triage": "error",
+            "groundlens_error": res.error,
+            "groundlens_rank": None,
+            "groundlens_support": None,
+            "groundlens_weakest_sentence": None,
+            "groundlens_unsupported": None,
+        }
     ev = getattr(res, "evidence", None)
     weakest = ev.weakest_sentence if ev is not None else None
-    return {"groundlens_method": res.method, "groundlens_value": res.value, "groundlens_normalized": res.normalized,
-            "groundlens_flagged": res.flagged, "groundlens_triage": res.triage, "groundlens_error": None,
-            "groundlens_rank": getattr(res, "rank", res.normalized), "groundlens_support": None if ev is None else ev.support,
-            "groundlens_weakest_sentence": None if weakest is None else weakest.text,
-            "groundlens_unsupported": None if ev is None else unsupported_text(ev)}
+    return {
+        "groundlens_method": res.method,
+        "groundlens_value": res.value,
+        "groundlens_normalized": res.normalized,
+        "groundlens_flagged": res.flagged,
+        "groundlens_triage": res.triage,
+        "groundlens_error": None,
+        "groundlens_rank": getattr(res, "rank", res.normalized),
+        "groundlens_support": None if ev is None else ev.support,
+        "groundlens_weakest_sentence": None if weakest is None else weakest.text,
+        "groundlens_unsupported": None if ev is None else unsupported_text(ev),
+    }
 
 
 #: small codes for the per-row keys file of a run (see ``stream.py``); -1 = a method not listed here

@@ -55,10 +55,32 @@ DISCOURSE_WORDS = frozenset(
 _AFTER_IN = frozenset({"short", "brief", "sum", "conclusion", "summary", "essence", "addition", "particular", "total"})
 
 NUMBER_WORDS = {
-    "zero": "0", "one": "1", "two": "2", "three": "3", "four": "4", "five": "5", "six": "6", "seven": "7",
-    "eight": "8", "nine": "9", "ten": "10", "eleven": "11", "twelve": "12", "twenty": "20", "thirty": "30",
-    "forty": "40", "fifty": "50", "hundred": "100", "first": "1", "second": "2", "third": "3",
-    "once": "1", "twice": "2", "single": "1", "double": "2", "dozen": "12",
+    "zero": "0",
+    "one": "1",
+    "two": "2",
+    "three": "3",
+    "four": "4",
+    "five": "5",
+    "six": "6",
+    "seven": "7",
+    "eight": "8",
+    "nine": "9",
+    "ten": "10",
+    "eleven": "11",
+    "twelve": "12",
+    "twenty": "20",
+    "thirty": "30",
+    "forty": "40",
+    "fifty": "50",
+    "hundred": "100",
+    "first": "1",
+    "second": "2",
+    "third": "3",
+    "once": "1",
+    "twice": "2",
+    "single": "1",
+    "double": "2",
+    "dozen": "12",
 }
 MONTHS = frozenset("january february march april may june july august september october november december".split())
 

@@ -75,7 +75,9 @@ class GroundlensScorer:
         cols = {c: batch.column(c).to_pylist() for c in ("question", "response", "context") if c in names}
         n = batch.num_rows
         items = [row_item({k: v[i] for k, v in cols.items()}, has_context) for i in range(n)]
-        results = score_chunk(items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context)
+        results = score_chunk(
+            items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context
+        )
         cells = [result_columns(r) for r in results]
         types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
         for c in OUT_COLUMNS:
@@ -117,7 +119,11 @@ def score_dataset(
         concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 1e-9)))
     return ds.map_batches(
         GroundlensScorer,
-        fn_constructor_kwargs={"calibration": _cal_payload(calibration), "long_context": long_context, "threads": threads},
+        fn_constructor_kwargs={
+            "calibration": _cal_payload(calibration),
+            "long_context": long_context,
+            "threads": threads,
+        },
         batch_size=batch_size,
         batch_format="pyarrow",
         concurrency=concurrency,
@@ -136,8 +142,10 @@ def _check_address(address: str, timeout: float = 5.0) -> None:
     try:
         socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=timeout).close()
     except OSError as exc:
-        raise GroundlensInputError(f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); "
-                                   "start one with `ray start --head` or check the address") from None
+        raise GroundlensInputError(
+            f"no Ray cluster answers at --address {address} ({exc.strerror or exc}); "
+            "start one with `ray start --head` or check the address"
+        ) from None
 
 
 def init_local_ray(num_cpus: int | None = None, address: str | None = None):
@@ -207,12 +215,20 @@ class RayChunkScorer:
             texts["response"].append(p.response)
             texts["context"].append(p.context)
         if ok:
-            table = pa.table({"__row": pa.array(ok, pa.int64()), **{k: pa.array(v, pa.string()) for k, v in texts.items()}})
+            table = pa.table(
+                {"__row": pa.array(ok, pa.int64()), **{k: pa.array(v, pa.string()) for k, v in texts.items()}}
+            )
             bs = self.job.batch_size
             blocks = [table.slice(s, bs) for s in range(0, table.num_rows, bs)]
             ds = ray.data.from_arrow(blocks)
-            scored = score_dataset(ds, batch_size=bs, concurrency=min(self.workers, len(blocks)),
-                                   calibration=self.cal, long_context=self.job.long_context, threads=self.job.threads or 1)
+            scored = score_dataset(
+                ds,
+                batch_size=bs,
+                concurrency=min(self.workers, len(blocks)),
+                calibration=self.cal,
+                long_context=self.job.long_context,
+                threads=self.job.threads or 1,
+            )
             got = scored.select_columns(["__row", *OUT_COLUMNS]).to_arrow_refs()
             for ref in got:
                 for row in ray.get(ref).to_pylist():

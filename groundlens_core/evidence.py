@@ -65,7 +65,9 @@ def context_keys(context: str) -> frozenset[str]:
     return source_keys(context)
 
 
-def build_evidence(plan: EvidencePlan, vectors: Mapping[str, np.ndarray], keys: frozenset[str] | None = None) -> Evidence:
+def build_evidence(
+    plan: EvidencePlan, vectors: Mapping[str, np.ndarray], keys: frozenset[str] | None = None
+) -> Evidence:
     """Evidence from the plan and the embedding of each planned sentence (``vectors[text]``, unit rows)."""
     keys = context_keys(plan.context) if keys is None else keys
     ctx = np.stack([np.asarray(vectors[s.text], dtype=np.float64) for s in plan.context_spans])
@@ -79,16 +81,31 @@ def build_evidence(plan: EvidencePlan, vectors: Mapping[str, np.ndarray], keys: 
         absent = tuple(UnsupportedToken(t.text, t.kind, t.start, t.end) for t in tokens if t.key not in keys)
         total += len(tokens)
         absent_total += len(absent)
-        sentences.append(SentenceEvidence(
-            start=span.start, end=span.end, text=span.text,
-            support=1.0 - len(absent) / len(tokens) if tokens else 1.0,
-            content_tokens=len(tokens), unsupported=absent, similarity=float(sims[best]),
-            passage_start=passage.start, passage_end=passage.end, passage=passage.text,
-        ))
+        sentences.append(
+            SentenceEvidence(
+                start=span.start,
+                end=span.end,
+                text=span.text,
+                support=1.0 - len(absent) / len(tokens) if tokens else 1.0,
+                content_tokens=len(tokens),
+                unsupported=absent,
+                similarity=float(sims[best]),
+                passage_start=passage.start,
+                passage_end=passage.end,
+                passage=passage.text,
+            )
+        )
     candidates = [i for i, s in enumerate(sentences) if s.unsupported]
-    weakest = min(candidates, key=lambda i: (-len(sentences[i].unsupported), sentences[i].similarity, i)) if candidates else None
+    weakest = (
+        min(candidates, key=lambda i: (-len(sentences[i].unsupported), sentences[i].similarity, i))
+        if candidates
+        else None
+    )
     return Evidence(
         support=1.0 - absent_total / total if total else 1.0,
-        content_tokens=total, unsupported_tokens=absent_total, weakest=weakest,
-        sentences=tuple(sentences), context_passages=len(plan.context_spans),
+        content_tokens=total,
+        unsupported_tokens=absent_total,
+        weakest=weakest,
+        sentences=tuple(sentences),
+        context_passages=len(plan.context_spans),
     )

@@ -84,7 +84,7 @@ class TableInfo:
 def _open_text(path: Path, gz: bool, newline: str) -> io.TextIOBase:
     if gz:
         return gzip.open(path, "rt", encoding="utf-8-sig", newline=newline)  # type: ignore[return-value]
-    return open(path, "r", encoding="utf-8-sig", newline=newline)
+    return open(path, encoding="utf-8-sig", newline=newline)
 
 
 def _not_utf8(path: Path, exc: UnicodeDecodeError) -> GroundlensInputError:
@@ -118,12 +118,18 @@ def scan_table(path: str | Path) -> TableInfo:
         raise GroundlensInputError(f"{path} is not a complete gzip file ({exc or 'truncated'})") from None
     dupes = sorted({c for c in columns if columns.count(c) > 1})
     if dupes:
-        raise GroundlensInputError(f"{path}: duplicate column name(s) {', '.join(map(repr, dupes))} in the header; "
-                                   "each column needs its own name")
+        raise GroundlensInputError(
+            f"{path}: duplicate column name(s) {', '.join(map(repr, dupes))} in the header; "
+            "each column needs its own name"
+        )
     # a question column is optional when there is a context column (rows scored against the context alone)
-    missing = [c for c in ("question", "response") if c not in columns and not (c == "question" and "context" in columns)]
+    missing = [
+        c for c in ("question", "response") if c not in columns and not (c == "question" and "context" in columns)
+    ]
     if missing:
-        raise GroundlensInputError(f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(columns) or 'none'}")
+        raise GroundlensInputError(
+            f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(columns) or 'none'}"
+        )
     return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows)
 
 
@@ -192,12 +198,14 @@ def _iter_csv(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
                 continue
             row: dict[str, Any] = dict(zip(header, cells))
             if len(cells) < width:
-                row.update(dict.fromkeys(header[len(cells):]))  # missing cells: empty (as csv.DictReader)
+                row.update(dict.fromkeys(header[len(cells) :]))  # missing cells: empty (as csv.DictReader)
             elif len(cells) > width:
                 extra = cells[width:]
                 shown = ", ".join(repr(c[:30]) for c in extra[:3]) + (", ..." if len(extra) > 3 else "")
-                row[READ_ERROR] = (f"row {n} has {len(cells)} fields but the header has {width} "
-                                   f"(an unquoted comma?); extra fields not kept: {shown}")
+                row[READ_ERROR] = (
+                    f"row {n} has {len(cells)} fields but the header has {width} "
+                    f"(an unquoted comma?); extra fields not kept: {shown}"
+                )
             yield row
 
 
@@ -323,6 +331,8 @@ def arrow_table(rows: Sequence[Mapping[str, Any]], schema):
         for c in text_cols:
             v = d[c]
             if v is not None and not isinstance(v, str):
-                d[c] = None if isinstance(v, float) and math.isnan(v) else json.dumps(v, ensure_ascii=False, default=str)
+                d[c] = (
+                    None if isinstance(v, float) and math.isnan(v) else json.dumps(v, ensure_ascii=False, default=str)
+                )
         fixed.append(d)
     return pa.Table.from_pylist(fixed, schema=schema)

@@ -46,7 +46,7 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
 
     indices = _risk_order(keys)[: max(0, job.html_rows)]
     columns = output_columns(info.columns)
-    rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)
+    rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)  # type: ignore[arg-type]
     items = [row_item(r, info.has_context) for r in rows]
     results: list[Any] = [None] * len(rows)
     todo = []
@@ -57,13 +57,23 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
             todo.append(i)
     for start in range(0, len(todo), job.batch_size):
         part = todo[start : start + job.batch_size]
-        for i, res in zip(part, score_chunk([items[i] for i in part], embedder=emb, calibration=calibration,
-                                            long_context=job.long_context)):
+        for i, res in zip(
+            part,
+            score_chunk([items[i] for i in part], embedder=emb, calibration=calibration, long_context=job.long_context),
+        ):
             results[i] = res
     trace = trace_from_batch(rows, items, results, name=job.input.name)
     # name each step after its row in the file, not its place in the report
-    trace.steps[:] = [dataclasses.replace(s, id=f"row-{int(indices[k])}", index=int(indices[k]), node=str(rows[k].get("node") or f"row {int(indices[k]) + 1}"),
-                                          metadata={"row": int(indices[k])}) for k, s in enumerate(trace.steps)]
+    trace.steps[:] = [
+        dataclasses.replace(
+            s,
+            id=f"row-{int(indices[k])}",
+            index=int(indices[k]),
+            node=str(rows[k].get("node") or f"row {int(indices[k]) + 1}"),
+            metadata={"row": int(indices[k])},
+        )
+        for k, s in enumerate(trace.steps)
+    ]
     trace.metadata["rows"] = int(len(keys))
     trace.metadata["shown"] = len(rows)
     population = population_summary(keys) if len(rows) < len(keys) else None

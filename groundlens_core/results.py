@@ -34,8 +34,14 @@ def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
     for s in ev.get("sentences", ()):
         if isinstance(expl, str) and isinstance(s.get("text"), str):
             expl = expl.replace(f'"{quote_sentence(s["text"])}"', f'"{REDACTED}"')
-        sentences.append({**s, "text": REDACTED, "passage": REDACTED,
-                          "unsupported": [{**u, "text": REDACTED} for u in s.get("unsupported", ())]})
+        sentences.append(
+            {
+                **s,
+                "text": REDACTED,
+                "passage": REDACTED,
+                "unsupported": [{**u, "text": REDACTED} for u in s.get("unsupported", ())],
+            }
+        )
     out["evidence"] = {**ev, "sentences": sentences}
     out["explanation"] = expl
     return out
@@ -72,7 +78,7 @@ class SentenceEvidence:
     passage: str
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "SentenceEvidence":
+    def from_dict(cls, d: dict[str, Any]) -> SentenceEvidence:
         d = dict(d)
         d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
         return cls(**d)
@@ -103,7 +109,7 @@ class Evidence:
         return [u for s in self.sentences for u in s.unsupported]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Evidence":
+    def from_dict(cls, d: dict[str, Any]) -> Evidence:
         d = dict(d)
         d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
         return cls(**d)
@@ -186,7 +192,9 @@ class ScoreError:
 
 
 def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
-    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult, "error": ScoreError}.get(data.get("method", ""))
+    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult, "error": ScoreError}.get(
+        data.get("method", "")
+    )
     if kind is None:
         raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
     names = {f.name for f in dataclasses.fields(kind)}

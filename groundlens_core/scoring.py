@@ -20,16 +20,32 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import (EPSILON, SGI_DEGENERATE_HIGH, TRIAGE_NOTE, combined_band, explain, explain_support,
-                                   normalize, rank_value, triage)
+from groundlens_core.bands import (
+    EPSILON,
+    SGI_DEGENERATE_HIGH,
+    TRIAGE_NOTE,
+    combined_band,
+    explain,
+    explain_support,
+    normalize,
+    rank_value,
+    triage,
+)
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
 from groundlens_core.errors import GroundlensError, GroundlensInputError
 from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_evidence
-from groundlens_core.results import (DGIResult, Evidence, GroundlensScore, ScoreError, SGIResult, SupportResult,
-                                     quote_sentence)
+from groundlens_core.results import (
+    DGIResult,
+    Evidence,
+    GroundlensScore,
+    ScoreError,
+    SGIResult,
+    SupportResult,
+    quote_sentence,
+)
 from groundlens_core.text import is_blank
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
@@ -47,7 +63,9 @@ def _check_text(name: str, value: Any) -> str:
     if is_blank(value):  # no letter, digit or symbol once invisible characters are removed
         raise GroundlensInputError(f"{name} is blank")
     if len(value) > MAX_TEXT_CHARS:
-        raise GroundlensInputError(f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
+        raise GroundlensInputError(
+            f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)"
+        )
     _check_encodable(name, value)
     return value
 
@@ -57,7 +75,9 @@ def _check_encodable(name: str, value: str) -> None:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise GroundlensInputError(f"{name} is not valid Unicode text (a lone surrogate at character {exc.start})") from None
+        raise GroundlensInputError(
+            f"{name} is not valid Unicode text (a lone surrogate at character {exc.start})"
+        ) from None
 
 
 def join_context(context: Any) -> str | None:
@@ -85,7 +105,9 @@ def join_context(context: Any) -> str | None:
     text = "\n\n".join(pieces)
     _check_encodable("context", text)
     if len(text) > MAX_TEXT_CHARS:
-        raise GroundlensInputError(f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)")
+        raise GroundlensInputError(
+            f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)"
+        )
     return text
 
 
@@ -114,7 +136,9 @@ def _prepare(item: Any) -> _Item:
         q, r = item[0], item[1]
         c = item[2] if len(item) == 3 else None
     else:
-        raise GroundlensInputError("each item must be a mapping with question/response[/context] or a (question, response[, context]) tuple")
+        raise GroundlensInputError(
+            "each item must be a mapping with question/response[/context] or a (question, response[, context]) tuple"
+        )
     return _make_item(q, r, c)
 
 
@@ -158,8 +182,9 @@ def _weakest_text(ev: Evidence) -> str | None:
     return None if s is None else quote_sentence(s.text)
 
 
-def _sgi_result(raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item,
-                ev: Evidence | None) -> SGIResult:
+def _sgi_result(
+    raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item, ev: Evidence | None
+) -> SGIResult:
     sgi_band = triage("sgi", raw)
     detail = ""
     if raw == SGI_DEGENERATE_HIGH and d_rc < EPSILON:
@@ -176,10 +201,22 @@ def _sgi_result(raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, em
             text += f" Triage: {band} (support below 0.80 flags the response whatever SGI says)."
         explanation = f"{text} ({TRIAGE_NOTE})"
     return SGIResult(
-        method="sgi", value=raw, normalized=normalize("sgi", raw), flagged=band == "flagged", triage=band,
-        explanation=explanation, fingerprint=emb.fingerprint, backend=emb.backend,
-        version=__version__, d_response_question=d_rq, d_response_context=d_rc, context_mode=mode, context_chunks=chunks,
-        rank=rank_value("sgi", raw, support), support=support, evidence=ev,
+        method="sgi",
+        value=raw,
+        normalized=normalize("sgi", raw),
+        flagged=band == "flagged",
+        triage=band,
+        explanation=explanation,
+        fingerprint=emb.fingerprint,
+        backend=emb.backend,
+        version=__version__,
+        d_response_question=d_rq,
+        d_response_context=d_rc,
+        context_mode=mode,
+        context_chunks=chunks,
+        rank=rank_value("sgi", raw, support),
+        support=support,
+        evidence=ev,
     )
 
 
@@ -187,9 +224,18 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
     band = triage("dgi", raw)
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
     return DGIResult(
-        method="dgi", value=raw, normalized=normalize("dgi", raw), flagged=band == "flagged", triage=band,
-        explanation=explain("dgi", raw, band, detail), fingerprint=emb.fingerprint, backend=emb.backend,
-        version=__version__, displacement_norm=norm, direction=cal.direction_id, rank=rank_value("dgi", raw, None),
+        method="dgi",
+        value=raw,
+        normalized=normalize("dgi", raw),
+        flagged=band == "flagged",
+        triage=band,
+        explanation=explain("dgi", raw, band, detail),
+        fingerprint=emb.fingerprint,
+        backend=emb.backend,
+        version=__version__,
+        displacement_norm=norm,
+        direction=cal.direction_id,
+        rank=rank_value("dgi", raw, None),
     )
 
 
@@ -198,9 +244,16 @@ def _support_result(ev: Evidence, emb) -> SupportResult:
     band = triage("support", ev.support) if ev.content_tokens else "review"
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     return SupportResult(
-        method="support", value=ev.support, normalized=normalize("support", ev.support), flagged=band == "flagged",
-        triage=band, explanation=f"{text} No question: scored against the context alone. ({TRIAGE_NOTE})",
-        fingerprint=emb.fingerprint, backend=emb.backend, version=__version__, evidence=ev,
+        method="support",
+        value=ev.support,
+        normalized=normalize("support", ev.support),
+        flagged=band == "flagged",
+        triage=band,
+        explanation=f"{text} No question: scored against the context alone. ({TRIAGE_NOTE})",
+        fingerprint=emb.fingerprint,
+        backend=emb.backend,
+        version=__version__,
+        evidence=ev,
         rank=rank_value("support", ev.support, None),
     )
 
@@ -208,7 +261,9 @@ def _support_result(ev: Evidence, emb) -> SupportResult:
 # ---------------------------------------------------------------- public API
 
 
-def _score_items(items: list[_Item], emb, calibration, long_context: str, evidence: bool = True) -> list[GroundlensScore]:
+def _score_items(
+    items: list[_Item], emb, calibration, long_context: str, evidence: bool = True
+) -> list[GroundlensScore]:
     if long_context not in LONG_CONTEXT_MODES:
         raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
     cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
@@ -216,7 +271,7 @@ def _score_items(items: list[_Item], emb, calibration, long_context: str, eviden
     asked = [it for it in items if it.question is not None]
     qr_texts = [t for it in asked for t in (it.question, it.response)]
     ctx_plans = {it.context: _pieces(emb, it.context) for it in asked if it.context is not None}
-    qr_vecs = embed_many(emb, qr_texts)
+    qr_vecs = embed_many(emb, qr_texts)  # type: ignore[arg-type]
     piece_texts = list(dict.fromkeys(p for plan in ctx_plans.values() for p in plan))
     piece_vecs = dict(zip(piece_texts, emb.encode(piece_texts).astype(np.float64))) if piece_texts else {}
     # evidence: one more pass, over the sentences of the responses and contexts (cached like any text)
@@ -233,7 +288,7 @@ def _score_items(items: list[_Item], emb, calibration, long_context: str, eviden
         ev = None
         if i in ev_plans:
             if it.context not in keys_of:
-                keys_of[it.context] = context_keys(it.context)  # type: ignore[index]
+                keys_of[it.context] = context_keys(it.context)  # type: ignore[arg-type,index]
             ev = build_evidence(ev_plans[i], sent_vecs, keys_of[it.context])  # type: ignore[index]
         if it.question is None:
             out.append(_support_result(ev, emb))  # type: ignore[arg-type]
@@ -241,8 +296,8 @@ def _score_items(items: list[_Item], emb, calibration, long_context: str, eviden
         q, r = qr_vecs[2 * k], qr_vecs[2 * k + 1]
         k += 1
         if it.context is None:
-            raw, norm = dgi_from_vectors(r, q, cal.vector)
-            out.append(_dgi_result(raw, norm, cal, emb, it))
+            raw, norm = dgi_from_vectors(r, q, cal.vector)  # type: ignore[union-attr]
+            out.append(_dgi_result(raw, norm, cal, emb, it))  # type: ignore[arg-type]
             continue
         plan = ctx_plans[it.context]
         if len(plan) == 1:
@@ -260,10 +315,10 @@ def _score_items(items: list[_Item], emb, calibration, long_context: str, eviden
 def evaluate(
     question: str | None = None,
     response: str | None = None,
-    context: "str | Sequence[str] | None" = None,
+    context: str | Sequence[str] | None = None,
     *,
     embedder=None,
-    calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
+    calibration: CalibrationResult | str | os.PathLike[str] | None = None,
     long_context: str = DEFAULT_LONG_CONTEXT,
     evidence: bool = True,
 ) -> GroundlensScore:
@@ -278,8 +333,15 @@ def evaluate(
     return _score_items([item], embedder or get_default_embedder(), calibration, long_context, evidence)[0]
 
 
-def compute_sgi(question: str, response: str, context: "str | Sequence[str]", *, embedder=None,
-                long_context: str = DEFAULT_LONG_CONTEXT, evidence: bool = True) -> SGIResult:
+def compute_sgi(
+    question: str,
+    response: str,
+    context: str | Sequence[str],
+    *,
+    embedder=None,
+    long_context: str = DEFAULT_LONG_CONTEXT,
+    evidence: bool = True,
+) -> SGIResult:
     """SGI of a response given its context (which must be non-blank)."""
     ctx = join_context(context)
     if ctx is None:
@@ -288,9 +350,14 @@ def compute_sgi(question: str, response: str, context: "str | Sequence[str]", *,
     return _score_items([item], embedder or get_default_embedder(), None, long_context, evidence)[0]  # type: ignore[return-value]
 
 
-def compute_dgi(question: str, response: str, *, embedder=None,
-                calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
-                reference_csv: "str | os.PathLike[str] | None" = None) -> DGIResult:
+def compute_dgi(
+    question: str,
+    response: str,
+    *,
+    embedder=None,
+    calibration: CalibrationResult | str | os.PathLike[str] | None = None,
+    reference_csv: str | os.PathLike[str] | None = None,
+) -> DGIResult:
     """DGI of a response against ``calibration`` (default: the bundled generic direction), or
     against a direction calibrated on the fly from ``reference_csv`` (verified grounded pairs,
     columns ``question``, ``response``; cached by the file's content, as in the original API)."""
@@ -307,7 +374,7 @@ def evaluate_batch(
     items: Iterable[Any],
     *,
     embedder=None,
-    calibration: "CalibrationResult | str | os.PathLike[str] | None" = None,
+    calibration: CalibrationResult | str | os.PathLike[str] | None = None,
     long_context: str = DEFAULT_LONG_CONTEXT,
     errors: str = "record",
     chunk_size: int = 256,
@@ -345,7 +412,7 @@ def evaluate_batch(
         except Exception:
             if errors == "raise":
                 raise
-            scored = [_score_one_or_error(idx, it, emb, calibration, long_context, evidence) for idx, it in chunk]
+            scored = [_score_one_or_error(idx, it, emb, calibration, long_context, evidence) for idx, it in chunk]  # type: ignore[misc]
         for (idx, _), res in zip(chunk, scored):
             results[idx] = res
         done += len(chunk)
@@ -354,8 +421,9 @@ def evaluate_batch(
     return results  # type: ignore[return-value]
 
 
-def _score_one_or_error(idx: int, item: _Item, emb, calibration, long_context: str,
-                        evidence: bool = True) -> GroundlensScore | ScoreError:
+def _score_one_or_error(
+    idx: int, item: _Item, emb, calibration, long_context: str, evidence: bool = True
+) -> GroundlensScore | ScoreError:
     """Fallback when a chunk failed as a whole: find which rows fail, keep the others."""
     try:
         return _score_items([item], emb, calibration, long_context, evidence)[0]

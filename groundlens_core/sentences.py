@@ -94,7 +94,7 @@ def _blocks(text: str) -> list[tuple[int, int]]:
             cur = None
             continue
         marker = _LIST_MARKER.match(line)
-        if marker and _HAS_WORD.search(line[marker.end():]):
+        if marker and _HAS_WORD.search(line[marker.end() :]):
             if cur:
                 blocks.append(cur)
             cur = (start + marker.end(), end)
@@ -102,7 +102,7 @@ def _blocks(text: str) -> list[tuple[int, int]]:
         stripped = line.lstrip()
         continues = (
             cur is not None
-            and not text[cur[0]:cur[1]].rstrip().endswith((".", "!", "?", ":", ";", "\u2026"))
+            and not text[cur[0] : cur[1]].rstrip().endswith((".", "!", "?", ":", ";", "\u2026"))
             and stripped[:1].islower()
         )
         if continues:
@@ -132,10 +132,14 @@ def split_sentences(text: str) -> list[TextSpan]:
         block = text[b_start:b_end]
         cut = 0
         for m in _TERMINATOR.finditer(block):
-            after = block[m.end():].lstrip()
+            after = block[m.end() :].lstrip()
             if not after or not _STARTER.match(after):
                 continue
-            if block[m.start()] == "." and m.group(0).rstrip("\"'\u201d\u2019)]") == "." and _is_abbreviation(block[cut:m.start()]):
+            if (
+                block[m.start()] == "."
+                and m.group(0).rstrip("\"'\u201d\u2019)]") == "."
+                and _is_abbreviation(block[cut : m.start()])
+            ):
                 continue
             span = _trimmed(text, b_start + cut, b_start + m.end())
             if span:

@@ -44,13 +44,26 @@ CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/1"
 # ---------------------------------------------------------------- the Python API
 
 
-def score_chunk(items: Sequence[Any], *, start: int = 0, embedder=None, calibration=None,
-                long_context: str = "mean", errors: str = "record") -> list[GroundlensScore | ScoreError]:
+def score_chunk(
+    items: Sequence[Any],
+    *,
+    start: int = 0,
+    embedder=None,
+    calibration=None,
+    long_context: str = "mean",
+    errors: str = "record",
+) -> list[GroundlensScore | ScoreError]:
     """``evaluate_batch`` on one chunk, with error indices counted from ``start`` (the chunk's first row)."""
     from groundlens_core.scoring import evaluate_batch
 
-    results = evaluate_batch(items, embedder=embedder, calibration=calibration, long_context=long_context,
-                             errors=errors, chunk_size=max(1, len(items)))
+    results = evaluate_batch(
+        items,
+        embedder=embedder,
+        calibration=calibration,
+        long_context=long_context,
+        errors=errors,
+        chunk_size=max(1, len(items)),
+    )
     return [dataclasses.replace(r, index=r.index + start) if isinstance(r, ScoreError) else r for r in results]
 
 
@@ -88,8 +101,9 @@ def evaluate_stream(
         chunk = list(islice(it, batch_size))
         if not chunk:
             return
-        yield from score_chunk(chunk, start=start, embedder=emb, calibration=calibration,
-                               long_context=long_context, errors=errors)
+        yield from score_chunk(
+            chunk, start=start, embedder=emb, calibration=calibration, long_context=long_context, errors=errors
+        )
         start += len(chunk)
 
 
@@ -132,7 +146,7 @@ class _Paths:
     checkpoint: Path
 
     @classmethod
-    def beside(cls, output: Path) -> "_Paths":
+    def beside(cls, output: Path) -> _Paths:
         base = output.parent / f".{output.name}.groundlens-partial"
         return cls(partial=base, keys=Path(f"{base}.keys"), checkpoint=Path(f"{base}.json"))
 
@@ -205,14 +219,14 @@ class _Sink:
             if state is None:
                 if p.partial.is_dir():
                     shutil.rmtree(p.partial)
-                self.fh = open(p.partial, "wb")
+                self.fh = open(p.partial, "wb")  # type: ignore[assignment]
                 if self.kind == "csv":
-                    self.fh.write(csv_header(self.columns))
+                    self.fh.write(csv_header(self.columns))  # type: ignore[attr-defined]
             else:
-                self.fh = open(p.partial, "r+b")
-                self.fh.truncate(int(state["bytes"]))  # drop a chunk written after the last checkpoint
-                self.fh.seek(0, os.SEEK_END)
-            self.bytes = self.fh.tell()
+                self.fh = open(p.partial, "r+b")  # type: ignore[assignment]
+                self.fh.truncate(int(state["bytes"]))  # type: ignore[attr-defined]  # drop a chunk written after the last checkpoint
+                self.fh.seek(0, os.SEEK_END)  # type: ignore[attr-defined]
+            self.bytes = self.fh.tell()  # type: ignore[attr-defined]
         mode = "wb" if state is None else "r+b"
         if state is None:
             p.keys.unlink(missing_ok=True)
@@ -226,7 +240,7 @@ class _Sink:
         keys = np.zeros(len(rows), dtype=KEY_DTYPE)
         for i, r in enumerate(rows):
             keys[i]["rank"], keys[i]["norm"] = risk_key(r)
-            keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)
+            keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)  # type: ignore[arg-type]
         if self.kind == "parquet":
             import pyarrow as pa
 
@@ -244,9 +258,9 @@ class _Sink:
             blobs = encode_rows(self.kind, rows, self.columns)
             offsets = np.cumsum([0] + [len(b) for b in blobs[:-1]], dtype=np.int64) + self.bytes
             keys["offset"] = offsets
-            self.fh.write(b"".join(blobs))
+            self.fh.write(b"".join(blobs))  # type: ignore[attr-defined]
             _fsync(self.fh)
-            self.bytes = self.fh.tell()
+            self.bytes = self.fh.tell()  # type: ignore[attr-defined]
         self.keys.write(keys.tobytes())
         _fsync(self.keys)
 
@@ -264,10 +278,18 @@ def _signature(job: EvaluateJob, info, out_kind: str, emb, cal) -> dict:
 
     st = job.input.stat()
     return {
-        "input": str(job.input.resolve()), "input_size": st.st_size, "input_mtime_ns": st.st_mtime_ns,
-        "columns": list(info.columns), "rows": info.rows, "output_kind": out_kind, "batch_size": job.batch_size,
-        "long_context": job.long_context, "calibration": None if cal is None else cal.direction_id,
-        "fingerprint": emb.fingerprint, "backend": emb.backend, "version": __version__,
+        "input": str(job.input.resolve()),
+        "input_size": st.st_size,
+        "input_mtime_ns": st.st_mtime_ns,
+        "columns": list(info.columns),
+        "rows": info.rows,
+        "output_kind": out_kind,
+        "batch_size": job.batch_size,
+        "long_context": job.long_context,
+        "calibration": None if cal is None else cal.direction_id,
+        "fingerprint": emb.fingerprint,
+        "backend": emb.backend,
+        "version": __version__,
     }
 
 
@@ -286,8 +308,17 @@ def _progress_bar(total: int, initial: int, enabled: bool | None):
     from tqdm import tqdm
 
     enabled = sys.stderr.isatty() if enabled is None else enabled
-    return tqdm(total=total, initial=initial, unit="rows", desc="groundlens evaluate", disable=not enabled,
-                file=sys.stderr, dynamic_ncols=True, smoothing=0.1, mininterval=0.5)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="rows",
+        desc="groundlens evaluate",
+        disable=not enabled,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        smoothing=0.1,
+        mininterval=0.5,
+    )
 
 
 def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) -> JobSummary:
@@ -298,9 +329,15 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     # every check that can fail does so before the model loads or a row is scored
     out_kind, _ = table_kind(job.output, output=True)
     if _same_file(job.input, job.output):
-        raise GroundlensInputError(f"the output {job.output} is the input file; write to another file (the input is never overwritten)")
+        raise GroundlensInputError(
+            f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
+        )
     if job.html is not None:
-        if table_kind_or_none(job.html) is not None or _same_file(job.html, job.input) or _same_file(job.html, job.output):
+        if (
+            table_kind_or_none(job.html) is not None
+            or _same_file(job.html, job.input)
+            or _same_file(job.html, job.output)
+        ):
             raise GroundlensInputError(f"the HTML report {job.html} would overwrite a data file; give it an .html name")
         _check_writable_folder(job.html, "the HTML report")
     info = scan_table(job.input)
@@ -323,16 +360,22 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         if saved is not None and not job.resume:
             raise GroundlensInputError(
                 f"an interrupted run of this output left {paths.partial.name} ({saved.get('rows_done', 0):,} of "
-                f"{saved.get('signature', {}).get('rows', '?'):,} rows done) beside {job.output}: add --resume to continue it, "
-                f"or delete {paths.partial} and {paths.checkpoint.name} to start over")
+                f"{saved.get('signature', {}).get('rows', '?'):,} rows done) beside {job.output}: "
+                "add --resume to continue it, "
+                f"or delete {paths.partial} and {paths.checkpoint.name} to start over"
+            )
         if saved is not None:
             if saved.get("format") != CHECKPOINT_FORMAT:
-                raise GroundlensInputError(f"{paths.checkpoint} is not a checkpoint this version can resume; delete it to start over")
+                raise GroundlensInputError(
+                    f"{paths.checkpoint} is not a checkpoint this version can resume; delete it to start over"
+                )
             diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
             if diff:
                 raise GroundlensInputError(
-                    f"cannot resume: {', '.join(diff)} changed since the interrupted run (the output would not match an "
-                    f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over")
+                    f"cannot resume: {', '.join(diff)} changed since the interrupted run "
+                    "(the output would not match an "
+                    f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over"
+                )
             state = saved
             if not paths.partial.exists():
                 _take_back_renamed_output(paths, job.output, state, info.rows)
@@ -351,8 +394,9 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     try:
         sink.open(rows_done=rows_done, state=state)
         if state is None:
-            _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
-                                                  "rows_done": 0, **sink.state()})
+            _write_json_atomic(
+                paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature, "rows_done": 0, **sink.state()}
+            )
         bar = _progress_bar(info.rows, rows_done, job.progress)
         rows_iter = iter_rows_checked(info, rows_done)
         chunk_rows = scorer.chunk_rows
@@ -377,8 +421,10 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
                 piece = out[s : s + job.batch_size]
                 sink.write(piece, rows_done)
                 rows_done += len(piece)
-                _write_json_atomic(paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature,
-                                                      "rows_done": rows_done, **sink.state()})
+                _write_json_atomic(
+                    paths.checkpoint,
+                    {"format": CHECKPOINT_FORMAT, "signature": signature, "rows_done": rows_done, **sink.state()},
+                )
             bar.update(len(rows))
     finally:
         if bar is not None:
@@ -388,7 +434,9 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
 
     keys = np.fromfile(paths.keys, dtype=KEY_DTYPE) if paths.keys.stat().st_size else np.zeros(0, KEY_DTYPE)
     if len(keys) != info.rows:
-        raise GroundlensInputError(f"{job.input} changed while it was being scored ({len(keys)} rows written, {info.rows} scanned)")
+        raise GroundlensInputError(
+            f"{job.input} changed while it was being scored ({len(keys)} rows written, {info.rows} scanned)"
+        )
     bands = {v: k for k, v in RISK_RANK.items()}
     for rank, n in zip(*np.unique(keys["rank"], return_counts=True)):
         summary.counts[bands.get(int(rank), "other")] = int(n)
@@ -412,14 +460,20 @@ def _take_back_renamed_output(paths: _Paths, output: Path, state: dict, rows: in
     other (the second pass, ``--sort`` and ``--html``, then the clean-up), instead of failing on a
     missing file. Anything else without its partial cannot be resumed."""
     size = state.get("bytes")
-    if (int(state.get("rows_done", -1)) == rows and size is not None and output.is_file()
-            and output.stat().st_size == int(size) and paths.keys.is_file()
-            and paths.keys.stat().st_size == rows * KEY_DTYPE.itemsize):
+    if (
+        int(state.get("rows_done", -1)) == rows
+        and size is not None
+        and output.is_file()
+        and output.stat().st_size == int(size)
+        and paths.keys.is_file()
+        and paths.keys.stat().st_size == rows * KEY_DTYPE.itemsize
+    ):
         os.replace(output, paths.partial)
         return
     raise GroundlensInputError(
         f"cannot resume: the partial output {paths.partial} of the interrupted run is gone; delete "
-        f"{paths.checkpoint.name} and {paths.keys.name} beside {output} to start over")
+        f"{paths.checkpoint.name} and {paths.keys.name} beside {output} to start over"
+    )
 
 
 def table_kind_or_none(path: Path) -> str | None:
@@ -453,7 +507,9 @@ class _LocalScorer:
         self.chunk_rows = job.batch_size
 
     def score(self, items: list[dict], start: int) -> list:
-        return score_chunk(items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context)
+        return score_chunk(
+            items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context
+        )
 
     def close(self) -> None:
         pass
@@ -470,7 +526,9 @@ def _make_scorer(job: EvaluateJob, emb, cal, info):
 # ---------------------------------------------------------------- second pass: final file
 
 
-def read_rows_at(out_kind: str, paths: _Paths, keys: np.ndarray, indices: Sequence[int], columns: list[str], schema=None) -> list[dict]:
+def read_rows_at(
+    out_kind: str, paths: _Paths, keys: np.ndarray, indices: Sequence[int], columns: list[str], schema=None
+) -> list[dict]:
     """The written rows at ``indices`` (in that order), read back by offset: the second pass never
     holds more rows than it was asked for."""
     if out_kind == "parquet":
@@ -534,8 +592,9 @@ def _arrow_rows(paths: _Paths, keys: np.ndarray | None, indices: Sequence[int], 
     return pa.concat_tables(pieces) if pieces else None
 
 
-def _finalize(out_kind: str, paths: _Paths, output: Path, columns: list[str], schema, keys: np.ndarray,
-              order: np.ndarray | None) -> None:
+def _finalize(
+    out_kind: str, paths: _Paths, output: Path, columns: list[str], schema, keys: np.ndarray, order: np.ndarray | None
+) -> None:
     """Put the complete output in place: a rename for CSV/JSONL in input order; otherwise a second
     pass into a temporary file beside the target, then a rename."""
     if out_kind != "parquet" and order is None:
@@ -549,7 +608,7 @@ def _finalize(out_kind: str, paths: _Paths, output: Path, columns: list[str], sc
         if out_kind == "parquet":
             _write_parquet(paths, tmp, schema, order)
         else:
-            _write_sorted_text(out_kind, paths, tmp, columns, keys, order)
+            _write_sorted_text(out_kind, paths, tmp, columns, keys, order)  # type: ignore[arg-type]
         os.replace(tmp, output)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -562,7 +621,9 @@ def _umask() -> int:
     return mask
 
 
-def _write_sorted_text(out_kind: str, paths: _Paths, tmp: Path, columns: list[str], keys: np.ndarray, order: np.ndarray) -> None:
+def _write_sorted_text(
+    out_kind: str, paths: _Paths, tmp: Path, columns: list[str], keys: np.ndarray, order: np.ndarray
+) -> None:
     from groundlens_core.io_formats import csv_header
 
     ends = _row_ends(paths, keys)
@@ -597,7 +658,7 @@ def _write_parquet(paths: _Paths, tmp: Path, schema, order: np.ndarray | None, r
         else:
             parts = _part_rows(paths)
             for s in range(0, len(order), rows_per_group):
-                t = _arrow_rows(paths, None, order[s : s + rows_per_group], parts)
+                t = _arrow_rows(paths, None, order[s : s + rows_per_group], parts)  # type: ignore[arg-type]
                 if t is not None:
                     writer.write_table(t.combine_chunks(), row_group_size=rows_per_group)
     with open(tmp, "rb+") as fh:

@@ -29,8 +29,8 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from groundlens_core.plugins._common import (
@@ -111,7 +111,7 @@ class _Run:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _error_target(self: "GroundlensCallbackBase", *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
+def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
     """(trace key, node) of the run a failing callback was about: its root's trace and its node."""
     run_id = kwargs.get("run_id")
     rid = str(run_id) if run_id is not None else None
@@ -250,8 +250,15 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     # ------------------------------------------------------------ bookkeeping
 
-    def _open_run(self, run_id: Any, parent_run_id: Any, metadata: Mapping[str, Any] | None, name: str,
-                  inputs: Any = None, tags: Any = None) -> _Run:
+    def _open_run(
+        self,
+        run_id: Any,
+        parent_run_id: Any,
+        metadata: Mapping[str, Any] | None,
+        name: str,
+        inputs: Any = None,
+        tags: Any = None,
+    ) -> _Run:
         """Register a run under its root (opening a new trace for a root run) and its LangGraph task."""
         rid = str(run_id)
         md = metadata or {}
@@ -281,8 +288,14 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
                     root.root_pieces = self._state_pieces(inputs)
-            run = _Run(root=root_key, ns=ns, node=node_path(ns, md) or name or "run", started_at=time.time(), name=name,
-                       parent=str(parent_run_id) if parent_run_id is not None else None)
+            run = _Run(
+                root=root_key,
+                ns=ns,
+                node=node_path(ns, md) or name or "run",
+                started_at=time.time(),
+                name=name,
+                parent=str(parent_run_id) if parent_run_id is not None else None,
+            )
             self._runs[rid] = run
         if new_root is not None:
             meta: dict[str, Any] = {"root_run_id": rid, "root_run_name": name}
@@ -381,13 +394,18 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 return not name.startswith("RunnableParallel")
         return True
 
-    def _collected_context(self, root: _Root | None, ns: str, llm_ancestors: set[str] | None = None) -> list[ContextPiece]:
+    def _collected_context(
+        self, root: _Root | None, ns: str, llm_ancestors: set[str] | None = None
+    ) -> list[ContextPiece]:
         """Retriever documents and state values visible to a call in task ``ns`` (caller holds the lock)."""
         if root is None:
             return []
         ancestors = llm_ancestors or set()
-        retrieved = [p for task_ns, chain, p in root.retrieved
-                     if (self._earlier(root, task_ns, ns) if (task_ns and ns) else self._visible_outside_graph(chain, ancestors))]
+        retrieved = [
+            p
+            for task_ns, chain, p in root.retrieved
+            if (self._earlier(root, task_ns, ns) if (task_ns and ns) else self._visible_outside_graph(chain, ancestors))
+        ]
         state: list[ContextPiece] = list(root.root_pieces)
         own = root.tasks.get(ns) if ns else None
         if own is not None:
@@ -409,8 +427,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     # ------------------------------------------------------------ chains (graph, nodes, sequences)
 
     @_guarded
-    def on_chain_start(self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None,
-                       tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: Any = None,
+        metadata: Any = None,
+        **kwargs: Any,
+    ) -> None:
         name = kwargs.get("name") or _serialized_name(serialized) or "chain"
         self._open_run(run_id, parent_run_id, metadata, name, inputs=inputs, tags=tags)
 
@@ -442,8 +469,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     # ------------------------------------------------------------ LLM calls
 
-    def _start_llm(self, serialized: Any, message_lists: Sequence[Sequence[Any]] | None, prompts: Sequence[str] | None,
-                   run_id: Any, parent_run_id: Any, tags: Any, metadata: Any, kwargs: Mapping[str, Any]) -> None:
+    def _start_llm(
+        self,
+        serialized: Any,
+        message_lists: Sequence[Sequence[Any]] | None,
+        prompts: Sequence[str] | None,
+        run_id: Any,
+        parent_run_id: Any,
+        tags: Any,
+        metadata: Any,
+        kwargs: Mapping[str, Any],
+    ) -> None:
         md = metadata or {}
         name = kwargs.get("name") or _serialized_name(serialized) or "llm"
         run = self._open_run(run_id, parent_run_id, md, name, tags=tags)
@@ -474,13 +510,31 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 run.metadata[key] = md[key]
 
     @_guarded
-    def on_chat_model_start(self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None,
-                            tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+    def on_chat_model_start(
+        self,
+        serialized: Any,
+        messages: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: Any = None,
+        metadata: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self._start_llm(serialized, messages, None, run_id, parent_run_id, tags, metadata, kwargs)
 
     @_guarded
-    def on_llm_start(self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None,
-                     tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+    def on_llm_start(
+        self,
+        serialized: Any,
+        prompts: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: Any = None,
+        metadata: Any = None,
+        **kwargs: Any,
+    ) -> None:
         self._start_llm(serialized, None, prompts, run_id, parent_run_id, tags, metadata, kwargs)
 
     @_guarded
@@ -504,8 +558,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 model = run.model or _model_name(llm_output, resp_md)
                 meta = dict(run.metadata)
                 if tool_calls:
-                    meta["tool_calls"] = [{"name": c.get("name"), "id": c.get("id"), "args": short(c.get("args"), 300)}
-                                          for c in tool_calls]
+                    meta["tool_calls"] = [
+                        {"name": c.get("name"), "id": c.get("id"), "args": short(c.get("args"), 300)}
+                        for c in tool_calls
+                    ]
                 if len(generations) > 1 or len(gens) > 1:
                     meta["generation"] = [i, j]
                 step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
@@ -516,12 +572,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                             for c in tool_calls:
                                 if c.get("id"):
                                     root.tool_call_steps[str(c["id"])] = step_id
-                self.recorder.record(CallRecord(
-                    trace_key=run.root, node=run.node, kind=kind, question=question, context=tuple(context),
-                    response=text if text.strip() else None, model=model, provider=run.provider,
-                    usage=_usage(message, llm_output), started_at=run.started_at, ended_at=ended, step_id=step_id,
-                    metadata=meta,
-                ))
+                self.recorder.record(
+                    CallRecord(
+                        trace_key=run.root,
+                        node=run.node,
+                        kind=kind,
+                        question=question,
+                        context=tuple(context),
+                        response=text if text.strip() else None,
+                        model=model,
+                        provider=run.provider,
+                        usage=_usage(message, llm_output),
+                        started_at=run.started_at,
+                        ended_at=ended,
+                        step_id=step_id,
+                        metadata=meta,
+                    )
+                )
         if is_root:
             self._end_root(run.root)
 
@@ -531,20 +598,39 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run, is_root = self._close_run(run_id)
         if run is None:
             return
-        self.recorder.record(CallRecord(
-            trace_key=run.root, node=run.node, kind="llm", question=run.questions[0] if run.questions else None,
-            context=tuple(run.contexts[0]) if run.contexts else (), model=run.model, provider=run.provider,
-            started_at=run.started_at, ended_at=ended, step_id=str(run_id),
-            error=f"{type(error).__name__}: {error}", metadata=dict(run.metadata),
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=run.root,
+                node=run.node,
+                kind="llm",
+                question=run.questions[0] if run.questions else None,
+                context=tuple(run.contexts[0]) if run.contexts else (),
+                model=run.model,
+                provider=run.provider,
+                started_at=run.started_at,
+                ended_at=ended,
+                step_id=str(run_id),
+                error=f"{type(error).__name__}: {error}",
+                metadata=dict(run.metadata),
+            )
+        )
         if is_root:
             self._end_root(run.root, error)
 
     # ------------------------------------------------------------ tools
 
     @_guarded
-    def on_tool_start(self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None,
-                      tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+    def on_tool_start(
+        self,
+        serialized: Any,
+        input_str: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: Any = None,
+        metadata: Any = None,
+        **kwargs: Any,
+    ) -> None:
         name = kwargs.get("name") or _serialized_name(serialized) or "tool"
         run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
         run.name = name
@@ -559,9 +645,18 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         meta = {META_TOOL: run.name}
         if run.tool_call_id:
             meta["tool_call_id"] = run.tool_call_id
-        return CallRecord(trace_key=run.root, node=run.node, kind="tool", question=run.input_text,
-                          started_at=run.started_at, ended_at=time.time(), step_id=str(run_id), parent_id=parent,
-                          metadata=meta, **fields)
+        return CallRecord(
+            trace_key=run.root,
+            node=run.node,
+            kind="tool",
+            question=run.input_text,
+            started_at=run.started_at,
+            ended_at=time.time(),
+            step_id=str(run_id),
+            parent_id=parent,
+            metadata=meta,
+            **fields,
+        )
 
     @_guarded
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -584,8 +679,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     # ------------------------------------------------------------ retrievers
 
     @_guarded
-    def on_retriever_start(self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None,
-                           tags: Any = None, metadata: Any = None, **kwargs: Any) -> None:
+    def on_retriever_start(
+        self,
+        serialized: Any,
+        query: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        tags: Any = None,
+        metadata: Any = None,
+        **kwargs: Any,
+    ) -> None:
         name = kwargs.get("name") or _serialized_name(serialized) or "retriever"
         run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
         run.name = name
@@ -602,11 +706,19 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             if root is not None:
                 chain = self._chain(run.parent)
                 root.retrieved.extend((run.ns, chain, p) for p in pieces)
-        self.recorder.record(CallRecord(
-            trace_key=run.root, node=run.node, kind="retrieval", question=run.input_text, context=tuple(pieces),
-            started_at=run.started_at, ended_at=time.time(), step_id=str(run_id),
-            metadata={"retriever": run.name, "documents": len(pieces)},
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=run.root,
+                node=run.node,
+                kind="retrieval",
+                question=run.input_text,
+                context=tuple(pieces),
+                started_at=run.started_at,
+                ended_at=time.time(),
+                step_id=str(run_id),
+                metadata={"retriever": run.name, "documents": len(pieces)},
+            )
+        )
         if is_root:
             self._end_root(run.root)
 
@@ -615,10 +727,18 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run, is_root = self._close_run(run_id)
         if run is None:
             return
-        self.recorder.record(CallRecord(
-            trace_key=run.root, node=run.node, kind="retrieval", question=run.input_text,
-            started_at=run.started_at, ended_at=time.time(), step_id=str(run_id),
-            error=f"{type(error).__name__}: {error}", metadata={"retriever": run.name},
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=run.root,
+                node=run.node,
+                kind="retrieval",
+                question=run.input_text,
+                started_at=run.started_at,
+                ended_at=time.time(),
+                step_id=str(run_id),
+                error=f"{type(error).__name__}: {error}",
+                metadata={"retriever": run.name},
+            )
+        )
         if is_root:
             self._end_root(run.root, error)

@@ -1082,7 +1082,7 @@ class GuardedStream:
 
     def close(self) -> None:
         """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``)."""
-        self._iterator.close()
+        self._iterator.close()  # type: ignore[attr-defined]
         if not self._done:  # closed before the first chunk: the generator never ran
             self._end(None, incomplete=True)
         with contextlib.suppress(Exception):
@@ -1155,7 +1155,7 @@ class AsyncGuardedStream:
         return await self._iterator.__anext__()
 
     async def aclose(self) -> None:
-        await self._iterator.aclose()
+        await self._iterator.aclose()  # type: ignore[attr-defined]
         if not self._done:
             self._done = True
             self._guard._finish_stream(self._call, self.raw, self._reader, None, True)

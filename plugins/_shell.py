@@ -224,8 +224,15 @@ class GroundlensFlaggedError(Exception):
     ``.node`` the function/agent/model whose answer it was, ``.step_id`` its trace step.
     """
 
-    def __init__(self, message: str, *, score: GroundlensScore, response: Any, node: str | None = None,
-                 step_id: str | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        score: GroundlensScore,
+        response: Any,
+        node: str | None = None,
+        step_id: str | None = None,
+    ):
         super().__init__(message)
         self.score = score
         self.response = response
@@ -249,16 +256,17 @@ class GroundlensFlaggedError(Exception):
         return None
 
     @classmethod
-    def for_score(cls, score: GroundlensScore, response: Any, node: str | None = None,
-                  step_id: str | None = None) -> GroundlensFlaggedError:
+    def for_score(
+        cls, score: GroundlensScore, response: Any, node: str | None = None, step_id: str | None = None
+    ) -> GroundlensFlaggedError:
         where = f" of {node}" if node else ""
-        message = (f"groundlens flagged the answer{where} ({score.method.upper()}={score.value:.2f}): "
-                   f"{score.explanation}")
+        message = (
+            f"groundlens flagged the answer{where} ({score.method.upper()}={score.value:.2f}): {score.explanation}"
+        )
         return cls(message, score=score, response=response, node=node, step_id=step_id)
 
 
-def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None,
-               modes: Sequence[str] = GUARD_MODES) -> str:
+def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None, modes: Sequence[str] = GUARD_MODES) -> str:
     """``mode`` if it is one of ``modes``, else a one-line ``ValueError``; ``on_flagged`` must be callable."""
     if mode not in modes:
         raise ValueError(f"mode must be one of {', '.join(modes)}, got {mode!r}")
@@ -267,8 +275,15 @@ def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None,
     return mode
 
 
-def apply_guard(inline: InlineScore, *, mode: str, response: Any, on_flagged: Callable[..., Any] | None = None,
-                node: str | None = None, step_id: str | None = None) -> GroundlensFlaggedError | None:
+def apply_guard(
+    inline: InlineScore,
+    *,
+    mode: str,
+    response: Any,
+    on_flagged: Callable[..., Any] | None = None,
+    node: str | None = None,
+    step_id: str | None = None,
+) -> GroundlensFlaggedError | None:
     """Apply a guard mode to one scored answer.
 
     Not flagged (or not scored): nothing happens, None. Flagged: ``on_flagged(inline, response)`` is
@@ -291,8 +306,9 @@ def apply_guard(inline: InlineScore, *, mode: str, response: Any, on_flagged: Ca
 class _ErrorGuard:
     """See :func:`handle_internal_errors`."""
 
-    def __init__(self, adapter: Any, where: str | None, trace_key: Any, node: str | None, default: Any,
-                 framework: str | None):
+    def __init__(
+        self, adapter: Any, where: str | None, trace_key: Any, node: str | None, default: Any, framework: str | None
+    ):
         self.adapter = adapter
         self.where = where
         self.trace_key = trace_key
@@ -304,8 +320,9 @@ class _ErrorGuard:
     def __enter__(self) -> _ErrorGuard:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> bool:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         if exc is None or not isinstance(exc, Exception):
             return False
         key = self.trace_key() if callable(self.trace_key) else self.trace_key
@@ -315,8 +332,9 @@ class _ErrorGuard:
     async def __aenter__(self) -> _ErrorGuard:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> bool:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
         return self.__exit__(exc_type, exc, tb)
 
     # -- decorator
@@ -338,6 +356,7 @@ class _ErrorGuard:
             return args[0] if args and isinstance(args[0], AdapterShell) else None
 
         if inspect.iscoroutinefunction(fn):
+
             @functools.wraps(fn)
             async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
                 try:
@@ -359,8 +378,15 @@ class _ErrorGuard:
         return wrapper  # type: ignore[return-value]
 
 
-def handle_internal_errors(adapter: Any = None, where: str | None = None, *, trace_key: Any = None,
-                           node: str | None = None, default: Any = None, framework: str | None = None) -> Any:
+def handle_internal_errors(
+    adapter: Any = None,
+    where: str | None = None,
+    *,
+    trace_key: Any = None,
+    node: str | None = None,
+    default: Any = None,
+    framework: str | None = None,
+) -> Any:
     """The one error guard: our exceptions never reach the user's agent, request or batch.
 
     As a decorator on an adapter method (the adapter is the method's ``self``)::
@@ -391,8 +417,9 @@ _SEEN_LOCK = threading.Lock()
 _SEEN: set[tuple[str, str, str]] = set()
 
 
-def _report(adapter: Any, framework: str | None, where: str, exc: BaseException, trace_key: Any,
-            node: str | None) -> None:
+def _report(
+    adapter: Any, framework: str | None, where: str, exc: BaseException, trace_key: Any, node: str | None
+) -> None:
     """Log once and record an error step. Never raises."""
     try:
         if isinstance(trace_key, tuple):  # a trace_key callable may name the node too: (key, node)
@@ -408,18 +435,30 @@ def _report(adapter: Any, framework: str | None, where: str, exc: BaseException,
             seen.add(sig)
         owner = type(adapter).__name__ if adapter is not None else fw
         if first:
-            logger.warning("groundlens: %s failed inside %s: %s: %s (could not record this event; an error "
-                           "step stands in for it)", owner, where, type(exc).__name__, exc, exc_info=exc)
+            logger.warning(
+                "groundlens: %s failed inside %s: %s: %s (could not record this event; an error step stands in for it)",
+                owner,
+                where,
+                type(exc).__name__,
+                exc,
+                exc_info=exc,
+            )
         else:
             logger.debug("groundlens: %s failed inside %s again: %s: %s", owner, where, type(exc).__name__, exc)
         recorder = getattr(adapter, "recorder", None)
         if isinstance(recorder, Recorder):
             now = time.time()
-            recorder.record(CallRecord(
-                trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY, node=node or "groundlens",
-                kind="agent", error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
-                started_at=now, ended_at=now, metadata={META_INTERNAL_ERROR: True, "callback": where},
-            ))
+            recorder.record(
+                CallRecord(
+                    trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY,
+                    node=node or "groundlens",
+                    kind="agent",
+                    error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
+                    started_at=now,
+                    ended_at=now,
+                    metadata={META_INTERNAL_ERROR: True, "callback": where},
+                )
+            )
     except Exception:  # pragma: no cover - the very last line of defence
         pass
 
@@ -434,8 +473,7 @@ def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) 
         recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
         return True
     except Exception as exc:
-        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s: %s",
-                    type(exc).__name__, exc)
+        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s: %s", type(exc).__name__, exc)
         return False
 
 
@@ -464,8 +502,15 @@ class AdapterShell:
         self.log = logging.getLogger(f"groundlens.{self.framework}")
         self._logged_failures: set[tuple[str, str, str]] = set()  # (framework, place, exception type)
         if recorder is None:
-            recorder = Recorder(self.framework, name=name, embedder=embedder, calibration=calibration,
-                                long_context=long_context, listeners=listeners, max_traces=max_traces)
+            recorder = Recorder(
+                self.framework,
+                name=name,
+                embedder=embedder,
+                calibration=calibration,
+                long_context=long_context,
+                listeners=listeners,
+                max_traces=max_traces,
+            )
         else:
             if not isinstance(recorder, Recorder):
                 raise TypeError(f"recorder must be a groundlens Recorder, got {type(recorder).__name__}")
@@ -530,18 +575,21 @@ class AdapterShell:
             call = CallRecord(trace_key="", node="", question=question, response=response, context=pieces)
             method, reason = Recorder.decide(call)
             if method != "score":
-                return InlineScore(None, error=reason if method == "error" else None,
-                                   skipped=reason if method == "skipped" else None)
+                return InlineScore(
+                    None, error=reason if method == "error" else None, skipped=reason if method == "skipped" else None
+                )
             from groundlens_core.scoring import evaluate
 
             texts = [p.text for p in pieces if isinstance(p.text, str)]
             score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
             return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:
-            self.log.warning("groundlens: %s could not score in line: %s: %s", type(self).__name__,
-                             type(exc).__name__, exc)
-            return InlineScore(None, error=f"{type(exc).__name__}: {exc}",
-                               latency_ms=(time.perf_counter() - t0) * 1000.0)
+            self.log.warning(
+                "groundlens: %s could not score in line: %s: %s", type(self).__name__, type(exc).__name__, exc
+            )
+            return InlineScore(
+                None, error=f"{type(exc).__name__}: {exc}", latency_ms=(time.perf_counter() - t0) * 1000.0
+            )
 
     async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
@@ -549,8 +597,9 @@ class AdapterShell:
 
     # ------------------------------------------------------------ errors
 
-    def record_internal_error(self, where: str, exc: BaseException, trace_key: str | None = None,
-                              node: str | None = None) -> None:
+    def record_internal_error(
+        self, where: str, exc: BaseException, trace_key: str | None = None, node: str | None = None
+    ) -> None:
         """What :func:`handle_internal_errors` does, for code that caught the exception itself."""
         _report(self, None, where, exc, trace_key, node)
 
@@ -563,4 +612,3 @@ def _pieces(context: Any) -> tuple[ContextPiece, ...]:
     if isinstance(context, Iterable):
         return context_pieces(context)
     raise TypeError(f"context must be text or a list of texts, got {type(context).__name__}")
-

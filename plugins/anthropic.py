@@ -128,8 +128,9 @@ class AnthropicProvider(ProviderGuard):
     def _is_async_client(self, client: Any) -> bool:
         return isinstance(client, self.sdk.AsyncAnthropic)
 
-    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
-                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _build_request(
+        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         request = dict(request_kwargs)
         request.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         request["messages"] = [{"role": "user", "content": user_text}]
@@ -156,12 +157,18 @@ class AnthropicProvider(ProviderGuard):
     # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
-        targets = [Target(client.messages, "create", MESSAGES), Target(client.messages, "stream", MESSAGES_STREAM),
-                   Target(client.messages, "parse", "messages.parse")]
+        targets = [
+            Target(client.messages, "create", MESSAGES),
+            Target(client.messages, "stream", MESSAGES_STREAM),
+            Target(client.messages, "parse", "messages.parse"),
+        ]
         beta = getattr(getattr(client, "beta", None), "messages", None)
         if beta is not None:  # the beta namespace: same Messages API, Beta* types
-            targets += [Target(beta, attr, f"beta.messages{suffix}") for attr, suffix in
-                        (("create", ""), ("stream", ".stream"), ("parse", ".parse")) if hasattr(beta, attr)]
+            targets += [
+                Target(beta, attr, f"beta.messages{suffix}")
+                for attr, suffix in (("create", ""), ("stream", ".stream"), ("parse", ".parse"))
+                if hasattr(beta, attr)
+            ]
         return targets
 
     def _passthrough(self, kwargs: dict[str, Any]) -> bool:
@@ -175,8 +182,12 @@ class AnthropicProvider(ProviderGuard):
         messages = list(messages or ())
         model = kwargs.get("model")
         stream = operation.endswith(".stream") or kwargs.get("stream") is True
-        return RequestView(question=request_question(messages), context=tuple(request_context(messages)),
-                           model=str(model) if model else None, stream=stream)
+        return RequestView(
+            question=request_question(messages),
+            context=tuple(request_context(messages)),
+            model=str(model) if model else None,
+            stream=stream,
+        )
 
     def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
         return operation.endswith(".stream") or requested
@@ -209,6 +220,7 @@ def _tapped_request(request: Any, wrap: Any) -> Any:
     """The manager's request (a callable for the sync manager, an awaitable for the async one),
     tapping the stream it returns."""
     if callable(request):
+
         def send() -> Any:
             try:
                 stream = request()
@@ -380,7 +392,7 @@ def request_context(messages: Sequence[Any]) -> list[ContextPiece]:
                 if _get(block, "type") in _TOOL_USE and _get(block, "id"):
                     names[str(_get(block, "id"))] = str(_get(block, "name") or "tool")
     pieces: list[ContextPiece] = []
-    for message in messages[(question_index(messages) or 0):]:
+    for message in messages[(question_index(messages) or 0) :]:
         if _get(message, "role") != "user":
             continue
         for block in _blocks(_get(message, "content")):
@@ -416,9 +428,13 @@ def read_message(message: Any) -> Completion:
         elif kind in _TOOL_USE:
             tools.append(str(_get(block, "name") or "tool"))
     text = "".join(texts)
-    return Completion(text=text if text.strip() else None, model=_get(message, "model"),
-                      usage=_usage(_get(message, "usage")), finish_reason=_get(message, "stop_reason"),
-                      tool_calls=tuple(tools))
+    return Completion(
+        text=text if text.strip() else None,
+        model=_get(message, "model"),
+        usage=_usage(_get(message, "usage")),
+        finish_reason=_get(message, "stop_reason"),
+        tool_calls=tuple(tools),
+    )
 
 
 def _usage(usage: Any) -> Usage | None:
@@ -502,8 +518,13 @@ class MessageEventReader(StreamReader):
     def completion(self) -> Completion:
         text = "".join(self.parts)
         usage = _usage({"input_tokens": self.input_tokens, "output_tokens": self.output_tokens})
-        return Completion(text=text if text.strip() else None, model=self.model, usage=usage,
-                          finish_reason=self.finish_reason, tool_calls=tuple(self.tools.values()))
+        return Completion(
+            text=text if text.strip() else None,
+            model=self.model,
+            usage=usage,
+            finish_reason=self.finish_reason,
+            tool_calls=tuple(self.tools.values()),
+        )
 
 
 def _int(value: Any) -> int | None:

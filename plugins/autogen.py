@@ -71,7 +71,9 @@ def _core_models() -> Any:
 
 
 @contextlib.contextmanager
-def groundlens_trace(recorder: Recorder, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+def groundlens_trace(
+    recorder: Recorder, name: str | None = None, *, metadata: dict[str, Any] | None = None
+) -> Iterator[str]:
     """Send the steps of every wrapped client that uses ``recorder`` to a new trace while inside.
 
     Wrap the ``await team.run(...)`` (or ``run_stream``) of one run; yields the trace key.
@@ -121,7 +123,7 @@ def request_question_and_context(
         return None, []
     question = _content_text(messages[chosen].content)
     pieces: list[ContextPiece] = []
-    for m in messages[chosen + 1:]:
+    for m in messages[chosen + 1 :]:
         if isinstance(m, models.FunctionExecutionResultMessage):
             for r in m.content:
                 if isinstance(r.content, str) and r.content.strip():
@@ -176,8 +178,14 @@ class _Conversation:
         usage = parse_usage(getattr(msg, "models_usage", None))
 
         def rec(**kw: Any) -> CallRecord:
-            base: dict[str, Any] = dict(trace_key="", node=src, question=self.question, usage=usage,
-                                        metadata=meta, step_id=str(getattr(msg, "id", "") or "") or None)
+            base: dict[str, Any] = dict(
+                trace_key="",
+                node=src,
+                question=self.question,
+                usage=usage,
+                metadata=meta,
+                step_id=str(getattr(msg, "id", "") or "") or None,
+            )
             base.update(kw)
             return CallRecord(**base)
 
@@ -191,9 +199,15 @@ class _Conversation:
             out = []
             for i, r in enumerate(msg.content):
                 self._add(r.content, f"tool:{r.name or 'tool'}")
-                out.append(rec(kind="tool", node=r.name or src, response=r.content,
-                               step_id=f"{msg.id}:{i}" if getattr(msg, "id", None) else None,
-                               metadata=dict(meta, agent=src, is_error=bool(r.is_error))))
+                out.append(
+                    rec(
+                        kind="tool",
+                        node=r.name or src,
+                        response=r.content,
+                        step_id=f"{msg.id}:{i}" if getattr(msg, "id", None) else None,
+                        metadata=dict(meta, agent=src, is_error=bool(r.is_error)),
+                    )
+                )
             return out
         if isinstance(msg, m.ToolCallSummaryMessage):
             results = getattr(msg, "results", None) or []
@@ -285,14 +299,16 @@ class GroundlensChecker(_AutoGenShell):
 
     def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:
         records: list[CallRecord] = []
-        with handle_internal_errors(self, f"reading a {type(msg).__name__}", trace_key=key,
-                                    node=str(getattr(msg, "source", "agent"))):
+        with handle_internal_errors(
+            self, f"reading a {type(msg).__name__}", trace_key=key, node=str(getattr(msg, "source", "agent"))
+        ):
             records = conv.feed(msg)
         for r in records:
             self.recorder.record(dataclasses.replace(r, trace_key=key))
 
-    def check_messages(self, messages: Iterable[Any], *, name: str | None = None,
-                       stop_reason: str | None = None) -> Trace:
+    def check_messages(
+        self, messages: Iterable[Any], *, name: str | None = None, stop_reason: str | None = None
+    ) -> Trace:
         """Record and score a run's messages; returns the trace once scored."""
         key = new_id()
         meta = {"stop_reason": stop_reason} if stop_reason is not None else None
@@ -305,10 +321,11 @@ class GroundlensChecker(_AutoGenShell):
 
     def check(self, task_result: Any, *, name: str | None = None) -> Trace:
         """Record and score a ``TaskResult`` (from ``team.run`` / ``agent.run``)."""
-        return self.check_messages(_messages_of(task_result), name=name,
-                                   stop_reason=getattr(task_result, "stop_reason", None))
+        return self.check_messages(
+            _messages_of(task_result), name=name, stop_reason=getattr(task_result, "stop_reason", None)
+        )
 
-    def check_stream(self, stream: Any, *, name: str | None = None) -> "CheckedStream":
+    def check_stream(self, stream: Any, *, name: str | None = None) -> CheckedStream:
         """Follow a ``run_stream``: ``async for`` yields every item through, ``await`` returns the trace."""
         return CheckedStream(self, stream, name)
 
@@ -363,7 +380,6 @@ class CheckedStream:
         return None if self.key is None else self._checker.recorder.get_trace(self.key)
 
 
-
 # ---------------------------------------------------------------- the model-client wrapper
 
 
@@ -371,8 +387,9 @@ class _ClientTranslation(_AutoGenShell):
     """What :class:`GroundlensChatCompletionClient` does; the AutoGen base classes are added on
     first access (see :func:`_build_client`)."""
 
-    def __init__(self, client: Any, *, agent_name: str | None = None, trace_key: str = DEFAULT_TRACE_KEY,
-                 **kwargs: Any):
+    def __init__(
+        self, client: Any, *, agent_name: str | None = None, trace_key: str = DEFAULT_TRACE_KEY, **kwargs: Any
+    ):
         self._client = client
         self.agent_name = agent_name
         self.trace_key = trace_key
@@ -410,15 +427,17 @@ class _ClientTranslation(_AutoGenShell):
         finally:
             self._record(messages, final, started, error=error, streaming=True)
 
-    def _record(self, messages: Sequence[Any], result: Any, started: float, *, error: str | None = None,
-                streaming: bool = False) -> None:
+    def _record(
+        self, messages: Sequence[Any], result: Any, started: float, *, error: str | None = None, streaming: bool = False
+    ) -> None:
         """Cheap: read the request and result, queue a CallRecord. Never raises."""
         ended = time.time()
         key = _TRACE_KEY.get() or self.trace_key
         with handle_internal_errors(self, "record a model call", trace_key=key, node=self.agent_name or "assistant"):
             node = self.agent_name or _agent_from_request(messages) or "assistant"
-            question, pieces = request_question_and_context(messages, self.question_sources,
-                                                            self.agent_messages_as_context)
+            question, pieces = request_question_and_context(
+                messages, self.question_sources, self.agent_messages_as_context
+            )
             meta: dict[str, Any] = {"client": type(self._client).__name__}
             if streaming:
                 meta["streaming"] = True
@@ -434,12 +453,23 @@ class _ClientTranslation(_AutoGenShell):
                     meta["finish_reason"] = result.finish_reason
             elif error is None:
                 meta["skip_note"] = "the stream ended without a result"
-            self.recorder.record(CallRecord(
-                trace_key=key, node=node, kind=kind, question=question, context=pieces, response=response,
-                model=self._model_name(), provider=type(self._client).__name__,
-                usage=parse_usage(getattr(result, "usage", None)), started_at=started, ended_at=ended,
-                error=error, metadata=meta,
-            ))
+            self.recorder.record(
+                CallRecord(
+                    trace_key=key,
+                    node=node,
+                    kind=kind,
+                    question=question,
+                    context=pieces,
+                    response=response,
+                    model=self._model_name(),
+                    provider=type(self._client).__name__,
+                    usage=parse_usage(getattr(result, "usage", None)),
+                    started_at=started,
+                    ended_at=ended,
+                    error=error,
+                    metadata=meta,
+                )
+            )
 
     def _model_name(self) -> str | None:
         for attr in ("model", "_model", "model_name"):
@@ -495,16 +525,22 @@ class _ClientTranslation(_AutoGenShell):
 
     def _to_config(self) -> Any:
         return self.component_config_schema(  # type: ignore[attr-defined]
-            client=self._client.dump_component(), agent_name=self.agent_name, trace_key=self.trace_key,
+            client=self._client.dump_component(),
+            agent_name=self.agent_name,
+            trace_key=self.trace_key,
             question_sources=None if self.question_sources is None else list(self.question_sources),
             agent_messages_as_context=self.agent_messages_as_context,
         )
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        return cls(_core_models().ChatCompletionClient.load_component(config.client), agent_name=config.agent_name,
-                   trace_key=config.trace_key, question_sources=config.question_sources,
-                   agent_messages_as_context=config.agent_messages_as_context)
+        return cls(
+            _core_models().ChatCompletionClient.load_component(config.client),
+            agent_name=config.agent_name,
+            trace_key=config.trace_key,
+            question_sources=config.question_sources,
+            agent_messages_as_context=config.agent_messages_as_context,
+        )
 
 
 # ---------------------------------------------------------------- the termination condition
@@ -514,8 +550,14 @@ class _TerminationTranslation(_AutoGenShell):
     """What :class:`GroundlensFlaggedTermination` does; the AutoGen base classes are added on first
     access (see :func:`_build_termination`)."""
 
-    def __init__(self, *, stop_on: Sequence[str] = ("flagged",), sources: Sequence[str] | None = None,
-                 name: str | None = None, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        stop_on: Sequence[str] = ("flagged",),
+        sources: Sequence[str] | None = None,
+        name: str | None = None,
+        **kwargs: Any,
+    ):
         bad = set(stop_on) - {"flagged", "review", "trusted"}
         if bad:
             raise ValueError(f"stop_on takes triage bands (flagged, review, trusted), got {sorted(bad)}")
@@ -534,7 +576,8 @@ class _TerminationTranslation(_AutoGenShell):
     async def __call__(self, messages_in: Sequence[Any]) -> Any:
         if self._terminated:
             raise require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat").TerminatedException(
-                "Termination condition has already been reached")
+                "Termination condition has already been reached"
+            )
         stop = None
         for msg in messages_in:
             async with handle_internal_errors(self, "termination check", trace_key=self._key):  # never break the team
@@ -552,18 +595,29 @@ class _TerminationTranslation(_AutoGenShell):
             record = dataclasses.replace(record, trace_key=self._key)
             inline = None
             if record.kind == "llm":
-                inline = await self.ascore_inline(question=record.question, response=record.response,
-                                                  context=record.context)
+                inline = await self.ascore_inline(
+                    question=record.question, response=record.response, context=record.context
+                )
                 record = dataclasses.replace(record, **inline.record_fields())
             step_id = self.recorder.record(record)
             score = None if inline is None else inline.score
-            if (score is not None and stop is None and score.triage in self.stop_on
-                    and (self.sources is None or record.node in self.sources)):
-                self.last_trigger = {"step_id": step_id, "node": record.node, "score": score.to_dict(),
-                                     "response": record.response}
+            if (
+                score is not None
+                and stop is None
+                and score.triage in self.stop_on
+                and (self.sources is None or record.node in self.sources)
+            ):
+                self.last_trigger = {
+                    "step_id": step_id,
+                    "node": record.node,
+                    "score": score.to_dict(),
+                    "response": record.response,
+                }
                 stop = _agentchat().StopMessage(
-                    content=(f"groundlens {score.triage} the answer of {record.node} "
-                             f"({score.method.upper()}={score.value:.2f}): {score.explanation}"),
+                    content=(
+                        f"groundlens {score.triage} the answer of {record.node} "
+                        f"({score.method.upper()}={score.value:.2f}): {score.explanation}"
+                    ),
                     source="GroundlensFlaggedTermination",
                 )
         return stop
@@ -577,15 +631,20 @@ class _TerminationTranslation(_AutoGenShell):
 
     def _to_config(self) -> Any:
         return self.component_config_schema(  # type: ignore[attr-defined]
-            stop_on=list(self.stop_on), sources=None if self.sources is None else list(self.sources),
+            stop_on=list(self.stop_on),
+            sources=None if self.sources is None else list(self.sources),
             question_sources=None if self.question_sources is None else list(self.question_sources),
             agent_messages_as_context=self.agent_messages_as_context,
         )
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        return cls(stop_on=config.stop_on, sources=config.sources, question_sources=config.question_sources,
-                   agent_messages_as_context=config.agent_messages_as_context)
+        return cls(
+            stop_on=config.stop_on,
+            sources=config.sources,
+            question_sources=config.question_sources,
+            agent_messages_as_context=config.agent_messages_as_context,
+        )
 
 
 # ---------------------------------------------------------------- the AutoGen subclasses, built on first access
@@ -602,8 +661,11 @@ def _build_client() -> type:
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensChatCompletionClient(_ClientTranslation, models.ChatCompletionClient,  # type: ignore[name-defined]
-                                         core.Component[GroundlensClientConfig]):  # type: ignore[name-defined]
+    class GroundlensChatCompletionClient(
+        _ClientTranslation,
+        models.ChatCompletionClient,  # type: ignore[name-defined]
+        core.Component[GroundlensClientConfig],  # type: ignore[name-defined]
+    ):  # type: ignore[name-defined]
         """Wraps a ``ChatCompletionClient``: results come back unchanged and at once, scored off the hot path.
 
         One wrapper per agent (``agent_name`` names its steps); share ``recorder`` across a team.
@@ -620,7 +682,10 @@ def _build_client() -> type:
 
 
 def _build_termination() -> type:
-    base, core = require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat"), require("autogen_core", EXTRA, "AutoGen")
+    base, core = (
+        require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat"),
+        require("autogen_core", EXTRA, "AutoGen"),
+    )
     _agentchat()
     from pydantic import BaseModel
 
@@ -630,8 +695,11 @@ def _build_termination() -> type:
         question_sources: list[str] | None = list(DEFAULT_QUESTION_SOURCES)
         agent_messages_as_context: bool = True
 
-    class GroundlensFlaggedTermination(_TerminationTranslation, base.TerminationCondition,  # type: ignore[name-defined]
-                                       core.Component[GroundlensFlaggedTerminationConfig]):  # type: ignore[name-defined]
+    class GroundlensFlaggedTermination(
+        _TerminationTranslation,
+        base.TerminationCondition,  # type: ignore[name-defined]
+        core.Component[GroundlensFlaggedTerminationConfig],  # type: ignore[name-defined]
+    ):  # type: ignore[name-defined]
         """Stops a team as soon as an answer is flagged (or lands in another band of ``stop_on``).
 
         Scores each new answer while the team waits (in a worker thread, off the event loop); the steps
@@ -646,16 +714,19 @@ def _build_termination() -> type:
 
 
 _built: dict[str, type] = {}
-__getattr__ = lazy_classes(__name__, {
-    "GroundlensChatCompletionClient": _build_client,
-    "GroundlensFlaggedTermination": _build_termination,
-})
+__getattr__ = lazy_classes(
+    __name__,
+    {
+        "GroundlensChatCompletionClient": _build_client,
+        "GroundlensFlaggedTermination": _build_termination,
+    },
+)
 
 __all__ = [
     "CheckedStream",
-    "GroundlensChatCompletionClient",
+    "GroundlensChatCompletionClient",  # noqa: F822 - built on first access (lazy_classes)
     "GroundlensChecker",
-    "GroundlensFlaggedTermination",
+    "GroundlensFlaggedTermination",  # noqa: F822 - built on first access (lazy_classes)
     "groundlens_trace",
     "request_question_and_context",
 ]

@@ -69,7 +69,7 @@ _LABEL_CHARS = 48
 
 #: (agent, task) of the tool call running on this thread / task; set by the listener's before-tool hook
 _CURRENT_CALL: ContextVar[tuple[Any, Any] | None] = ContextVar("groundlens_crewai_current_call", default=None)
-_ACTIVE: list["GroundlensCrewListener"] = []
+_ACTIVE: list[GroundlensCrewListener] = []
 _ACTIVE_LOCK = threading.Lock()
 
 
@@ -220,12 +220,14 @@ def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
 # ---------------------------------------------------------------- the listener
 
 
-def _hook_target(self: "GroundlensCrewListener", ctx: Any = None, *args: Any, **kwargs: Any) -> tuple[str | None, str]:
+def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kwargs: Any) -> tuple[str | None, str]:
     """(trace key, node) of a hook call that failed: the kickoff it belongs to, if one is known."""
     agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
     with self._lock:
-        key = next((self._kickoffs[id(o)] for o in (task, crew, agent) if o is not None and id(o) in self._kickoffs),
-                   self._standalone.get(id(agent)))
+        key = next(
+            (self._kickoffs[id(o)] for o in (task, crew, agent) if o is not None and id(o) in self._kickoffs),
+            self._standalone.get(id(agent)),
+        )
     return key, node_name(agent, task)
 
 
@@ -327,7 +329,7 @@ class GroundlensCrewListener(AdapterShell):
                     _ACTIVE.remove(self)
         self.recorder.flush()
 
-    def __enter__(self) -> "GroundlensCrewListener":
+    def __enter__(self) -> GroundlensCrewListener:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -347,8 +349,9 @@ class GroundlensCrewListener(AdapterShell):
             key = f"crew:{_ident(crew)}:{new_id()[:8]}"
             with self._lock:
                 key = self._kickoffs.setdefault(id(crew), key)
-            self.recorder.start_trace(key, name=str(getattr(crew, "name", None) or "crew"),
-                                      metadata={"crew_id": _ident(crew)})
+            self.recorder.start_trace(
+                key, name=str(getattr(crew, "name", None) or "crew"), metadata={"crew_id": _ident(crew)}
+            )
             return key
         with self._lock:
             standalone = self._standalone.get(id(agent))
@@ -363,8 +366,11 @@ class GroundlensCrewListener(AdapterShell):
         if old is not None:
             self.recorder.end_trace(old)
         self.context_store.clear(agent=agent, task=None)
-        self.recorder.start_trace(key, name=str(getattr(agent, "role", None) or "agent"),
-                                  metadata={"agent_role": getattr(agent, "role", None), META_SINGLE_AGENT: True})
+        self.recorder.start_trace(
+            key,
+            name=str(getattr(agent, "role", None) or "agent"),
+            metadata={"agent_role": getattr(agent, "role", None), META_SINGLE_AGENT: True},
+        )
         return key
 
     @staticmethod
@@ -388,8 +394,10 @@ class GroundlensCrewListener(AdapterShell):
             if executor is None:
                 continue
             added = False
-            for attr, point in (("before_llm_call_hooks", InterceptionPoint.PRE_MODEL_CALL),
-                                ("after_llm_call_hooks", InterceptionPoint.POST_MODEL_CALL)):
+            for attr, point in (
+                ("before_llm_call_hooks", InterceptionPoint.PRE_MODEL_CALL),
+                ("after_llm_call_hooks", InterceptionPoint.POST_MODEL_CALL),
+            ):
                 hooks = getattr(executor, attr, None)
                 if isinstance(hooks, list) and self._hooks[point] not in hooks:
                     hooks.append(self._hooks[point])
@@ -421,12 +429,18 @@ class GroundlensCrewListener(AdapterShell):
             self.context_store.clear(task=task)
         agents = [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []]
         inputs = getattr(ctx, "inputs", None) or {}
-        self.recorder.start_trace(key, name=str(getattr(crew, "name", None) or "crew"), metadata={
-            "crew_id": _ident(crew), "crew_name": getattr(crew, "name", None), "agents": agents,
-            "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
-            "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
-            "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
-        })
+        self.recorder.start_trace(
+            key,
+            name=str(getattr(crew, "name", None) or "crew"),
+            metadata={
+                "crew_id": _ident(crew),
+                "crew_name": getattr(crew, "name", None),
+                "agents": agents,
+                "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
+                "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
+                "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
+            },
+        )
         self._adopt_executors(crew)
 
     @_hook
@@ -443,7 +457,9 @@ class GroundlensCrewListener(AdapterShell):
             return
         error = getattr(ctx, "error", None)
         failed = getattr(ctx, "status", "completed") == "failed"
-        self.recorder.end_trace(key, error=(f"{type(error).__name__}: {error}" if error else "failed") if failed else None)
+        self.recorder.end_trace(
+            key, error=(f"{type(error).__name__}: {error}" if error else "failed") if failed else None
+        )
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
 
@@ -453,8 +469,12 @@ class GroundlensCrewListener(AdapterShell):
             return None
         self._track_executor(getattr(ctx, "executor", None))
         agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
-        if agent is not None and task is None and getattr(ctx, "crew", None) is None \
-                and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or []):
+        if (
+            agent is not None
+            and task is None
+            and getattr(ctx, "crew", None) is None
+            and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or [])
+        ):
             self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
         self.context_store.mark_llm_start(agent, task)
         return None  # never block the call
@@ -475,18 +495,30 @@ class GroundlensCrewListener(AdapterShell):
         if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
             question = first_user_question(getattr(ctx, "messages", None) or [])
         llm = getattr(ctx, "llm", None)
-        metadata: dict[str, Any] = {"agent_role": getattr(agent, "role", None), "task": task_label(task) if task else None,
-                                    "iteration": getattr(ctx, "iterations", None), "mode": "native" if native else "react"}
+        metadata: dict[str, Any] = {
+            "agent_role": getattr(agent, "role", None),
+            "task": task_label(task) if task else None,
+            "iteration": getattr(ctx, "iterations", None),
+            "mode": "native" if native else "react",
+        }
         if action:
             metadata["action"] = action
         self.context_store.set_pending_action(agent, task, kind == "tool_call")
-        self.recorder.record(CallRecord(
-            trace_key=self._trace_key(crew, agent, task), node=node_name(agent, task), kind=kind,
-            question=question, context=self.context_for(agent, task), response=response,
-            model=getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm,
-            provider=getattr(llm, "provider", None) if llm is not None and not isinstance(llm, str) else None,
-            started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(), metadata=metadata,
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=self._trace_key(crew, agent, task),
+                node=node_name(agent, task),
+                kind=kind,
+                question=question,
+                context=self.context_for(agent, task),
+                response=response,
+                model=getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm,
+                provider=getattr(llm, "provider", None) if llm is not None and not isinstance(llm, str) else None,
+                started_at=self.context_store.take_llm_start(agent, task),
+                ended_at=time.time(),
+                metadata=metadata,
+            )
+        )
         return None  # never rewrite the agent's response
 
     @_hook
@@ -501,12 +533,18 @@ class GroundlensCrewListener(AdapterShell):
         # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
         name = str(getattr(ctx, "tool_name", "") or "tool")
         args = getattr(ctx, "tool_input", None)
-        self.recorder.record(CallRecord(
-            trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=node_name(agent, task),
-            kind="tool_call", question=self.question_for(task), response=f"{name}({_dump(args)})",
-            started_at=self.context_store.take_llm_start(agent, task), ended_at=time.time(),
-            metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task),
+                node=node_name(agent, task),
+                kind="tool_call",
+                question=self.question_for(task),
+                response=f"{name}({_dump(args)})",
+                started_at=self.context_store.take_llm_start(agent, task),
+                ended_at=time.time(),
+                metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
+            )
+        )
         return None  # never block the tool
 
     @_hook
@@ -527,11 +565,18 @@ class GroundlensCrewListener(AdapterShell):
             error = f"tool {name} failed: {text.strip()[:500]}"
         else:
             self.context_store.add(agent, task, text, f"tool:{name}")
-        self.recorder.record(CallRecord(
-            trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task), node=f"{node_name(agent, task)} / {name}",
-            kind="tool", question=_dump(getattr(ctx, "tool_input", None)), response=text, error=error,
-            ended_at=time.time(), metadata=metadata,
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task),
+                node=f"{node_name(agent, task)} / {name}",
+                kind="tool",
+                question=_dump(getattr(ctx, "tool_input", None)),
+                response=text,
+                error=error,
+                ended_at=time.time(),
+                metadata=metadata,
+            )
+        )
         return None  # never rewrite the tool result
 
 
@@ -561,13 +606,25 @@ _NEED_QUESTION = (
 )
 _INSTRUCTIONS = {
     ("sgi", "flagged"): "FLAGGED: re-read the retrieved source and revise your answer so it is supported by it.",
-    ("sgi", "review"): "REVIEW: check each claim against the source; fix or drop what it does not support, then answer.",
+    (
+        "sgi",
+        "review",
+    ): "REVIEW: check each claim against the source; fix or drop what it does not support, then answer.",
     ("sgi", "trusted"): "OK to answer.",
-    ("support", "flagged"): "FLAGGED: your answer states things the source does not; revise it so every claim comes from the source.",
+    (
+        "support",
+        "flagged",
+    ): "FLAGGED: your answer states things the source does not; revise it so every claim comes from the source.",
     ("support", "review"): "REVIEW: check the words the source does not contain; fix or drop them, then answer.",
     ("support", "trusted"): "OK to answer.",
-    ("dgi", "flagged"): "FLAGGED: your answer does not look grounded; look up a source with your tools and revise your answer from it.",
-    ("dgi", "review"): "REVIEW: no source text was available; if you can, look one up and check your answer against it.",
+    (
+        "dgi",
+        "flagged",
+    ): "FLAGGED: your answer does not look grounded; look up a source with your tools and revise your answer from it.",
+    (
+        "dgi",
+        "review",
+    ): "REVIEW: no source text was available; if you can, look one up and check your answer against it.",
     ("dgi", "trusted"): "OK to answer.",
 }
 
@@ -608,7 +665,7 @@ def self_check(
         listeners = [listener] if listener is not None else list(_ACTIVE)
         q = question.strip() if isinstance(question, str) and question.strip() else None
         if q is None and task is not None:
-            q = (listeners[0].question_for(task) if listeners else task_question(task))
+            q = listeners[0].question_for(task) if listeners else task_question(task)
         sources: list[ContextPiece] = [ContextPiece(t, "argument:context") for t in _context_texts(context)]
         if not sources and task is not None:
             for lst in listeners:
@@ -617,15 +674,20 @@ def self_check(
                 sources.extend(_task_context_pieces(task))
         if q is None and not sources:  # with sources, no question is fine: the answer is checked against them
             return _NEED_QUESTION
-        scorer: AdapterShell = listener if listener is not None and embedder is None and calibration is None \
+        scorer: AdapterShell = (
+            listener
+            if listener is not None and embedder is None and calibration is None
             else _SelfChecker(embedder=embedder, calibration=calibration)
+        )
         inline = scorer.score_inline(question=q, response=text, context=sources)
     except Exception as exc:
         inline = InlineScore(None, error=f"{type(exc).__name__}: {exc}")
         log.warning("groundlens: self-check failed: %s", inline.error)
     if inline.score is None:
-        return (f"groundlens self-check could not score this answer ({inline.error or inline.skipped}). "
-                "Check your answer against your sources yourself before answering.")
+        return (
+            f"groundlens self-check could not score this answer ({inline.error or inline.skipped}). "
+            "Check your answer against your sources yourself before answering."
+        )
     return _format(inline.score, sources)
 
 
@@ -643,8 +705,10 @@ def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
         basis = f"against {len(sources)} source{'s' if len(sources) != 1 else ''} ({', '.join(names)})"
     else:
         basis = "without source text (no tool results or context to compare with)"
-    head = (f"groundlens self-check: {triage.upper()} ({method.upper()}={result.value:.2f}, "
-            f"normalized {result.normalized:.2f}, scored {basis}).")
+    head = (
+        f"groundlens self-check: {triage.upper()} ({method.upper()}={result.value:.2f}, "
+        f"normalized {result.normalized:.2f}, scored {basis})."
+    )
     lines = [head, _INSTRUCTIONS[(method, triage)]]
     weakest = getattr(getattr(result, "evidence", None), "weakest_sentence", None)
     if weakest is not None:  # name what to fix: the sentence stating most that the source lacks
@@ -673,8 +737,11 @@ def _build_tool() -> type:
         answer: Any = Field(default=None, description="Your draft final answer, as plain text.")
         question: str | None = Field(default=None, description="The question you are answering (default: your task).")
         context: str | None = Field(
-            default=None, description=("The source text your answer is based on "
-                         "(default: the results of the tools you called in this task)."))
+            default=None,
+            description=(
+                "The source text your answer is based on (default: the results of the tools you called in this task)."
+            ),
+        )
 
     class GroundlensTool(tools.BaseTool):  # type: ignore[name-defined]
         """Lets an agent check that its draft answer is supported by its sources before answering."""
@@ -688,8 +755,9 @@ def _build_tool() -> type:
         calibration: Any = Field(default=None, exclude=True)
 
         def _run(self, answer: Any = None, question: Any = None, context: Any = None, **_: Any) -> str:
-            return self_check(answer, question, context, listener=self.listener, embedder=self.embedder,
-                              calibration=self.calibration)
+            return self_check(
+                answer, question, context, listener=self.listener, embedder=self.embedder, calibration=self.calibration
+            )
 
     return GroundlensTool
 
@@ -705,7 +773,7 @@ def _tool_class() -> Any:
 __all__ = [
     "ContextStore",
     "GroundlensCrewListener",
-    "GroundlensTool",
+    "GroundlensTool",  # noqa: F822 - built on first access (lazy_classes)
     "SELF_CHECK_TOOL_NAME",
     "node_name",
     "self_check",

@@ -141,8 +141,9 @@ class GoogleProvider(ProviderGuard):
             self._async_client = self._client.aio
         return super()._async_client_or_none()
 
-    def _build_request(self, *, user_text: str, system: str | None, stream: bool,
-                       request_kwargs: dict[str, Any]) -> dict[str, Any]:
+    def _build_request(
+        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
         request = dict(request_kwargs)
         request["contents"] = [{"role": "user", "parts": [{"text": user_text}]}]
         if system:
@@ -187,8 +188,12 @@ class GoogleProvider(ProviderGuard):
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         contents = kwargs.get("contents")
         model = kwargs.get("model")
-        return RequestView(question=request_question(contents), context=tuple(request_context(contents)),
-                           model=str(model) if model else None, stream=operation == GENERATE_STREAM)
+        return RequestView(
+            question=request_question(contents),
+            context=tuple(request_context(contents)),
+            model=str(model) if model else None,
+            stream=operation == GENERATE_STREAM,
+        )
 
     def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
         return operation == GENERATE_STREAM
@@ -311,7 +316,7 @@ def request_context(contents: Any) -> list[ContextPiece]:
     conversation when no question is found)."""
     all_turns = turns(contents)
     pieces = []
-    for _role, parts in all_turns[(_question_index(all_turns) or 0):]:
+    for _role, parts in all_turns[(_question_index(all_turns) or 0) :]:
         for part in parts:
             result = None if isinstance(part, str) else _get(part, "function_response")
             if result is None:
@@ -335,7 +340,9 @@ def _usage(meta: Any) -> Usage | None:
     each, for every chunk of a stream)."""
     if meta is None:
         return None
-    inp, out, total = (_int(_get(meta, k)) for k in ("prompt_token_count", "candidates_token_count", "total_token_count"))
+    inp, out, total = (
+        _int(_get(meta, k)) for k in ("prompt_token_count", "candidates_token_count", "total_token_count")
+    )
     if inp is None and out is None and total is None:
         return None
     return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
@@ -387,5 +394,11 @@ class ChunkReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts)
-        return Completion(text=text if text.strip() else None, model=self.model, usage=self.usage,
-                          finish_reason=self.finish_reason, tool_calls=tuple(self.calls), context=self.context)
+        return Completion(
+            text=text if text.strip() else None,
+            model=self.model,
+            usage=self.usage,
+            finish_reason=self.finish_reason,
+            tool_calls=tuple(self.calls),
+            context=self.context,
+        )

@@ -103,9 +103,16 @@ class GroundlensEvaluator:
     [0, 1] (higher = better grounded): a triage signal for review order, not a verdict of truth.
     """
 
-    def __init__(self, *, key: str = "groundlens", calibration: Any = None, embedder: Any = None,
-                 context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS, question_keys: Sequence[str] = QUESTION_KEYS,
-                 response_keys: Sequence[str] = RESPONSE_KEYS):
+    def __init__(
+        self,
+        *,
+        key: str = "groundlens",
+        calibration: Any = None,
+        embedder: Any = None,
+        context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
+        question_keys: Sequence[str] = QUESTION_KEYS,
+        response_keys: Sequence[str] = RESPONSE_KEYS,
+    ):
         self.key = key
         self.calibration = calibration
         self.embedder = embedder
@@ -125,68 +132,124 @@ class GroundlensEvaluator:
                     return texts, f"{where}.{key}"
         return [], None
 
-    def _score(self, question: str | None, response: str | None, context: list[str], found: dict[str, Any]) -> dict[str, Any]:
+    def _score(
+        self, question: str | None, response: str | None, context: list[str], found: dict[str, Any]
+    ) -> dict[str, Any]:
         """``(score dict or None, comment, metadata)`` for the texts found; never raises."""
         # no question is fine with a context (a summarisation chain): the response is checked against it alone
-        missing = [name for name, value in (("question", question or (context and "context")), ("response", response))
-                   if not value]
+        missing = [
+            name
+            for name, value in (("question", question or (context and "context")), ("response", response))
+            if not value
+        ]
         if missing:
-            return {"score": None, "comment": f"groundlens: no {' or '.join(missing)} found "
-                    f"(looked for question keys {list(self.question_keys)} in inputs and response keys "
-                    f"{list(self.response_keys)} in outputs)", "metadata": {"method": None, **found}}
+            return {
+                "score": None,
+                "comment": f"groundlens: no {' or '.join(missing)} found "
+                f"(looked for question keys {list(self.question_keys)} in inputs and response keys "
+                f"{list(self.response_keys)} in outputs)",
+                "metadata": {"method": None, **found},
+            }
         assert response is not None  # checked just above (a question may be absent when there is context)
         try:
             from groundlens_core.scoring import evaluate
 
-            res = evaluate(question, response, context=context or None, calibration=self.calibration, embedder=self.embedder)
+            res = evaluate(
+                question, response, context=context or None, calibration=self.calibration, embedder=self.embedder
+            )
         except Exception as exc:
             log.warning("groundlens: evaluator could not score: %s: %s", type(exc).__name__, exc)
-            return {"score": None, "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
-                    "metadata": {"method": "error", **found}}
-        meta = {"method": res.method, "value": res.value, "normalized": res.normalized, "triage": res.triage,
-                "flagged": res.flagged, "rank": res.rank, "fingerprint": res.fingerprint, **found}
+            return {
+                "score": None,
+                "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
+                "metadata": {"method": "error", **found},
+            }
+        meta = {
+            "method": res.method,
+            "value": res.value,
+            "normalized": res.normalized,
+            "triage": res.triage,
+            "flagged": res.flagged,
+            "rank": res.rank,
+            "fingerprint": res.fingerprint,
+            **found,
+        }
         ev = getattr(res, "evidence", None)
         if ev is not None:
             weakest = ev.weakest_sentence
-            meta.update({"support": ev.support, "weakest_sentence": None if weakest is None else weakest.text,
-                         "unsupported": list(dict.fromkeys(u.text for u in ev.unsupported()))})
+            meta.update(
+                {
+                    "support": ev.support,
+                    "weakest_sentence": None if weakest is None else weakest.text,
+                    "unsupported": list(dict.fromkeys(u.text for u in ev.unsupported())),
+                }
+            )
         return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
 
     # -------------------------------------------------------- the three call styles
 
-    def __call__(self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any) -> dict[str, Any]:
+    def __call__(
+        self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """openevals / LangSmith evaluator shape: ``{"key", "score", "comment", "metadata"}``."""
         try:
             q_key, question = _find(inputs, self.question_keys, _question_from)
             r_key, response = _find(outputs, self.response_keys, _response_from)
             context, c_from = self._context(inputs, outputs, reference_outputs)
-            found = {"question_key": q_key, "response_key": r_key, "context_from": c_from, "context_pieces": len(context)}
+            found = {
+                "question_key": q_key,
+                "response_key": r_key,
+                "context_from": c_from,
+                "context_pieces": len(context),
+            }
             out = self._score(question, response, context, found)
         except Exception as exc:  # odd inputs must not break an experiment
             log.warning("groundlens: evaluator failed: %s: %s", type(exc).__name__, exc)
-            out = {"score": None, "comment": f"groundlens: could not read the run: {type(exc).__name__}: {exc}", "metadata": {}}
+            out = {
+                "score": None,
+                "comment": f"groundlens: could not read the run: {type(exc).__name__}: {exc}",
+                "metadata": {},
+            }
         return {"key": self.key, **out}
 
     def evaluate_run(self, run: Any, example: Any = None) -> dict[str, Any]:
         """LangSmith ``RunEvaluator`` style: ``run.inputs``/``run.outputs``; ``example.outputs`` are the reference."""
-        return self(inputs=getattr(run, "inputs", None), outputs=getattr(run, "outputs", None),
-                    reference_outputs=getattr(example, "outputs", None) if example is not None else None)
+        return self(
+            inputs=getattr(run, "inputs", None),
+            outputs=getattr(run, "outputs", None),
+            reference_outputs=getattr(example, "outputs", None) if example is not None else None,
+        )
 
-    def evaluate_strings(self, *, prediction: str, input: str | None = None, reference: Any = None, **kwargs: Any) -> dict[str, Any]:
+    def evaluate_strings(
+        self, *, prediction: str, input: str | None = None, reference: Any = None, **kwargs: Any
+    ) -> dict[str, Any]:
         """LangChain string-evaluator style; ``reference`` is the context (text or list of texts).
 
         Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI/DGI), ``reasoning``, ``method``,
         ``triage`` and ``flagged``."""
         try:
             context = [p.text for p in pieces_from_value(reference, "reference")]
-            out = self._score(input.strip() if isinstance(input, str) and input.strip() else None,
-                              prediction.strip() if isinstance(prediction, str) and prediction.strip() else None,
-                              context, {"context_pieces": len(context)})
+            out = self._score(
+                input.strip() if isinstance(input, str) and input.strip() else None,
+                prediction.strip() if isinstance(prediction, str) and prediction.strip() else None,
+                context,
+                {"context_pieces": len(context)},
+            )
         except Exception as exc:
-            out = {"score": None, "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}", "metadata": {}}
+            out = {
+                "score": None,
+                "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
+                "metadata": {},
+            }
         meta = out.get("metadata") or {}
-        return {"score": out["score"], "value": meta.get("value"), "reasoning": out["comment"],
-                "method": meta.get("method"), "triage": meta.get("triage"), "flagged": meta.get("flagged")}
+        return {
+            "score": out["score"],
+            "value": meta.get("value"),
+            "reasoning": out["comment"],
+            "method": meta.get("method"),
+            "triage": meta.get("triage"),
+            "flagged": meta.get("flagged"),
+        }
 
     async def aevaluate_strings(self, **kwargs: Any) -> dict[str, Any]:
         import asyncio

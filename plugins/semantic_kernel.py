@@ -40,7 +40,15 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
 
-from groundlens_core.plugins._common import CONTEXT_NAMES, QUESTION_NAMES, as_text, first_text, merge_pieces, pieces_from_value, short
+from groundlens_core.plugins._common import (
+    CONTEXT_NAMES,
+    QUESTION_NAMES,
+    as_text,
+    first_text,
+    merge_pieces,
+    pieces_from_value,
+    short,
+)
 from groundlens_core.plugins._shell import (
     AdapterShell,
     GroundlensFlaggedError,
@@ -138,7 +146,7 @@ class GroundlensFilter(AdapterShell):
 
     # ------------------------------------------------------------ the filter
 
-    async def __call__(self, context: "FunctionInvocationContext", next: Callable[[Any], Awaitable[None]]) -> None:
+    async def __call__(self, context: FunctionInvocationContext, next: Callable[[Any], Awaitable[None]]) -> None:
         run, owner_token = self._enter(context)
         step_id = new_id()
         parent_id = _PARENT.get()
@@ -189,8 +197,9 @@ class GroundlensFilter(AdapterShell):
         sk_prompt = require("semantic_kernel.functions.kernel_function_from_prompt", EXTRA, "Semantic Kernel")
         return isinstance(function, sk_prompt.KernelFunctionFromPrompt)
 
-    async def _after(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
-                     ended: float) -> GroundlensFlaggedError | None:
+    async def _after(
+        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, ended: float
+    ) -> GroundlensFlaggedError | None:
         if context.result is None:
             return None
         node = _function_name(context)
@@ -200,8 +209,16 @@ class GroundlensFilter(AdapterShell):
 
         question, q_source = self._question(context)
         pieces = self._context(context, run)
-        base: dict[str, Any] = dict(trace_key=run.key, node=node, question=question, context=pieces, started_at=started,
-                    ended_at=ended, step_id=step_id, parent_id=parent_id)
+        base: dict[str, Any] = dict(
+            trace_key=run.key,
+            node=node,
+            question=question,
+            context=pieces,
+            started_at=started,
+            ended_at=ended,
+            step_id=step_id,
+            parent_id=parent_id,
+        )
         meta: dict[str, Any] = {"function_kind": "prompt"}
         if q_source:
             meta["question_source"] = q_source
@@ -216,25 +233,32 @@ class GroundlensFilter(AdapterShell):
         response = _message_text(first)
         model, usage = _model_and_usage(first)
         if _only_function_calls(first):
-            self.recorder.record(CallRecord(kind="tool_call", response=None, model=model, usage=usage, metadata=meta,
-                                            **base))
+            self.recorder.record(
+                CallRecord(kind="tool_call", response=None, model=model, usage=usage, metadata=meta, **base)
+            )
             return None
         if not (response and response.strip() and question and question.strip()):
-            self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta, **base))
+            self.recorder.record(
+                CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta, **base)
+            )
             return None
 
         inline = await self.ascore_inline(question=question, response=response, context=pieces)
         if inline.score is not None:
             context.result.metadata[self.metadata_key] = inline.score.to_dict()
-        flagged_error = apply_guard(inline, mode=self.mode, response=response, on_flagged=self.on_flagged,
-                                    node=node, step_id=step_id)
+        flagged_error = apply_guard(
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=node, step_id=step_id
+        )
         if inline.score is not None and inline.flagged and self.mode == "replace":
             context.result = self._replaced(context.result, response, inline.score.to_dict())
             meta["guard"] = "replaced"
         elif flagged_error is not None:
             meta["guard"] = "raised"
-        self.recorder.record(CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta,
-                                        **inline.record_fields(), **base))
+        self.recorder.record(
+            CallRecord(
+                kind="llm", response=response, model=model, usage=usage, metadata=meta, **inline.record_fields(), **base
+            )
+        )
         return flagged_error
 
     def _question(self, context: Any) -> tuple[str | None, str | None]:
@@ -275,33 +299,60 @@ class GroundlensFilter(AdapterShell):
 
         value = result.value
         first = value[0] if isinstance(value, list) and value else None
-        message = ChatMessageContent(role=AuthorRole.ASSISTANT, content=self.replacement,
-                                     ai_model_id=getattr(first, "ai_model_id", None))
+        message = ChatMessageContent(
+            role=AuthorRole.ASSISTANT, content=self.replacement, ai_model_id=getattr(first, "ai_model_id", None)
+        )
         metadata = dict(result.metadata)
         metadata[self.metadata_key] = score
-        metadata[f"{self.metadata_key}_guard"] = {"mode": "replace", "action": "replaced",
-                                                  "original_response": original, "original_value": value}
-        return FunctionResult(function=result.function, value=[message], rendered_prompt=result.rendered_prompt,
-                              metadata=metadata)
+        metadata[f"{self.metadata_key}_guard"] = {
+            "mode": "replace",
+            "action": "replaced",
+            "original_response": original,
+            "original_value": value,
+        }
+        return FunctionResult(
+            function=result.function, value=[message], rendered_prompt=result.rendered_prompt, metadata=metadata
+        )
 
-    def _record_native(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
-                       ended: float, node: str) -> None:
+    def _record_native(
+        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, ended: float, node: str
+    ) -> None:
         text = _result_text(context.result)
         if text and text.strip():
             run.context.append(ContextPiece(text=text, source=f"tool:{node}"))
-        args = {k: short(v) for k, v in (context.arguments or {}).items() if not isinstance(v, (list, dict)) or len(v) < 20}
-        self.recorder.record(CallRecord(
-            trace_key=run.key, node=node, kind="tool", response=text, started_at=started, ended_at=ended,
-            step_id=step_id, parent_id=parent_id, metadata={"function_kind": "native", "arguments": args},
-        ))
+        args = {
+            k: short(v) for k, v in (context.arguments or {}).items() if not isinstance(v, (list, dict)) or len(v) < 20
+        }
+        self.recorder.record(
+            CallRecord(
+                trace_key=run.key,
+                node=node,
+                kind="tool",
+                response=text,
+                started_at=started,
+                ended_at=ended,
+                step_id=step_id,
+                parent_id=parent_id,
+                metadata={"function_kind": "native", "arguments": args},
+            )
+        )
 
-    def _record_failure(self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float,
-                        exc: BaseException) -> None:
+    def _record_failure(
+        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, exc: BaseException
+    ) -> None:
         kind = "llm" if self._is_prompt_function(context.function) else "tool"
-        self.recorder.record(CallRecord(
-            trace_key=run.key, node=_function_name(context), kind=kind, started_at=started, ended_at=time.time(),
-            step_id=step_id, parent_id=parent_id, error=f"the function raised {type(exc).__name__}: {exc}",
-        ))
+        self.recorder.record(
+            CallRecord(
+                trace_key=run.key,
+                node=_function_name(context),
+                kind=kind,
+                started_at=started,
+                ended_at=time.time(),
+                step_id=step_id,
+                parent_id=parent_id,
+                error=f"the function raised {type(exc).__name__}: {exc}",
+            )
+        )
 
     def _wrap_stream(self, context: Any, base: dict[str, Any], meta: dict[str, Any]) -> None:
         """Pass the stream through untouched; record (and score in the background) once it ends."""
@@ -320,7 +371,10 @@ class GroundlensFilter(AdapterShell):
                 async for chunk in inner:
                     try:
                         for msg in chunk if isinstance(chunk, list) else [chunk]:
-                            if str(getattr(getattr(msg, "role", None), "value", getattr(msg, "role", ""))) in ("assistant", ""):
+                            if str(getattr(getattr(msg, "role", None), "value", getattr(msg, "role", ""))) in (
+                                "assistant",
+                                "",
+                            ):
                                 text = _message_text(msg)
                                 if text:
                                     parts.append(text)
@@ -333,8 +387,16 @@ class GroundlensFilter(AdapterShell):
                 raise
             finally:
                 try:
-                    recorder.record(CallRecord(kind="llm", response="".join(parts) or None, model=model, error=failed,
-                                               metadata=meta, **dict(base, ended_at=time.time())))
+                    recorder.record(
+                        CallRecord(
+                            kind="llm",
+                            response="".join(parts) or None,
+                            model=model,
+                            error=failed,
+                            metadata=meta,
+                            **dict(base, ended_at=time.time()),
+                        )
+                    )
                 except Exception:  # pragma: no cover - defensive
                     log.warning("groundlens: could not record a stream", exc_info=True)
 

@@ -50,7 +50,7 @@ class PhoenixServer:
         self.log_path = Path(self._workdir.name) / "phoenix.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "PhoenixServer":
+    def start(self) -> PhoenixServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))}
         env.update({
             "PHOENIX_WORKING_DIR": self._workdir.name,

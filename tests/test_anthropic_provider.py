@@ -280,12 +280,12 @@ async def test_messages_stream_helper_left_early_is_recorded_on_exit(client, acl
     guard = AnthropicProvider(client=client, calibration=dgi_calibration)
     guard.instrument(client)
     with client.messages.stream(**kw) as helper:
-        for text in helper.text_stream:
+        for _text in helper.text_stream:
             break
     aguard = AnthropicProvider(client=aclient, calibration=dgi_calibration)
     aguard.instrument(aclient)
     async with aclient.messages.stream(**kw) as ahelper:
-        async for text in ahelper.text_stream:
+        async for _text in ahelper.text_stream:
             break
     for g in (guard, aguard):
         steps = [t.steps for t in g.get_traces(timeout=30)]

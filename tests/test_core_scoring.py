@@ -125,7 +125,7 @@ def test_batch_matches_single_byte_for_byte():
 
 def test_same_bytes_in_another_process():
     res = gl.evaluate(Q, "The head office is in Delhi.", CTX).to_json()
-    code = ("import groundlens_core as g; print(g.evaluate(%r, %r, %r).to_json())" % (Q, "The head office is in Delhi.", CTX))
+    code = f"import groundlens_core as g; print(g.evaluate({Q!r}, {'The head office is in Delhi.'!r}, {CTX!r}).to_json())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
     assert out.stdout.strip() == res
 

@@ -38,7 +38,7 @@ finally:
     else:
         os.environ["HOME"] = _REAL_HOME
 
-from groundlens_core import evaluate, get_embedder  # noqa: E402
+from groundlens_core import evaluate  # noqa: E402
 from groundlens_core.plugins.crewai import (  # noqa: E402
     SELF_CHECK_TOOL_NAME,
     GroundlensCrewListener,

@@ -37,7 +37,7 @@ class ScriptedModel(GenericFakeChatModel):
 
     def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
         gens = []
-        for i in range(self.n):
+        for _ in range(self.n):
             out = self.respond(messages) if self.respond is not None else next(self.messages)
             gens.append(ChatGeneration(message=AIMessage(content=out) if isinstance(out, str) else out))
         return ChatResult(generations=gens)

@@ -13,10 +13,10 @@ import json
 from typing import TypedDict
 
 import pytest
+from conftest import GROUNDED_PAIRS
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langgraph.graph import END, START, StateGraph
 
-from conftest import GROUNDED_PAIRS
 # --- the original README's imports, pointed at groundlens_core
 from groundlens_core import calibrate, compute_dgi
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback

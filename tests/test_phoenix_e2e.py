@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import time
 import uuid
 from datetime import datetime
 from pathlib import Path

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import pytest
 

@@ -8,6 +8,7 @@ import logging
 from types import SimpleNamespace
 
 import pytest
+from conftest import BrokenEmbedder
 
 from groundlens_core import DGIResult, SGIResult
 from groundlens_core.plugins._shell import (
@@ -22,8 +23,6 @@ from groundlens_core.plugins._shell import (
     require,
 )
 from groundlens_core.trace import CallRecord, Recorder, Usage
-
-from conftest import BrokenEmbedder
 
 QUESTION = "What is the population of Paris?"
 FACTS = "Paris is the capital of France and has about 2.1 million inhabitants."

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 from datetime import datetime, timezone
-from functools import lru_cache
+from functools import cache, lru_cache
 from importlib.resources import files
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -111,7 +111,7 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-@lru_cache(maxsize=None)
+@cache
 def _asset(name: str) -> str:
     """An inline CSS/JS file of ours, read once."""
     return _load_template(name)
@@ -222,9 +222,19 @@ def _evidence(step: Step) -> list[list[Any]]:
     if ev is None or not isinstance(step.response, str):
         return []
     n = len(step.response)
-    return [[s.start, s.end, round(s.support, 4), round(s.similarity, 4), s.passage,
-             [[u.start, u.end] for u in s.unsupported if u.end <= n], i == ev.weakest]
-            for i, s in enumerate(ev.sentences) if s.end <= n]
+    return [
+        [
+            s.start,
+            s.end,
+            round(s.support, 4),
+            round(s.similarity, 4),
+            s.passage,
+            [[u.start, u.end] for u in s.unsupported if u.end <= n],
+            i == ev.weakest,
+        ]
+        for i, s in enumerate(ev.sentences)
+        if s.end <= n
+    ]
 
 
 def _facts(step: Step, trace: Trace) -> list[list[str]]:
@@ -243,9 +253,15 @@ def _facts(step: Step, trace: Trace) -> list[list[str]]:
         out.append(["provider", str(step.provider)])
     usage = step.usage.to_dict() if step.usage is not None else {}
     if any(usage.get(k) is not None for k in ("input_tokens", "output_tokens", "total_tokens")):
-        out.append(["tokens (in / out / total)",
-                    " / ".join("-" if usage.get(k) is None else str(usage.get(k))
-                               for k in ("input_tokens", "output_tokens", "total_tokens"))])
+        out.append(
+            [
+                "tokens (in / out / total)",
+                " / ".join(
+                    "-" if usage.get(k) is None else str(usage.get(k))
+                    for k in ("input_tokens", "output_tokens", "total_tokens")
+                ),
+            ]
+        )
     if _num(step.llm_latency_ms) is not None:
         out.append(["LLM latency", f"{_fmt_ms(step.llm_latency_ms)} ms"])
     if _num(step.scoring_latency_ms) is not None:
@@ -260,7 +276,9 @@ def _facts(step: Step, trace: Trace) -> list[list[str]]:
     return out
 
 
-def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_text_chars: int | None) -> dict[str, Any]:
+def _build_context(
+    traces: list[Trace], *, title: str | None, redact: bool, max_text_chars: int | None
+) -> dict[str, Any]:
     names = [t.name for t in traces]
     labels = [n if names.count(n) == 1 else f"{n} #{k + 1}" for k, n in enumerate(names)]
 
@@ -270,13 +288,22 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
     for ti, trace in enumerate(shown):
         for step in trace.steps:
             entries.append((_risk_key(step, ti), ti, step))
-        trace_rows.append({
-            "label": labels[ti], "name": trace.name, "framework": trace.framework, "id": trace.id,
-            "started": _fmt_time(trace.started_at), "duration": _duration(trace.started_at, trace.ended_at),
-            "status": trace.status, "error": trace.error or "",
-            "steps": len(trace.steps), "counts": trace.counts(),
-            "fingerprint": trace.fingerprint or "", "package_version": trace.package_version,
-        })
+        trace_rows.append(
+            {
+                "label": labels[ti],
+                "name": trace.name,
+                "framework": trace.framework,
+                "id": trace.id,
+                "started": _fmt_time(trace.started_at),
+                "duration": _duration(trace.started_at, trace.ended_at),
+                "status": trace.status,
+                "error": trace.error or "",
+                "steps": len(trace.steps),
+                "counts": trace.counts(),
+                "fingerprint": trace.fingerprint or "",
+                "package_version": trace.package_version,
+            }
+        )
     entries.sort(key=lambda e: e[0])
 
     rows: list[dict[str, Any]] = []
@@ -293,8 +320,9 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
             methods[step.method] += 1
         if norm is not None and band in TRIAGE_ORDER:
             histogram[min(HISTOGRAM_BINS - 1, max(0, int(norm * HISTOGRAM_BINS)))][band] += 1
-        node = nodes.setdefault(str(step.node), {"name": str(step.node), "steps": 0, "scored": [],
-                                                 "bands": {b: 0 for b in REPORT_BANDS}})
+        node = nodes.setdefault(
+            str(step.node), {"name": str(step.node), "steps": 0, "scored": [], "bands": {b: 0 for b in REPORT_BANDS}}
+        )
         node["steps"] += 1
         node["bands"][band] += 1
         if norm is not None:
@@ -302,34 +330,57 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
 
         question, response = plain_text(step.question), plain_text(step.response)
         raw = _num(step.value) if step.method in SCORED_METHODS else None
-        rows.append({
-            "id": str(step.id), "rank": rank + 1, "band": band, "method": step.method, "kind": step.kind,
-            "node": str(step.node), "trace": labels[ti], "index": step.index,
-            "score": "" if norm is None else repr(round(norm, 6)), "norm": "" if norm is None else f"{norm:.2f}",
-            "width": "" if norm is None else f"{max(0.0, min(1.0, norm)) * 100:.0f}",
-            "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
-            "question": _preview(question), "response": _preview(response),
-            "note": _text_note(step.response) or _text_note(step.question),
-            "reason": step.error or step.skip_reason or "",
-            "latency": _fmt_ms(step.llm_latency_ms), "model": str(step.model or ""),
-        })
-        details.append({
-            "q": question, "qn": _text_note(step.question),
-            "r": response, "rn": _text_note(step.response),
-            "ctx": [[str(c.source), plain_text(c.text), _text_note(c.text)] for c in step.context],
-            "ex": str(step.explanation or ""),
-            "err": str(step.error or ""), "skip": str(step.skip_reason or ""),
-            "facts": _facts(step, traces[ti]),
-            "ev": _evidence(step),
-            "meta": "" if redact or not step.metadata else _json_text(step.metadata),
-        })
+        rows.append(
+            {
+                "id": str(step.id),
+                "rank": rank + 1,
+                "band": band,
+                "method": step.method,
+                "kind": step.kind,
+                "node": str(step.node),
+                "trace": labels[ti],
+                "index": step.index,
+                "score": "" if norm is None else repr(round(norm, 6)),
+                "norm": "" if norm is None else f"{norm:.2f}",
+                "width": "" if norm is None else f"{max(0.0, min(1.0, norm)) * 100:.0f}",
+                "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
+                "question": _preview(question),
+                "response": _preview(response),
+                "note": _text_note(step.response) or _text_note(step.question),
+                "reason": step.error or step.skip_reason or "",
+                "latency": _fmt_ms(step.llm_latency_ms),
+                "model": str(step.model or ""),
+            }
+        )
+        details.append(
+            {
+                "q": question,
+                "qn": _text_note(step.question),
+                "r": response,
+                "rn": _text_note(step.response),
+                "ctx": [[str(c.source), plain_text(c.text), _text_note(c.text)] for c in step.context],
+                "ex": str(step.explanation or ""),
+                "err": str(step.error or ""),
+                "skip": str(step.skip_reason or ""),
+                "facts": _facts(step, traces[ti]),
+                "ev": _evidence(step),
+                "meta": "" if redact or not step.metadata else _json_text(step.metadata),
+            }
+        )
 
     node_rows = []
     for node in nodes.values():
         worst = min((b for b in REPORT_BANDS if node["bands"][b]), key=risk_rank)
         mean = sum(node["scored"]) / len(node["scored"]) if node["scored"] else None
-        node_rows.append({**node, "worst": worst, "mean": "" if mean is None else f"{mean:.2f}",
-                          "mean_value": mean, "scored": len(node["scored"])})
+        node_rows.append(
+            {
+                **node,
+                "worst": worst,
+                "mean": "" if mean is None else f"{mean:.2f}",
+                "mean_value": mean,
+                "scored": len(node["scored"]),
+            }
+        )
     node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
 
     script = _asset("report.js")
@@ -345,20 +396,32 @@ def _build_context(traces: list[Trace], *, title: str | None, redact: bool, max_
         "note": TRIAGE_NOTE_LONG[0].upper() + TRIAGE_NOTE_LONG[1:] + ".",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "renderer_version": __version__,
-        "traces": trace_rows, "multi": len(traces) > 1,
-        "frameworks": frameworks, "fingerprints": fingerprints, "versions": versions,
+        "traces": trace_rows,
+        "multi": len(traces) > 1,
+        "frameworks": frameworks,
+        "fingerprints": fingerprints,
+        "versions": versions,
         "started": _fmt_time(min(started)) if started else "",
-        "redacted": redact, "max_text_chars": max_text_chars,
-        "total": len(rows), "counts": counts, "methods": methods,
+        "redacted": redact,
+        "max_text_chars": max_text_chars,
+        "total": len(rows),
+        "counts": counts,
+        "methods": methods,
         "unscored": {k: sum(t.unscored()[k] for t in traces) for k in ("overload", "pending")},
-        "rows": rows, "page_size": PAGE_SIZE, "nodes": node_rows, "node_names": sorted(nodes),
+        "rows": rows,
+        "page_size": PAGE_SIZE,
+        "nodes": node_rows,
+        "node_names": sorted(nodes),
         "histogram": _histogram_svg_model(histogram),
-        "bands": REPORT_BANDS, "triage_bands": TRIAGE_ORDER,
+        "bands": REPORT_BANDS,
+        "triage_bands": TRIAGE_ORDER,
         "data_json": _script_json({"steps": details}),
         "css": Markup(_band_css() + _asset("report.css")),
         "js": Markup(script),
-        "csp": (f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; "
-                "base-uri 'none'; form-action 'none'"),
+        "csp": (
+            f"default-src 'none'; style-src 'unsafe-inline'; img-src data:; script-src 'sha256-{script_hash}'; "
+            "base-uri 'none'; form-action 'none'"
+        ),
     }
 
 
@@ -379,12 +442,34 @@ def _histogram_svg_model(bins: list[dict[str, int]]) -> dict[str, Any]:
                 continue
             h = plot_h * n / ymax
             y -= h
-            bars.append({"x": f"{left + k * bar_w + 1:.1f}", "y": f"{y:.1f}", "w": f"{bar_w - 2:.1f}", "h": f"{h:.1f}",
-                         "band": band, "title": f"normalized {lo:.2f}-{hi:.2f}: {n} {band}"})
+            bars.append(
+                {
+                    "x": f"{left + k * bar_w + 1:.1f}",
+                    "y": f"{y:.1f}",
+                    "w": f"{bar_w - 2:.1f}",
+                    "h": f"{h:.1f}",
+                    "band": band,
+                    "title": f"normalized {lo:.2f}-{hi:.2f}: {n} {band}",
+                }
+            )
     xticks = [{"x": f"{left + plot_w * t / 4:.1f}", "label": f"{t / 4:.2f}"} for t in range(5)]
-    yticks = [{"y": f"{top + plot_h - plot_h * v / ymax:.1f}", "label": str(v)} for v in sorted({0, ymax // 2, ymax}) if v <= ymax]
-    return {"width": width, "height": height, "left": left, "top": top, "bottom": top + plot_h, "right": left + plot_w,
-            "bars": bars, "xticks": xticks, "yticks": yticks, "empty": peak == 0}
+    yticks = [
+        {"y": f"{top + plot_h - plot_h * v / ymax:.1f}", "label": str(v)}
+        for v in sorted({0, ymax // 2, ymax})
+        if v <= ymax
+    ]
+    return {
+        "width": width,
+        "height": height,
+        "left": left,
+        "top": top,
+        "bottom": top + plot_h,
+        "right": left + plot_w,
+        "bars": bars,
+        "xticks": xticks,
+        "yticks": yticks,
+        "empty": peak == 0,
+    }
 
 
 def _json_text(value: Any) -> str:

@@ -72,7 +72,7 @@ class ContextPiece:
         return {"source": self.source, "text": self.text}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "ContextPiece":
+    def from_dict(cls, d: Mapping[str, Any]) -> ContextPiece:
         return cls(text=d.get("text"), source=str(d.get("source", "")))
 
 
@@ -86,7 +86,7 @@ class Usage:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any] | None) -> "Usage | None":
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Usage | None:
         if d is None:
             return None
         return cls(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"))
@@ -176,8 +176,9 @@ class Step:
         changes: dict[str, Any] = {
             "question": shrink_text(self.question, redact, max_text_chars),
             "response": shrink_text(self.response, redact, max_text_chars),
-            "context": tuple(ContextPiece(text=shrink_text(c.text, redact, max_text_chars), source=c.source)
-                             for c in self.context),
+            "context": tuple(
+                ContextPiece(text=shrink_text(c.text, redact, max_text_chars), source=c.source) for c in self.context
+            ),
         }
         if redact:
             changes["error"] = redact_string(self.error)
@@ -215,14 +216,28 @@ class Step:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Step":
+    def from_dict(cls, d: Mapping[str, Any]) -> Step:
         return cls(
-            id=d["id"], index=int(d["index"]), parent_id=d.get("parent_id"), node=d["node"], kind=d["kind"],
-            method=d["method"], score=as_score(d.get("score")), triage=d.get("triage"), question=d.get("question"),
-            context=tuple(ContextPiece.from_dict(c) for c in d.get("context") or ()), response=d.get("response"),
-            model=d.get("model"), provider=d.get("provider"), usage=Usage.from_dict(d.get("usage")),
-            started_at=d.get("started_at"), ended_at=d.get("ended_at"), llm_latency_ms=d.get("llm_latency_ms"),
-            scoring_latency_ms=d.get("scoring_latency_ms"), error=d.get("error"), skip_reason=d.get("skip_reason"),
+            id=d["id"],
+            index=int(d["index"]),
+            parent_id=d.get("parent_id"),
+            node=d["node"],
+            kind=d["kind"],
+            method=d["method"],
+            score=as_score(d.get("score")),
+            triage=d.get("triage"),
+            question=d.get("question"),
+            context=tuple(ContextPiece.from_dict(c) for c in d.get("context") or ()),
+            response=d.get("response"),
+            model=d.get("model"),
+            provider=d.get("provider"),
+            usage=Usage.from_dict(d.get("usage")),
+            started_at=d.get("started_at"),
+            ended_at=d.get("ended_at"),
+            llm_latency_ms=d.get("llm_latency_ms"),
+            scoring_latency_ms=d.get("scoring_latency_ms"),
+            error=d.get("error"),
+            skip_reason=d.get("skip_reason"),
             metadata=dict(d.get("metadata") or {}),
         )
 
@@ -290,7 +305,8 @@ class Trace:
         if not redact and max_text_chars is None:
             return self
         return dataclasses.replace(
-            self, steps=[s.view(redact=redact, max_text_chars=max_text_chars) for s in self.steps],
+            self,
+            steps=[s.view(redact=redact, max_text_chars=max_text_chars) for s in self.steps],
             error=redact_string(self.error) if redact else self.error,
             metadata=redact_mapping(self.metadata) if redact else dict(self.metadata),
         )
@@ -331,19 +347,32 @@ class Trace:
         }
 
     def to_json(self, *, indent: int | None = 2, redact: bool = False, max_text_chars: int | None = None) -> str:
-        return json.dumps(self.to_dict(redact=redact, max_text_chars=max_text_chars), indent=indent, ensure_ascii=False, allow_nan=False)
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Trace":
-        return cls(
-            id=d["id"], name=d["name"], framework=d["framework"], started_at=d["started_at"], ended_at=d.get("ended_at"),
-            metadata=dict(d.get("metadata") or {}), steps=[Step.from_dict(s) for s in d.get("steps") or ()],
-            fingerprint=d.get("fingerprint"), status=d.get("status", "ok"), error=d.get("error"),
-            schema_version=d.get("schema_version", SCHEMA_VERSION), package_version=d.get("package_version", __version__),
+        return json.dumps(
+            self.to_dict(redact=redact, max_text_chars=max_text_chars),
+            indent=indent,
+            ensure_ascii=False,
+            allow_nan=False,
         )
 
     @classmethod
-    def from_json(cls, text: str) -> "Trace":
+    def from_dict(cls, d: Mapping[str, Any]) -> Trace:
+        return cls(
+            id=d["id"],
+            name=d["name"],
+            framework=d["framework"],
+            started_at=d["started_at"],
+            ended_at=d.get("ended_at"),
+            metadata=dict(d.get("metadata") or {}),
+            steps=[Step.from_dict(s) for s in d.get("steps") or ()],
+            fingerprint=d.get("fingerprint"),
+            status=d.get("status", "ok"),
+            error=d.get("error"),
+            schema_version=d.get("schema_version", SCHEMA_VERSION),
+            package_version=d.get("package_version", __version__),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
         return cls.from_dict(json.loads(text))
 
     def save(self, path, **kwargs) -> None:
@@ -351,7 +380,7 @@ class Trace:
         atomic_write_text(path, self.to_json(**kwargs) + "\n")
 
     @classmethod
-    def load(cls, path) -> "Trace":
+    def load(cls, path) -> Trace:
         from pathlib import Path
 
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
@@ -365,12 +394,19 @@ def shrink_text(value: Text, redact: bool, max_chars: int | None) -> Text:
     """
     if isinstance(value, Mapping) and redact and not value.get("redacted"):
         kept = str(value.get("text", ""))
-        return {"redacted": True, "sha256": hashlib.sha256(kept.encode("utf-8", "surrogatepass")).hexdigest(),
-                "length": int(value.get("length", len(kept)))}
+        return {
+            "redacted": True,
+            "sha256": hashlib.sha256(kept.encode("utf-8", "surrogatepass")).hexdigest(),
+            "length": int(value.get("length", len(kept))),
+        }
     if not isinstance(value, str):
         return value
     if redact:
-        return {"redacted": True, "sha256": hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(), "length": len(value)}
+        return {
+            "redacted": True,
+            "sha256": hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(),
+            "length": len(value),
+        }
     if max_chars is not None and len(value) > max_chars:
         return {"text": value[:max_chars], "truncated": True, "length": len(value)}
     return value

@@ -192,8 +192,9 @@ class OTelExporter:
             else:
                 self._tracer = tracer_provider.get_tracer("groundlens", __version__)
         except Exception as exc:  # a broken provider must not break the agent that constructs us
-            log.warning("groundlens: the tracer provider failed (%s: %s); no spans will be exported",
-                        type(exc).__name__, exc)
+            log.warning(
+                "groundlens: the tracer provider failed (%s: %s); no spans will be exported", type(exc).__name__, exc
+            )
             self._tracer = otel_trace.NoOpTracer()
         try:
             if logger_provider is None:
@@ -201,8 +202,11 @@ class OTelExporter:
             else:
                 self._logger = logger_provider.get_logger("groundlens", __version__)
         except Exception as exc:
-            log.warning("groundlens: the logger provider failed (%s: %s); no evaluation events will be exported",
-                        type(exc).__name__, exc)
+            log.warning(
+                "groundlens: the logger provider failed (%s: %s); no evaluation events will be exported",
+                type(exc).__name__,
+                exc,
+            )
             self._logger = otel_logs.NoOpLogger("groundlens")
         self.redact = redact
         self.max_text_chars = max_text_chars
@@ -264,8 +268,9 @@ class OTelExporter:
             }
             if single:
                 attrs[sc.GEN_AI_AGENT_NAME] = trace.name
-            span = self._tracer.start_span(f"{op} {trace.name}", context=_empty_context(), start_time=start,
-                                           attributes=attrs)
+            span = self._tracer.start_span(
+                f"{op} {trace.name}", context=_empty_context(), start_time=start, attributes=attrs
+            )
             root = _Root(span, self._trace_api.set_span_in_context(span), start, trace)
             self._roots[trace.id] = root
             while len(self._roots) > self._max_open:  # a runaway of never-ended traces: end the oldest
@@ -299,8 +304,9 @@ class OTelExporter:
             if ended is not None:
                 end = max(ended, end or 0)
             if trace.status == "error":
-                status = self._trace_api.Status(self._trace_api.StatusCode.ERROR,
-                                                _cut(trace.error or "the agent raised"))
+                status = self._trace_api.Status(
+                    self._trace_api.StatusCode.ERROR, _cut(trace.error or "the agent raised")
+                )
                 span.set_status(status)
         span.set_attribute(sc.GL_TRACE_COMPLETE, complete)
         span.end(end_time=end)
@@ -344,9 +350,11 @@ class OTelExporter:
             a[sc.LLM_MODEL_NAME] = step.model
         usage = step.usage
         if usage is not None:
-            for keys, val in (((sc.GEN_AI_USAGE_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT), usage.input_tokens),
-                              ((sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION), usage.output_tokens),
-                              ((sc.LLM_TOKEN_COUNT_TOTAL,), usage.total_tokens)):
+            for keys, val in (
+                ((sc.GEN_AI_USAGE_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT), usage.input_tokens),
+                ((sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION), usage.output_tokens),
+                ((sc.LLM_TOKEN_COUNT_TOTAL,), usage.total_tokens),
+            ):
                 if val is not None:
                     for k in keys:
                         a[k] = int(val)
@@ -357,8 +365,11 @@ class OTelExporter:
             a[sc.INPUT_MIME_TYPE] = "text/plain"
         output = self._text(step.response)
         if output is None and step.kind in ("tool", "retrieval") and step.context:
-            output = self._text(step.context[0].text) if self.redact else \
-                self._text("\n\n".join(_plain(p.text) for p in step.context))
+            output = (
+                self._text(step.context[0].text)
+                if self.redact
+                else self._text("\n\n".join(_plain(p.text) for p in step.context))
+            )
         if output is not None:
             a[sc.OUTPUT_VALUE] = output
             a[sc.OUTPUT_MIME_TYPE] = "text/plain"
@@ -371,8 +382,16 @@ class OTelExporter:
                 if text is not None:
                     a[key.format(i=i)] = text
 
-        a.update({sc.GL_METHOD: step.method, sc.GL_NODE: step.node, sc.GL_STEP_ID: step.id,
-                  sc.GL_STEP_INDEX: step.index, sc.GL_STEP_KIND: step.kind, sc.GL_NOTE: sc.TRIAGE_NOTE})
+        a.update(
+            {
+                sc.GL_METHOD: step.method,
+                sc.GL_NODE: step.node,
+                sc.GL_STEP_ID: step.id,
+                sc.GL_STEP_INDEX: step.index,
+                sc.GL_STEP_KIND: step.kind,
+                sc.GL_NOTE: sc.TRIAGE_NOTE,
+            }
+        )
         if step.parent_id:
             a[sc.GL_STEP_PARENT_ID] = step.parent_id
         if step.triage:
@@ -398,18 +417,36 @@ class OTelExporter:
 
     def _emit_evaluation(self, step: Step, span: Any, end_ns: int) -> None:
         attrs = _evaluation_attributes(step, self.max_text_chars)
-        attrs.update({sc.EVENT_NAME: sc.GEN_AI_EVALUATION_RESULT_EVENT, sc.GL_STEP_ID: step.id, sc.GL_NODE: step.node,
-                      sc.GL_METHOD: step.method, sc.GL_FLAGGED: step.flagged})
+        attrs.update(
+            {
+                sc.EVENT_NAME: sc.GEN_AI_EVALUATION_RESULT_EVENT,
+                sc.GL_STEP_ID: step.id,
+                sc.GL_NODE: step.node,
+                sc.GL_METHOD: step.method,
+                sc.GL_FLAGGED: step.flagged,
+            }
+        )
         if step.normalized is not None:
             attrs[sc.GL_NORMALIZED] = float(step.normalized)
         try:
-            self._logger.emit(timestamp=end_ns, context=self._trace_api.set_span_in_context(span),
-                              event_name=sc.GEN_AI_EVALUATION_RESULT_EVENT, attributes=attrs)
+            self._logger.emit(
+                timestamp=end_ns,
+                context=self._trace_api.set_span_in_context(span),
+                event_name=sc.GEN_AI_EVALUATION_RESULT_EVENT,
+                attributes=attrs,
+            )
         except TypeError:  # an older Logs API without keyword emit: build the record ourselves
             logs = _require("opentelemetry._logs")
             ctx = span.get_span_context()
-            self._logger.emit(logs.LogRecord(timestamp=end_ns, trace_id=ctx.trace_id, span_id=ctx.span_id,
-                                             trace_flags=ctx.trace_flags, attributes=attrs))
+            self._logger.emit(
+                logs.LogRecord(
+                    timestamp=end_ns,
+                    trace_id=ctx.trace_id,
+                    span_id=ctx.span_id,
+                    trace_flags=ctx.trace_flags,
+                    attributes=attrs,
+                )
+            )
 
     # ------------------------------------------------------------ helpers
 
@@ -426,8 +463,12 @@ class OTelExporter:
         except Exception as exc:  # the agent must never see an exporter failure
             self._failures += 1
             if self._failures == 1 or self._failures % 100 == 0:
-                log.warning("groundlens: OpenTelemetry export failed (%d so far): %s: %s",
-                            self._failures, type(exc).__name__, exc)
+                log.warning(
+                    "groundlens: OpenTelemetry export failed (%d so far): %s: %s",
+                    self._failures,
+                    type(exc).__name__,
+                    exc,
+                )
             return None
 
 
@@ -560,7 +601,10 @@ class _GuardedSpanExporter:
                 log.warning(
                     "groundlens: could not export spans to %s (%s); the traces are kept in the recorder "
                     "(recorder.get_trace(), trace.save()) and can be exported later with export_trace(). "
-                    "Further failures for this endpoint are not logged.", self.endpoint, reason)
+                    "Further failures for this endpoint are not logged.",
+                    self.endpoint,
+                    reason,
+                )
         return result
 
     def shutdown(self) -> None:
@@ -586,8 +630,10 @@ class _MuteGuardedExports(logging.Filter):
         return not getattr(_IN_GUARDED_EXPORT, "active", False)
 
 
-_QUIET_LOGGERS = ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
-                  "opentelemetry.exporter.otlp.proto.http._log_exporter")
+_QUIET_LOGGERS = (
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.http._log_exporter",
+)
 _quiet_installed = False
 
 
@@ -638,7 +684,9 @@ def configure_otlp(
         _quiet_otlp_logs()
     exporter = _GuardedSpanExporter(inner, getattr(inner, "_endpoint", None) or str(endpoint))
     provider = sdk_trace.TracerProvider(resource=resources.Resource.create(attrs))
-    provider.add_span_processor(sdk_export.BatchSpanProcessor(exporter, export_timeout_millis=int(timeout * 1000) + 500))
+    provider.add_span_processor(
+        sdk_export.BatchSpanProcessor(exporter, export_timeout_millis=int(timeout * 1000) + 500)
+    )
     _GUARDED_BY_PROVIDER[provider] = exporter
     return provider
 

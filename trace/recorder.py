@@ -59,7 +59,7 @@ WORKER_TORCH_THREADS = 1
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
 _EXIT_FLUSH_SECONDS = 10.0
-_LIVE: "weakref.WeakSet[Recorder]" = weakref.WeakSet()  # recorders whose worker has started
+_LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()  # recorders whose worker has started
 
 
 def _flush_at_exit() -> None:
@@ -206,8 +206,13 @@ class Recorder:
         with self._lock:
             if key in self._traces:
                 return False
-            trace = Trace(id=new_id(), name=name or self.name, framework=self.framework, started_at=utc_now(),
-                          metadata=dict(metadata or {}))
+            trace = Trace(
+                id=new_id(),
+                name=name or self.name,
+                framework=self.framework,
+                started_at=utc_now(),
+                metadata=dict(metadata or {}),
+            )
             self._traces[key] = trace
             self._order.append(key)
             self._next_index[key] = 0
@@ -236,8 +241,14 @@ class Recorder:
                 index = self._next_index.get(call.trace_key, 0)
                 self._next_index[call.trace_key] = index + 1
                 reason = None
-                if heavy and self._queued_steps and (self._queued_steps >= self.max_pending_steps
-                                                     or self._queued_bytes + size > self.max_pending_bytes):
+                if (
+                    heavy
+                    and self._queued_steps
+                    and (
+                        self._queued_steps >= self.max_pending_steps
+                        or self._queued_bytes + size > self.max_pending_bytes
+                    )
+                ):
                     heavy, reason = False, OVERLOAD
                     self.stats["overload"] += 1
                     if call.trace_key not in self._overloaded:
@@ -247,9 +258,13 @@ class Recorder:
                     self._queued_steps += 1
                     self._queued_bytes += size
             if warn:
-                log.warning("groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
-                            "of trace %s are recorded unscored with skip_reason='overload' until scoring catches up",
-                            self.max_pending_steps, self.max_pending_bytes, call.trace_key)
+                log.warning(
+                    "groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
+                    "of trace %s are recorded unscored with skip_reason='overload' until scoring catches up",
+                    self.max_pending_steps,
+                    self.max_pending_bytes,
+                    call.trace_key,
+                )
             step_id = call.step_id or new_id()
             self._submit(("call", call, index, step_id, heavy, size, reason))
             return step_id
@@ -337,8 +352,12 @@ class Recorder:
         the queued ones' text bytes, and all queued events."""
         with self._lock:
             scoring = sum(1 for it in self._inflight if it[0] == "call" and it[4])
-            return {"steps": self._queued_steps, "bytes": self._queued_bytes, "events": len(self._items),
-                    "in_flight": scoring}
+            return {
+                "steps": self._queued_steps,
+                "bytes": self._queued_bytes,
+                "events": len(self._items),
+                "in_flight": scoring,
+            }
 
     def _pending_steps(self) -> dict[str, list[Step]]:
         """Steps recorded but not yet on their trace, as ``pending`` steps, by trace key (lock held)."""
@@ -350,7 +369,8 @@ class Recorder:
                 if method == "score":  # scored in line by the adapter: only listing is left
                     method, reason = "skipped", PENDING
                 out.setdefault(call.trace_key, []).append(
-                    self._make_step(call, index, step_id, method, reason, None, None))
+                    self._make_step(call, index, step_id, method, reason, None, None)
+                )
         return out
 
     def _copy(self, key: str, trace: Trace, pending: dict[str, list[Step]] | None) -> Trace:
@@ -392,8 +412,7 @@ class Recorder:
         while True:
             with self._lock:
                 seen = len(self._items)
-                if (self._queued_steps >= batch or self._flushes
-                        or self._queued_bytes * 2 >= self.max_pending_bytes):
+                if self._queued_steps >= batch or self._flushes or self._queued_bytes * 2 >= self.max_pending_bytes:
                     break
             self._wake.wait(self._quiet)  # a flush sets it; new events do not
             self._wake.clear()
@@ -446,7 +465,9 @@ class Recorder:
     def _process(self, items: list[tuple]) -> None:
         with self._lock:  # a call of a trace already dropped (max_traces) is not worth the model
             calls = [it for it in items if it[0] == "call" and it[1].trace_key in self._traces]
-            self.stats["evicted"] += sum(1 for it in items if it[0] == "call" and it[4]) - sum(1 for it in calls if it[4])
+            self.stats["evicted"] += sum(1 for it in items if it[0] == "call" and it[4]) - sum(
+                1 for it in calls if it[4]
+            )
         fresh = [it for it in calls if it[6] is None]
         scored = self._score_calls([it[1] for it in fresh])
         by_id = {id(it): res for it, res in zip(fresh, scored)}
@@ -506,15 +527,20 @@ class Recorder:
         if not isinstance(call.response, str) or not call.response.strip():
             return "skipped", "no response text"
         if is_blank(call.question if isinstance(call.question, str) else None) and not any(
-                isinstance(p.text, str) and not is_blank(p.text) for p in context_pieces(call.context)):
+            isinstance(p.text, str) and not is_blank(p.text) for p in context_pieces(call.context)
+        ):
             # with a context, no question is fine: the core scores the response against it alone (support)
             return "skipped", "no question and no context found for this call"
         return "score", None
 
-    def _score_calls(self, calls: list[CallRecord]) -> list[tuple[str, str | None, GroundlensScore | None, float | None]]:
+    def _score_calls(
+        self, calls: list[CallRecord]
+    ) -> list[tuple[str, str | None, GroundlensScore | None, float | None]]:
         """(method, reason, score dict, scoring ms) per call; the scorable ones in one batch."""
         decisions = [self.decide(c) for c in calls]
-        out: list[tuple[str, str | None, GroundlensScore | None, float | None]] = [(m, r, None, None) for m, r in decisions]
+        out: list[tuple[str, str | None, GroundlensScore | None, float | None]] = [
+            (m, r, None, None) for m, r in decisions
+        ]
         todo = []
         for i, (m, _) in enumerate(decisions):
             pre = calls[i].score
@@ -535,8 +561,14 @@ class Recorder:
             from groundlens_core.scoring import evaluate_batch
 
             kwargs = dict(self.scoring_options(), errors="record")
-            items = [{"question": calls[i].question, "response": calls[i].response,
-                      "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)]} for i in todo]
+            items = [
+                {
+                    "question": calls[i].question,
+                    "response": calls[i].response,
+                    "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)],
+                }
+                for i in todo
+            ]
             results: list[Any] = list(evaluate_batch(items, **kwargs))
         except Exception as exc:
             log.warning("groundlens: scoring failed: %s", exc)
@@ -552,19 +584,41 @@ class Recorder:
         return out
 
     @staticmethod
-    def _make_step(call: CallRecord, index: int, step_id: str, method: str, reason: str | None,
-                   score: GroundlensScore | None, scoring_ms: float | None) -> Step:
+    def _make_step(
+        call: CallRecord,
+        index: int,
+        step_id: str,
+        method: str,
+        reason: str | None,
+        score: GroundlensScore | None,
+        scoring_ms: float | None,
+    ) -> Step:
         llm_ms = None
         if call.started_at is not None and call.ended_at is not None:
             llm_ms = max(0.0, (call.ended_at - call.started_at) * 1000.0)
         triage = score.triage if score is not None else ("error" if method == "error" else None)
         return Step(
-            id=step_id, index=index, parent_id=call.parent_id, node=call.node, kind=call.kind, method=method,
-            score=score, triage=triage, question=call.question, context=context_pieces(call.context),
-            response=call.response, model=call.model, provider=call.provider, usage=call.usage,
-            started_at=to_iso(call.started_at), ended_at=to_iso(call.ended_at), llm_latency_ms=llm_ms,
-            scoring_latency_ms=scoring_ms, error=reason if method == "error" else None,
-            skip_reason=reason if method == "skipped" else None, metadata=dict(call.metadata),
+            id=step_id,
+            index=index,
+            parent_id=call.parent_id,
+            node=call.node,
+            kind=call.kind,
+            method=method,
+            score=score,
+            triage=triage,
+            question=call.question,
+            context=context_pieces(call.context),
+            response=call.response,
+            model=call.model,
+            provider=call.provider,
+            usage=call.usage,
+            started_at=to_iso(call.started_at),
+            ended_at=to_iso(call.ended_at),
+            llm_latency_ms=llm_ms,
+            scoring_latency_ms=scoring_ms,
+            error=reason if method == "error" else None,
+            skip_reason=reason if method == "skipped" else None,
+            metadata=dict(call.metadata),
         )
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Sequence
 
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.embedding.cache import CachedEmbedder
@@ -47,5 +46,3 @@ def _load(backend: str, path, model_id: str) -> Embedder:
     from groundlens_core.embedding.st_backend import SentenceTransformerEmbedder
 
     return SentenceTransformerEmbedder(path, model_id)
-
-

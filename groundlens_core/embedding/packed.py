@@ -36,7 +36,7 @@ import logging
 import pathlib
 import threading
 import warnings
-from typing import List, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -58,9 +58,20 @@ GROUP_TOKENS = 8192  # packed tokens per forward pass (bounds memory; does not c
 log = logging.getLogger("groundlens.embedding")
 
 
-def _packed_forward(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], tile_rows: int,
-                    word: torch.Tensor, pos_emb: torch.Tensor, type0: torch.Tensor, emb_lnw: torch.Tensor,
-                    emb_lnb: torch.Tensor, layers: List[List[torch.Tensor]], heads: int, eps: float) -> torch.Tensor:
+def _packed_forward(
+    flat: torch.Tensor,
+    pos: torch.Tensor,
+    lengths: list[int],
+    tile_rows: int,
+    word: torch.Tensor,
+    pos_emb: torch.Tensor,
+    type0: torch.Tensor,
+    emb_lnw: torch.Tensor,
+    emb_lnb: torch.Tensor,
+    layers: list[list[torch.Tensor]],
+    heads: int,
+    eps: float,
+) -> torch.Tensor:
     """The packed forward pass, op for op the same as ``PackedMiniLMEmbedder._forward_eager``.
 
     ``layers[i]`` = [Wqkv^T, bqkv, Wo^T, bo, ln1w, ln1b, Wi^T, bi, bo2, ln2w, ln2b, *Wo2^T K-chunks].
@@ -76,7 +87,7 @@ def _packed_forward(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], t
     # HF BERT order: (word + token_type) + position, then LayerNorm. Adds are exact per element.
     x[:total] = (word[flat] + type0) + pos_emb[pos]
     for r in range(0, padded, tile_rows):
-        x[r:r + tile_rows] = torch.layer_norm(x[r:r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+        x[r : r + tile_rows] = torch.layer_norm(x[r : r + tile_rows], [H], emb_lnw, emb_lnb, eps)
     qkv = torch.empty(padded, 3 * H, dtype=torch.float32)
     ctx = torch.zeros(padded, H, dtype=torch.float32)
     inter = layers[0][6].shape[1]
@@ -85,42 +96,53 @@ def _packed_forward(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], t
     buf_h = torch.empty(tile_rows, inter, dtype=torch.float32)
     for layer in layers:
         for r in range(0, padded, tile_rows):
-            torch.addmm(layer[1], x[r:r + tile_rows], layer[0], out=qkv[r:r + tile_rows])
+            torch.addmm(layer[1], x[r : r + tile_rows], layer[0], out=qkv[r : r + tile_rows])
         s = 0
         for n in lengths:
             # (3, 1, heads, n, hd) views into this text's packed rows only; the 4-D call takes
             # torch's fused CPU attention kernel
-            blk = qkv[s:s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            blk = qkv[s : s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
             o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
-            ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+            ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
             s += n
         for r in range(0, padded, tile_rows):
-            torch.addmm(layer[3], ctx[r:r + tile_rows], layer[2], out=buf_o)
-            a = torch.layer_norm(buf_o.add_(x[r:r + tile_rows]), [H], layer[4], layer[5], eps)
+            torch.addmm(layer[3], ctx[r : r + tile_rows], layer[2], out=buf_o)
+            a = torch.layer_norm(buf_o.add_(x[r : r + tile_rows]), [H], layer[4], layer[5], eps)
             torch.addmm(layer[7], a, layer[6], out=buf_i)
             torch.ops.aten.gelu(buf_i, out=buf_h)
             k = 0
             for c in range(11, len(layer)):  # _linear_kchunked, inlined
                 w = layer[c]
-                part = buf_h[:, k:k + w.shape[0]]
+                part = buf_h[:, k : k + w.shape[0]]
                 if c == 11:
                     torch.addmm(layer[8], part, w, out=buf_o)
                 else:
                     buf_o.addmm_(part, w)
                 k += w.shape[0]
-            x[r:r + tile_rows] = torch.layer_norm(buf_o.add_(a), [H], layer[9], layer[10], eps)
+            x[r : r + tile_rows] = torch.layer_norm(buf_o.add_(a), [H], layer[9], layer[10], eps)
     emb = torch.empty(len(lengths), H, dtype=torch.float32)
     s = 0
     for i, n in enumerate(lengths):
-        v = x[s:s + n].sum(0) / n
+        v = x[s : s + n].sum(0) / n
         emb[i] = v / v.norm().clamp_min(1e-12)
         s += n
     return emb
 
 
-def _packed_forward_bf16(flat: torch.Tensor, pos: torch.Tensor, lengths: List[int], tile_rows: int,
-                         word: torch.Tensor, pos_emb: torch.Tensor, type0: torch.Tensor, emb_lnw: torch.Tensor,
-                         emb_lnb: torch.Tensor, layers: List[List[torch.Tensor]], heads: int, eps: float) -> torch.Tensor:
+def _packed_forward_bf16(
+    flat: torch.Tensor,
+    pos: torch.Tensor,
+    lengths: list[int],
+    tile_rows: int,
+    word: torch.Tensor,
+    pos_emb: torch.Tensor,
+    type0: torch.Tensor,
+    emb_lnw: torch.Tensor,
+    emb_lnb: torch.Tensor,
+    layers: list[list[torch.Tensor]],
+    heads: int,
+    eps: float,
+) -> torch.Tensor:
     """The opt-in ``packed-bf16`` pass: the same structure (packed rows, fixed tiles, per-text
     attention), with the four dense layers as oneDNN bf16 GEMMs on prepacked weights (AMX / AVX-512
     BF16: fp32 accumulation, bf16 outputs), GELU fused into the intermediate layer and attention on
@@ -139,29 +161,30 @@ def _packed_forward_bf16(flat: torch.Tensor, pos: torch.Tensor, lengths: List[in
     x = torch.zeros(padded, H, dtype=torch.float32)
     x[:total] = (word[flat] + type0) + pos_emb[pos]
     for r in range(0, padded, tile_rows):
-        x[r:r + tile_rows] = torch.layer_norm(x[r:r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+        x[r : r + tile_rows] = torch.layer_norm(x[r : r + tile_rows], [H], emb_lnw, emb_lnb, eps)
     qkv = torch.empty(padded, 3 * H, dtype=torch.bfloat16)
     ctx = torch.zeros(padded, H, dtype=torch.bfloat16)
     for layer in layers:
         for r in range(0, padded, tile_rows):
-            qkv[r:r + tile_rows] = torch.ops.mkldnn._linear_pointwise(
-                x[r:r + tile_rows].to(torch.bfloat16), layer[0], layer[1], "none", [], "")
+            qkv[r : r + tile_rows] = torch.ops.mkldnn._linear_pointwise(
+                x[r : r + tile_rows].to(torch.bfloat16), layer[0], layer[1], "none", [], ""
+            )
         s = 0
         for n in lengths:
-            blk = qkv[s:s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
+            blk = qkv[s : s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
             o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
-            ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+            ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
             s += n
         for r in range(0, padded, tile_rows):
-            o1 = torch.ops.mkldnn._linear_pointwise(ctx[r:r + tile_rows], layer[2], layer[3], "none", [], "")
-            a = torch.layer_norm(o1.float().add_(x[r:r + tile_rows]), [H], layer[4], layer[5], eps)
+            o1 = torch.ops.mkldnn._linear_pointwise(ctx[r : r + tile_rows], layer[2], layer[3], "none", [], "")
+            a = torch.layer_norm(o1.float().add_(x[r : r + tile_rows]), [H], layer[4], layer[5], eps)
             h = torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), layer[6], layer[7], "gelu", [], "none")
             o2 = torch.ops.mkldnn._linear_pointwise(h, layer[8], layer[9], "none", [], "")
-            x[r:r + tile_rows] = torch.layer_norm(o2.float().add_(a), [H], layer[10], layer[11], eps)
+            x[r : r + tile_rows] = torch.layer_norm(o2.float().add_(a), [H], layer[10], layer[11], eps)
     emb = torch.empty(len(lengths), H, dtype=torch.float32)
     s = 0
     for i, n in enumerate(lengths):
-        v = x[s:s + n].sum(0) / n
+        v = x[s : s + n].sum(0) / n
         emb[i] = v / v.norm().clamp_min(1e-12)
         s += n
     return emb
@@ -197,11 +220,12 @@ def bf16_supported() -> bool:
 def _k_chunks(weight: torch.Tensor) -> list[torch.Tensor]:
     """``weight.T`` (in, out) cut along ``in`` into contiguous blocks of at most K_CHUNK rows."""
     wt = weight.t()
-    return [wt[k:k + K_CHUNK].contiguous() for k in range(0, wt.shape[0], K_CHUNK)]
+    return [wt[k : k + K_CHUNK].contiguous() for k in range(0, wt.shape[0], K_CHUNK)]
 
 
-def _linear_kchunked(x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torch.Tensor,
-                     out: torch.Tensor | None = None) -> torch.Tensor:
+def _linear_kchunked(
+    x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torch.Tensor, out: torch.Tensor | None = None
+) -> torch.Tensor:
     """``x @ W.T + bias`` with the inner dimension cut into fixed chunks, summed in fixed order.
 
     Measured with MKL 2024.2: a (128, 1536) x (1536, 384) GEMM gives different bits with 1 thread
@@ -211,7 +235,7 @@ def _linear_kchunked(x: torch.Tensor, w_t_chunks: list[torch.Tensor], bias: torc
     """
     k = 0
     for i, w in enumerate(w_t_chunks):
-        part = x[:, k:k + w.shape[0]]
+        part = x[:, k : k + w.shape[0]]
         if i == 0:
             out = torch.addmm(bias, part, w, out=out) if out is not None else torch.addmm(bias, part, w)
         else:
@@ -231,8 +255,10 @@ class PackedMiniLMEmbedder:
         if precision not in ("fp32", "bf16"):
             raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
         if precision == "bf16" and not bf16_supported():
-            raise GroundlensInputError("the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
-                                       "and torch built with oneDNN; use the default packed-torch backend")
+            raise GroundlensInputError(
+                "the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
+                "and torch built with oneDNN; use the default packed-torch backend"
+            )
         path = pathlib.Path(model_path)
         self.model_id = model_id
         self.precision = precision
@@ -285,27 +311,46 @@ class PackedMiniLMEmbedder:
             bqkv = torch.cat([g(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")], 0)
             self._layers.append(
                 (
-                    wqkv.contiguous(), bqkv.contiguous(),
-                    g(p + "attention.output.dense.weight"), g(p + "attention.output.dense.bias"),
-                    g(p + "attention.output.LayerNorm.weight"), g(p + "attention.output.LayerNorm.bias"),
-                    g(p + "intermediate.dense.weight"), g(p + "intermediate.dense.bias"),
-                    _k_chunks(g(p + "output.dense.weight")), g(p + "output.dense.bias"),
-                    g(p + "output.LayerNorm.weight"), g(p + "output.LayerNorm.bias"),
+                    wqkv.contiguous(),
+                    bqkv.contiguous(),
+                    g(p + "attention.output.dense.weight"),
+                    g(p + "attention.output.dense.bias"),
+                    g(p + "attention.output.LayerNorm.weight"),
+                    g(p + "attention.output.LayerNorm.bias"),
+                    g(p + "intermediate.dense.weight"),
+                    g(p + "intermediate.dense.bias"),
+                    _k_chunks(g(p + "output.dense.weight")),
+                    g(p + "output.dense.bias"),
+                    g(p + "output.LayerNorm.weight"),
+                    g(p + "output.LayerNorm.bias"),
                 )
             )
-        del w
+        w.clear()  # drop the loaded tensors; the layers hold their own copies
         self._script_layers = [
             [wqkv.t(), bqkv, wo.t(), bo, ln1w, ln1b, wi.t(), bi, bo2, ln2w, ln2b, *wo2]
             for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
         ]
         self.use_script = True  # False: the eager reference path (same bits, holds the GIL per op)
         if precision == "bf16":
+
             def pack(weight: torch.Tensor) -> torch.Tensor:  # (out, in) -> oneDNN's blocked bf16 layout
                 return torch.ops.mkldnn._reorder_linear_weight(weight.to(torch.bfloat16).contiguous(), TILE)
 
             self._bf16_layers = [
-                [pack(wqkv), bqkv.bfloat16(), pack(wo), bo.bfloat16(), ln1w, ln1b, pack(wi), bi.bfloat16(),
-                 pack(torch.cat(list(wo2), 0).t()), bo2.bfloat16(), ln2w, ln2b]
+                [
+                    pack(wqkv),
+                    bqkv.bfloat16(),
+                    pack(wo),
+                    bo.bfloat16(),
+                    ln1w,
+                    ln1b,
+                    pack(wi),
+                    bi.bfloat16(),
+                    pack(torch.cat(list(wo2), 0).t()),
+                    bo2.bfloat16(),
+                    ln2w,
+                    ln2b,
+                ]
                 for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
             ]
 
@@ -379,8 +424,20 @@ class PackedMiniLMEmbedder:
         pos = torch.cat([torch.arange(n, dtype=torch.long) for n in lengths])
         # the optimizer off (a per-thread setting): the graph runs exactly as written, no fusion
         with torch.jit.optimized_execution(False):
-            return fn(flat, pos, lengths, tile_rows, self._word, self._pos, self._type0, self._emb_ln[0],
-                      self._emb_ln[1], layers, self._heads, self._eps)
+            return fn(
+                flat,
+                pos,
+                lengths,
+                tile_rows,
+                self._word,
+                self._pos,
+                self._type0,
+                self._emb_ln[0],
+                self._emb_ln[1],
+                layers,
+                self._heads,
+                self._eps,
+            )
 
     def _forward_eager(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
         lengths = [len(e) for e in ids]
@@ -416,9 +473,9 @@ class PackedMiniLMEmbedder:
             for s, n in spans:
                 # (3, 1, heads, n, hd) views into the packed rows of this text only; the 4-D
                 # call takes torch's fused CPU attention kernel (the 3-D one falls back to math).
-                blk = qkv[s:s + n].view(1, n, 3, nh, hd).permute(2, 0, 3, 1, 4)
+                blk = qkv[s : s + n].view(1, n, 3, nh, hd).permute(2, 0, 3, 1, 4)
                 o = F.scaled_dot_product_attention(blk[0], blk[1], blk[2])  # (1, heads, n, hd)
-                ctx[s:s + n] = o[0].transpose(0, 1).reshape(n, H)
+                ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
             wo_t, wi_t = wo.t(), wi.t()
             for t in tiles:
                 # the same operations as F.linear / F.gelu / "+", written into reused buffers: a
@@ -432,6 +489,6 @@ class PackedMiniLMEmbedder:
 
         emb = torch.empty(len(ids), H, dtype=torch.float32)
         for k, (s, n) in enumerate(spans):
-            v = x[s:s + n].sum(0) / n
+            v = x[s : s + n].sum(0) / n
             emb[k] = v / v.norm().clamp_min(1e-12)
         return emb

