@@ -10,10 +10,13 @@ ways. Prints as it goes (a shorter companion of bench_core.py for a loaded machi
 import statistics
 import sys
 import time
+
 sys.path.insert(0, str(__import__("pathlib").Path(__file__).resolve().parent))
 from halueval_split import read_rows
+
 import groundlens_core as g
 from groundlens_core.evidence import plan_evidence
+
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 300
 rows = read_rows("halueval_qa.csv")[:n]
 items = [{"question": r["question"], "response": r["response"], "context": r["context"]} for r in rows]
