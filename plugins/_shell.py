@@ -132,18 +132,20 @@ _TOTAL_KEYS = ("total_tokens", "total_token_count")
 _NESTED_KEYS = ("usage", "usage_metadata", "token_usage", "models_usage")
 
 
-def _field(obj: Any, key: str) -> Any:
+def get_field(obj: Any, key: str, default: Any = None) -> Any:
+    """``obj[key]`` for a mapping, ``obj.key`` for an SDK or framework object (requests and
+    responses may hold either); ``default`` when absent."""
     if isinstance(obj, Mapping):
-        return obj.get(key)
+        return obj.get(key, default)
     try:
-        return getattr(obj, key, None)
+        return getattr(obj, key, default)
     except Exception:  # odd objects (lazy proxies) must not break an adapter
-        return None
+        return default
 
 
 def _count(obj: Any, keys: Sequence[str]) -> int | None:
     for key in keys:
-        value = _field(obj, key)
+        value = get_field(obj, key)
         if isinstance(value, bool):
             continue
         if isinstance(value, int):
@@ -172,7 +174,7 @@ def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
         if _depth >= 2:
             return None
         for key in _NESTED_KEYS:
-            inner = _field(obj, key)
+            inner = get_field(obj, key)
             if inner is not None and inner is not obj:
                 found = parse_usage(inner, _depth + 1)
                 if found is not None:

@@ -77,6 +77,7 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
+from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
@@ -307,13 +308,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
 # ---------------------------------------------------------------- reading requests
 
 
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    """``obj[key]`` for a dict, ``obj.key`` for an SDK object (requests may hold either)."""
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
-
-
 def _blocks(content: Any) -> list[Any]:
     """A message's content as a list of blocks (a plain string is one text block)."""
     if content is None:
@@ -333,20 +327,20 @@ def _text_of(blocks: Iterable[Any]) -> str:
     for block in blocks:
         if isinstance(block, str):
             parts.append(block)
-        elif _get(block, "type") == "text" and isinstance(_get(block, "text"), str):
-            parts.append(_get(block, "text"))
+        elif get_field(block, "type") == "text" and isinstance(get_field(block, "text"), str):
+            parts.append(get_field(block, "text"))
     return "\n\n".join(p for p in parts if p.strip())
 
 
 def message_text(message: Any) -> str:
     """The text blocks of one message, joined ("" when it has none)."""
-    return _text_of(_blocks(_get(message, "content"))).strip()
+    return _text_of(_blocks(get_field(message, "content"))).strip()
 
 
 def question_index(messages: Sequence[Any]) -> int | None:
     """Index of the last user message with text of its own (not only tool results)."""
     for i in range(len(messages) - 1, -1, -1):
-        if _get(messages[i], "role") == "user" and message_text(messages[i]):
+        if get_field(messages[i], "role") == "user" and message_text(messages[i]):
             return i
     return None
 
@@ -358,12 +352,12 @@ def request_question(messages: Sequence[Any]) -> str | None:
 
 
 def _document_text(block: Any) -> str | None:
-    source = _get(block, "source")
-    kind = _get(source, "type")
-    if kind == "text" and isinstance(_get(source, "data"), str):
-        return str(_get(source, "data"))
+    source = get_field(block, "source")
+    kind = get_field(source, "type")
+    if kind == "text" and isinstance(get_field(source, "data"), str):
+        return str(get_field(source, "data"))
     if kind == "content":
-        return _text_of(_blocks(_get(source, "content"))) or None
+        return _text_of(_blocks(get_field(source, "content"))) or None
     return None  # base64 PDFs, URLs and file ids hold no text we can read here
 
 
@@ -372,11 +366,11 @@ def _tool_result_text(content: Any) -> str:
         return content
     parts = []
     for block in _blocks(content):
-        kind = _get(block, "type")
-        if kind == "text" and isinstance(_get(block, "text"), str):
-            parts.append(_get(block, "text"))
+        kind = get_field(block, "type")
+        if kind == "text" and isinstance(get_field(block, "text"), str):
+            parts.append(get_field(block, "text"))
         elif kind == "search_result":
-            parts.append(_text_of(_blocks(_get(block, "content"))))
+            parts.append(_text_of(_blocks(get_field(block, "content"))))
         elif kind == "document":
             parts.append(_document_text(block) or "")
     return "\n\n".join(p for p in parts if p.strip())
@@ -387,27 +381,27 @@ def request_context(messages: Sequence[Any]) -> list[ContextPiece]:
     (the whole conversation when no question is found)."""
     names: dict[str, str] = {}
     for message in messages:
-        if _get(message, "role") == "assistant":
-            for block in _blocks(_get(message, "content")):
-                if _get(block, "type") in _TOOL_USE and _get(block, "id"):
-                    names[str(_get(block, "id"))] = str(_get(block, "name") or "tool")
+        if get_field(message, "role") == "assistant":
+            for block in _blocks(get_field(message, "content")):
+                if get_field(block, "type") in _TOOL_USE and get_field(block, "id"):
+                    names[str(get_field(block, "id"))] = str(get_field(block, "name") or "tool")
     pieces: list[ContextPiece] = []
     for message in messages[(question_index(messages) or 0) :]:
-        if _get(message, "role") != "user":
+        if get_field(message, "role") != "user":
             continue
-        for block in _blocks(_get(message, "content")):
-            kind = _get(block, "type")
+        for block in _blocks(get_field(message, "content")):
+            kind = get_field(block, "type")
             text, source = None, None
             if kind == "tool_result":
-                text = _tool_result_text(_get(block, "content"))
-                source = f"tool:{names.get(str(_get(block, 'tool_use_id')), 'tool')}"
+                text = _tool_result_text(get_field(block, "content"))
+                source = f"tool:{names.get(str(get_field(block, 'tool_use_id')), 'tool')}"
             elif kind == "document":
                 text = _document_text(block)
-                title = _get(block, "title")
+                title = get_field(block, "title")
                 source = f"document:{title}" if title else "document"
             elif kind == "search_result":
-                text = _text_of(_blocks(_get(block, "content")))
-                origin = _get(block, "source")
+                text = _text_of(_blocks(get_field(block, "content")))
+                origin = get_field(block, "source")
                 source = f"search_result:{origin}" if origin else "search_result"
             if text and text.strip() and source:
                 pieces.append(ContextPiece(text=text, source=source))
@@ -421,18 +415,18 @@ def read_message(message: Any) -> Completion:
     """A ``Message`` (SDK object or dict): text blocks joined, tool names, model, usage, stop reason."""
     texts: list[str] = []
     tools: list[str] = []
-    for block in _blocks(_get(message, "content")):
-        kind = _get(block, "type")
-        if kind == "text" and isinstance(_get(block, "text"), str):
-            texts.append(_get(block, "text"))
+    for block in _blocks(get_field(message, "content")):
+        kind = get_field(block, "type")
+        if kind == "text" and isinstance(get_field(block, "text"), str):
+            texts.append(get_field(block, "text"))
         elif kind in _TOOL_USE:
-            tools.append(str(_get(block, "name") or "tool"))
+            tools.append(str(get_field(block, "name") or "tool"))
     text = "".join(texts)
     return Completion(
         text=text if text.strip() else None,
-        model=_get(message, "model"),
-        usage=_usage(_get(message, "usage")),
-        finish_reason=_get(message, "stop_reason"),
+        model=get_field(message, "model"),
+        usage=_usage(get_field(message, "usage")),
+        finish_reason=get_field(message, "stop_reason"),
         tool_calls=tuple(tools),
     )
 
@@ -443,7 +437,7 @@ def _usage(usage: Any) -> Usage | None:
     an exception)."""
     if usage is None:
         return None
-    inp, out = _int(_get(usage, "input_tokens")), _int(_get(usage, "output_tokens"))
+    inp, out = _int(get_field(usage, "input_tokens")), _int(get_field(usage, "output_tokens"))
     if inp is None and out is None:
         return None
     return Usage(inp, out, (inp or 0) + (out or 0))
@@ -467,39 +461,39 @@ class MessageEventReader(StreamReader):
         self.stopped = False
 
     def add(self, event: Any) -> str | None:
-        kind = _get(event, "type")
+        kind = get_field(event, "type")
         if kind == "content_block_delta":
-            delta = _get(event, "delta")
-            dkind = _get(delta, "type")
+            delta = get_field(event, "delta")
+            dkind = get_field(delta, "type")
             if dkind == "text_delta":
-                text = _get(delta, "text")
+                text = get_field(delta, "text")
                 if isinstance(text, str) and text:
                     self.parts.append(text)
                     return text
-            elif dkind == "input_json_delta" and _get(event, "index") in self.arguments:
-                self.arguments[_get(event, "index")].append(str(_get(delta, "partial_json") or ""))
+            elif dkind == "input_json_delta" and get_field(event, "index") in self.arguments:
+                self.arguments[get_field(event, "index")].append(str(get_field(delta, "partial_json") or ""))
         elif kind == "content_block_start":
-            block = _get(event, "content_block")
-            bkind = _get(block, "type")
-            if bkind == "text" and _get(block, "text"):
-                self.parts.append(_get(block, "text"))
-                return str(_get(block, "text"))
+            block = get_field(event, "content_block")
+            bkind = get_field(block, "type")
+            if bkind == "text" and get_field(block, "text"):
+                self.parts.append(get_field(block, "text"))
+                return str(get_field(block, "text"))
             if bkind in _TOOL_USE:
-                self.tools[_get(event, "index")] = str(_get(block, "name") or "tool")
-                self.arguments[_get(event, "index")] = []
+                self.tools[get_field(event, "index")] = str(get_field(block, "name") or "tool")
+                self.arguments[get_field(event, "index")] = []
         elif kind == "message_start":
-            message = _get(event, "message")
-            self.model = _get(message, "model")
-            usage = _get(message, "usage")
-            self.input_tokens = _int(_get(usage, "input_tokens"))
-            self.output_tokens = _int(_get(usage, "output_tokens"))
+            message = get_field(event, "message")
+            self.model = get_field(message, "model")
+            usage = get_field(message, "usage")
+            self.input_tokens = _int(get_field(usage, "input_tokens"))
+            self.output_tokens = _int(get_field(usage, "output_tokens"))
         elif kind == "message_delta":
-            self.finish_reason = _get(_get(event, "delta"), "stop_reason") or self.finish_reason
-            usage = _get(event, "usage")  # cumulative counts: they replace, never add
-            if _int(_get(usage, "output_tokens")) is not None:
-                self.output_tokens = _int(_get(usage, "output_tokens"))
-            if _int(_get(usage, "input_tokens")) is not None:
-                self.input_tokens = _int(_get(usage, "input_tokens"))
+            self.finish_reason = get_field(get_field(event, "delta"), "stop_reason") or self.finish_reason
+            usage = get_field(event, "usage")  # cumulative counts: they replace, never add
+            if _int(get_field(usage, "output_tokens")) is not None:
+                self.output_tokens = _int(get_field(usage, "output_tokens"))
+            if _int(get_field(usage, "input_tokens")) is not None:
+                self.input_tokens = _int(get_field(usage, "input_tokens"))
         elif kind == "message_stop":
             self.stopped = True
         return None

@@ -85,6 +85,7 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
+from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
@@ -225,7 +226,7 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
             return obj[key]
         head, *rest = key.split("_")
         return obj.get(head + "".join(w.title() for w in rest), default) if rest else default
-    return getattr(obj, key, default)
+    return get_field(obj, key, default)
 
 
 def _is_turn(item: Any) -> bool:

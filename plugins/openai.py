@@ -65,7 +65,7 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
-from groundlens_core.plugins._shell import parse_usage
+from groundlens_core.plugins._shell import get_field, parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [
@@ -87,13 +87,6 @@ __all__ = [
 CHAT = "chat"
 RESPONSES = "responses"
 _RAW_HEADER = "X-Stainless-Raw-Response"
-
-
-def _get(obj: Any, key: str, default: Any = None) -> Any:
-    """``obj[key]`` for a dict, ``obj.key`` for an SDK object (requests may hold either)."""
-    if isinstance(obj, Mapping):
-        return obj.get(key, default)
-    return getattr(obj, key, default)
 
 
 class OpenAIProvider(ProviderGuard):
@@ -149,17 +142,17 @@ class OpenAIProvider(ProviderGuard):
     def _read_response(self, raw: Any, operation: str) -> Completion:
         if operation == RESPONSES:
             return _responses_completion(raw)
-        choices = _get(raw, "choices") or []
+        choices = get_field(raw, "choices") or []
         first = choices[0] if choices else None
-        message = _get(first, "message")
-        tool_calls = tuple(_tool_call_name(tc) for tc in (_get(message, "tool_calls") or ()))
-        if not tool_calls and _get(message, "function_call") is not None:  # the legacy functions API
-            tool_calls = (str(_get(_get(message, "function_call"), "name") or "function"),)
+        message = get_field(first, "message")
+        tool_calls = tuple(_tool_call_name(tc) for tc in (get_field(message, "tool_calls") or ()))
+        if not tool_calls and get_field(message, "function_call") is not None:  # the legacy functions API
+            tool_calls = (str(get_field(get_field(message, "function_call"), "name") or "function"),)
         return Completion(
-            text=as_text(_get(message, "content")),
-            model=_get(raw, "model"),
-            usage=_usage(_get(raw, "usage"), "prompt"),
-            finish_reason=_get(first, "finish_reason"),
+            text=as_text(get_field(message, "content")),
+            model=get_field(raw, "model"),
+            usage=_usage(get_field(raw, "usage"), "prompt"),
+            finish_reason=get_field(first, "finish_reason"),
             tool_calls=tool_calls,
         )
 
@@ -224,7 +217,7 @@ def _usage(usage: Any, naming: str) -> Usage | None:
     inp_key, out_key = (
         ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
     )
-    inp, out, total = _get(usage, inp_key), _get(usage, out_key), _get(usage, "total_tokens")
+    inp, out, total = get_field(usage, inp_key), get_field(usage, out_key), get_field(usage, "total_tokens")
     if not all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (inp, out, total)):
         return parse_usage(usage)
     if inp is None and out is None and total is None:
@@ -233,8 +226,8 @@ def _usage(usage: Any, naming: str) -> Usage | None:
 
 
 def _tool_call_name(tool_call: Any) -> str:
-    function = _get(tool_call, "function")
-    return str(_get(function, "name") or _get(tool_call, "type") or "tool")
+    function = get_field(tool_call, "function")
+    return str(get_field(function, "name") or get_field(tool_call, "type") or "tool")
 
 
 def _tool_messages(messages: Sequence[Any]) -> tuple[ContextPiece, ...]:
@@ -245,13 +238,13 @@ def _tool_messages(messages: Sequence[Any]) -> tuple[ContextPiece, ...]:
     for message in messages:
         role = message_role(message)
         if role == "assistant":
-            for tc in _get(message, "tool_calls") or ():
-                call_id = _get(tc, "id")
+            for tc in get_field(message, "tool_calls") or ():
+                call_id = get_field(tc, "id")
                 if call_id:
                     names[str(call_id)] = _tool_call_name(tc)
         elif role in ("tool", "function"):
-            name = names.get(str(_get(message, "tool_call_id")), None) or _get(message, "name") or "tool"
-            out.extend(pieces_from_value(_get(message, "content"), f"tool:{name}"))
+            name = names.get(str(get_field(message, "tool_call_id")), None) or get_field(message, "name") or "tool"
+            out.extend(pieces_from_value(get_field(message, "content"), f"tool:{name}"))
     return tuple(out)
 
 
@@ -266,26 +259,26 @@ class _ChatStreamReader(StreamReader):
         self.tool_calls: dict[int, str] = {}
 
     def add(self, event: Any) -> str | None:
-        self.model = self.model or _get(event, "model")
-        usage = _get(event, "usage")
+        self.model = self.model or get_field(event, "model")
+        usage = get_field(event, "usage")
         if usage is not None:
             self.usage = usage
         text = None
-        for choice in _get(event, "choices") or ():
-            if (_get(choice, "index") or 0) != 0:
+        for choice in get_field(event, "choices") or ():
+            if (get_field(choice, "index") or 0) != 0:
                 continue
-            delta = _get(choice, "delta")
-            content = _get(delta, "content")
+            delta = get_field(choice, "delta")
+            content = get_field(delta, "content")
             if isinstance(content, str) and content:
                 self.parts.append(content)
                 text = content
-            for tc in _get(delta, "tool_calls") or ():
-                name = _get(_get(tc, "function"), "name")
-                index = _get(tc, "index") or 0
+            for tc in get_field(delta, "tool_calls") or ():
+                name = get_field(get_field(tc, "function"), "name")
+                index = get_field(tc, "index") or 0
                 if name or index not in self.tool_calls:
                     self.tool_calls[index] = str(name or self.tool_calls.get(index) or "tool")
-            if _get(choice, "finish_reason"):
-                self.finish_reason = _get(choice, "finish_reason")
+            if get_field(choice, "finish_reason"):
+                self.finish_reason = get_field(choice, "finish_reason")
         return text
 
     def completion(self) -> Completion:
@@ -312,35 +305,35 @@ def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:
     context: list[ContextPiece] = []
     messages: list[Any] = []
     for item in value:
-        kind = _get(item, "type")
+        kind = get_field(item, "type")
         if kind == "function_call":
-            names[str(_get(item, "call_id"))] = str(_get(item, "name") or "function")
+            names[str(get_field(item, "call_id"))] = str(get_field(item, "name") or "function")
         elif kind == "function_call_output":
-            name = names.get(str(_get(item, "call_id")), "function")
-            context.extend(pieces_from_value(_get(item, "output"), f"tool:{name}"))
-        elif _get(item, "role") is not None:
-            messages.append({"role": _get(item, "role"), "content": _get(item, "content")})
+            name = names.get(str(get_field(item, "call_id")), "function")
+            context.extend(pieces_from_value(get_field(item, "output"), f"tool:{name}"))
+        elif get_field(item, "role") is not None:
+            messages.append({"role": get_field(item, "role"), "content": get_field(item, "content")})
     return last_user_question(messages), tuple(context)
 
 
 def _responses_completion(response: Any) -> Completion:
     texts: list[str] = []
     tools: list[str] = []
-    for item in _get(response, "output") or ():
-        kind = _get(item, "type")
+    for item in get_field(response, "output") or ():
+        kind = get_field(item, "type")
         if kind == "message":
-            for part in _get(item, "content") or ():
-                if _get(part, "type") == "output_text" and isinstance(_get(part, "text"), str):
-                    texts.append(_get(part, "text"))
+            for part in get_field(item, "content") or ():
+                if get_field(part, "type") == "output_text" and isinstance(get_field(part, "text"), str):
+                    texts.append(get_field(part, "text"))
         elif kind == "function_call":
-            tools.append(str(_get(item, "name") or "function"))
-    status = _get(response, "status")
-    reason = _get(_get(response, "incomplete_details"), "reason")
+            tools.append(str(get_field(item, "name") or "function"))
+    status = get_field(response, "status")
+    reason = get_field(get_field(response, "incomplete_details"), "reason")
     finish = f"{status}:{reason}" if status == "incomplete" and reason else status
     return Completion(
         text="".join(texts) or None,
-        model=_get(response, "model"),
-        usage=_usage(_get(response, "usage"), "input"),
+        model=get_field(response, "model"),
+        usage=_usage(get_field(response, "usage"), "input"),
         finish_reason=finish,
         tool_calls=tuple(tools),
     )
@@ -359,18 +352,18 @@ class _ResponsesStreamReader(StreamReader):
         self.tools: list[str] = []
 
     def add(self, event: Any) -> str | None:
-        kind = _get(event, "type")
+        kind = get_field(event, "type")
         if kind == "response.output_text.delta":
-            delta = _get(event, "delta")
+            delta = get_field(event, "delta")
             if isinstance(delta, str) and delta:
                 self.parts.append(delta)
                 return delta
         elif kind in self._FINAL:
-            self.final = _get(event, "response")
+            self.final = get_field(event, "response")
         elif kind == "response.created":
-            self.model = _get(_get(event, "response"), "model")
-        elif kind == "response.output_item.done" and _get(_get(event, "item"), "type") == "function_call":
-            self.tools.append(str(_get(_get(event, "item"), "name") or "function"))
+            self.model = get_field(get_field(event, "response"), "model")
+        elif kind == "response.output_item.done" and get_field(get_field(event, "item"), "type") == "function_call":
+            self.tools.append(str(get_field(get_field(event, "item"), "name") or "function"))
         return None
 
     def completion(self) -> Completion:
