@@ -8,6 +8,7 @@ from the real embedder.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import threading
@@ -377,7 +378,10 @@ def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fa
     assert left.metadata["stream_incomplete"] is True and left.response == "It charges "
     assert never.metadata["stream_incomplete"] is True and never.response is None
     assert traces[0].ended_at is not None and traces[1].ended_at is not None
-    list(stream)  # read after close: what the SDK gives (our tap stays open), and no second step
+    # Read after close: what the SDK does then is httpx's business (an empty read, or a ReadError on
+    # the closed socket, depending on timing); either way our tap must not record a second step.
+    with contextlib.suppress(httpx.HTTPError, httpx.StreamError):
+        list(stream)
     assert [len(t.steps) for t in guard.get_traces(timeout=30)] == [1, 1]
 
 
