@@ -175,7 +175,7 @@ def test_guard_calls_through_a_client_the_guard_instrumented_are_recorded_once(g
     guard.instrument()
     guard.complete(QUESTION, context=CONTEXT)
     list(guard.stream(QUESTION, context=CONTEXT))
-    steps = [s for t in guard.get_traces(timeout=60) for s in t.steps]
+    steps = [s for t in guard.get_traces() for s in t.steps]
     assert [(s.method, s.question) for s in steps] == [("sgi", QUESTION), ("sgi", QUESTION)]
 
 
@@ -285,17 +285,21 @@ def _outcome(fn):
 
 
 def test_errors_are_exactly_the_sdks_with_and_without_instrumentation(fake_llm_server):
-    """HTTP 500 after retries, a 400, a time-out and a cut stream: the same exception, bare or instrumented."""
+    """HTTP 500 after retries, a 400, a time-out and a cut stream: the same exception, bare or instrumented.
+
+    Only the time-out scenario has a short time-out (per request, 500 ms against a reply held 10 s):
+    a client-wide 500 ms turned a slow reply on a loaded machine into a time-out on one side only."""
     def make():
-        return make_client(fake_llm_server, timeout=500,
+        return make_client(fake_llm_server, timeout=120_000,
                            retry_options=types.HttpRetryOptions(attempts=2, initial_delay=0.01, max_delay=0.02,
                                                                 jitter=0))
 
     def scenarios(c):
         kw = {"model": "m", "contents": "hi"}
+        short = types.GenerateContentConfig(http_options=types.HttpOptions(timeout=500))
         yield [error(500, "boom")] * 2, lambda: c.models.generate_content(**kw)
         yield [error(400, "bad")], lambda: c.models.generate_content(**kw)
-        yield [Reply.json(response("late"), delay=1.5)] * 2, lambda: c.models.generate_content(**kw)
+        yield [Reply.json(response("late"), delay=10)] * 2, lambda: c.models.generate_content(**kw, config=short)
         yield [Reply.sse(stream_chunks(response("a b c d e f"), piece=2), cut_after=1)], lambda: [
             x.text for x in c.models.generate_content_stream(**kw)]
 

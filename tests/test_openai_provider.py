@@ -51,14 +51,14 @@ WEATHER = "Weather in Oslo: 4 degrees Celsius, light rain, wind 20 km/h from the
 
 @pytest.fixture
 def client(fake_llm_server):
-    c = openai.OpenAI(base_url=fake_llm_server.url + "/v1", api_key="test-key", max_retries=2, timeout=10)
+    c = openai.OpenAI(base_url=fake_llm_server.url + "/v1", api_key="test-key", max_retries=2, timeout=60)
     yield c
     c.close()
 
 
 @pytest.fixture
 def aclient(fake_llm_server):
-    return openai.AsyncOpenAI(base_url=fake_llm_server.url + "/v1", api_key="test-key", max_retries=2, timeout=10)
+    return openai.AsyncOpenAI(base_url=fake_llm_server.url + "/v1", api_key="test-key", max_retries=2, timeout=60)
 
 
 @pytest.fixture
@@ -372,7 +372,7 @@ def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fa
     assert stream.response.is_closed  # the SDK's own close still ran
     unread = client.chat.completions.create(model="m", messages=msgs, stream=True)
     unread.close()  # opened, never read
-    traces = guard.get_traces(timeout=30)
+    traces = guard.get_traces()
     assert [len(t.steps) for t in traces] == [1, 1]
     left, never = traces[0].steps[0], traces[1].steps[0]
     assert left.metadata["stream_incomplete"] is True and left.response == "It charges "
@@ -382,7 +382,7 @@ def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fa
     # the closed socket, depending on timing); either way our tap must not record a second step.
     with contextlib.suppress(httpx.HTTPError, httpx.StreamError):
         list(stream)
-    assert [len(t.steps) for t in guard.get_traces(timeout=30)] == [1, 1]
+    assert [len(t.steps) for t in guard.get_traces()] == [1, 1]
 
 
 async def test_async_instrumented_stream_left_in_an_async_with_block_is_recorded_on_exit(aclient, fake_llm_server,
@@ -397,7 +397,7 @@ async def test_async_instrumented_stream_left_in_an_async_with_block_is_recorded
             if chunk.choices and chunk.choices[0].delta.content:
                 break
     assert stream.response.is_closed
-    steps = [t.steps for t in guard.get_traces(timeout=30)]
+    steps = [t.steps for t in guard.get_traces()]
     assert len(steps) == 1 and len(steps[0]) == 1
     assert steps[0][0].metadata["stream_incomplete"] is True and steps[0][0].response == "It charges "
     await aclient.close()
@@ -436,7 +436,7 @@ async def test_guard_calls_through_a_client_the_guard_instrumented_are_recorded_
     async for _ in await guard.astream(QUESTION, context=CONTEXT):
         pass
     client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}])  # still recorded
-    steps = [s for t in guard.get_traces(timeout=60) for s in t.steps]
+    steps = [s for t in guard.get_traces() for s in t.steps]
     assert [s.method for s in steps] == ["sgi", "sgi", "sgi", "sgi", "dgi"]
     assert all(s.question == QUESTION for s in steps)
     await aclient.close()
@@ -459,15 +459,19 @@ def _outcome(fn):
 
 
 def test_errors_are_exactly_the_sdks_with_and_without_instrumentation(fake_llm_server):
-    """HTTP 500 after retries, a 400, a time-out and a cut stream: the same exception, bare or instrumented."""
+    """HTTP 500 after retries, a 400, a time-out and a cut stream: the same exception, bare or instrumented.
+
+    Only the time-out scenario has a short time-out (per request, 0.5 s against a reply held 10 s):
+    a client-wide 0.5 s turned a slow 500 on a loaded machine into a time-out on one side only."""
     def make():
-        return openai.OpenAI(base_url=fake_llm_server.url + "/v1", api_key="k", max_retries=1, timeout=0.5)
+        return openai.OpenAI(base_url=fake_llm_server.url + "/v1", api_key="k", max_retries=1, timeout=120)
 
     def scenarios(c):
         msgs = [{"role": "user", "content": "hi"}]
         yield [Reply.error(500, "boom")] * 2, lambda: c.chat.completions.create(model="m", messages=msgs)
         yield [Reply.error(400, "bad request")], lambda: c.chat.completions.create(model="m", messages=msgs)
-        yield [Reply.json(chat_completion("late"), delay=1.5)] * 2, lambda: c.chat.completions.create(model="m", messages=msgs)
+        yield [Reply.json(chat_completion("late"), delay=10)] * 2, lambda: c.chat.completions.create(
+            model="m", messages=msgs, timeout=0.5)
         yield [Reply.sse(chat_chunks(["a", "b", "c"]), cut_after=2)], lambda: [
             x for x in c.chat.completions.create(model="m", messages=msgs, stream=True)]
         yield [Reply.error(500, "boom")] * 2, lambda: c.responses.create(model="m", input="hi")
@@ -640,7 +644,8 @@ def test_concurrent_threads_keep_their_own_context(client, fake_llm_server, dgi_
     for t in threads:
         t.start()
     for t in threads:
-        t.join(30)
+        t.join(120)
+    assert not any(t.is_alive() for t in threads)
     pairs = sorted((t.steps[0].question, t.steps[0].context[0].text) for t in guard.get_traces())
     assert pairs == [(f"question {i}", f"document {i}") for i in range(4)]
 
@@ -663,9 +668,31 @@ def test_missing_sdk_names_the_extra(monkeypatch):
 
 
 def test_asyncio_run_of_acomplete_does_not_block_the_loop(client, fake_llm_server, dgi_calibration):
-    """Scoring runs in a worker thread: another task keeps ticking meanwhile."""
+    """Scoring runs in a worker thread: another task keeps ticking meanwhile.
+
+    The embedder waits (up to 60 s) for a tick of the loop while it encodes: off the loop the tick
+    comes at once; on the loop's own thread it never can. A count of ticks alone depended on the
+    loop's thread getting the CPU during a scoring of a few milliseconds on a loaded machine."""
+    from groundlens_core import get_embedder
+
+    ticked = threading.Event()
+    seen: list[bool] = []
+
+    class WaitsForATick:
+        def __init__(self, inner):
+            self._inner = inner
+
+        def encode(self, texts):
+            ticked.clear()
+            seen.append(ticked.wait(60))
+            return self._inner.encode(texts)
+
+        def __getattr__(self, name):
+            return getattr(self._inner, name)
+
     fake_llm_server.add(chat_reply(GROUNDED))
-    guard = OpenAIProvider(model="m", client=client, calibration=dgi_calibration)
+    guard = OpenAIProvider(model="m", client=client, calibration=dgi_calibration,
+                           embedder=WaitsForATick(get_embedder()))
 
     async def main():
         ticks = 0
@@ -675,6 +702,7 @@ def test_asyncio_run_of_acomplete_does_not_block_the_loop(client, fake_llm_serve
             nonlocal ticks
             while not done.is_set():
                 ticks += 1
+                ticked.set()
                 await asyncio.sleep(0.001)
 
         task = asyncio.create_task(ticker())
@@ -684,4 +712,4 @@ def test_asyncio_run_of_acomplete_does_not_block_the_loop(client, fake_llm_serve
         return answer, ticks
 
     answer, ticks = asyncio.run(main())
-    assert answer.groundlens_score is not None and ticks > 1
+    assert answer.groundlens_score is not None and seen and all(seen) and ticks > 1
