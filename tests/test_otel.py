@@ -366,8 +366,20 @@ def _closed_port() -> int:
 
 def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
     caplog.set_level(logging.WARNING)
+    from groundlens_core.trace import otel
+
     provider = configure_otlp(f"http://127.0.0.1:{_closed_port()}", project="down", timeout=1.0)
     recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
+    # record() must never wait on the dead endpoint: no export may run inside a record() call
+    # (checked by thread, not by a bound in milliseconds that a preempted thread can exceed)
+    guarded = otel._GUARDED_BY_PROVIDER[provider]
+    real_export, in_record, exports = guarded.export, threading.local(), []
+
+    def spy_export(spans):
+        exports.append(getattr(in_record, "on", False))
+        return real_export(spans)
+
+    guarded.export = spy_export
 
     worst = 0.0
     for i in range(3):
@@ -375,19 +387,24 @@ def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
         recorder.start_trace(key, name="down")
         for j in range(10):
             t = time.perf_counter()
-            recorder.record(CallRecord(key, f"n{j}", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
-                                       response=GROUNDED, started_at=T0 + j, ended_at=T0 + j + 0.5))
+            in_record.on = True
+            try:
+                recorder.record(CallRecord(key, f"n{j}", question=QUESTION_SGI,
+                                           context=[ContextPiece(CONTEXT_SGI, "retriever")],
+                                           response=GROUNDED, started_at=T0 + j, ended_at=T0 + j + 0.5))
+            finally:
+                in_record.on = False
             worst = max(worst, time.perf_counter() - t)
         recorder.end_trace(key)
         assert recorder.flush(timeout=120)
         provider.force_flush(10_000)  # forces an export attempt per run: several failures, one warning
-    # a hang guard: record() must never wait on the dead endpoint (the exporter timeout is seconds)
-    assert worst < 0.5, f"record() took {worst * 1000:.1f} ms with the backend down"
+    assert exports and not any(exports), "an export ran inside record()"
+    assert worst < 60, f"record() took {worst:.1f} s with the backend down"  # a hang guard only
 
     done = threading.Event()
     t = time.perf_counter()
     threading.Thread(target=lambda: (provider.shutdown(), done.set()), daemon=True).start()
-    assert done.wait(30), "provider.shutdown() hung on a dead backend"
+    assert done.wait(120), "provider.shutdown() hung on a dead backend"  # a hang guard, not a speed target
     shutdown_s = time.perf_counter() - t
 
     ours = [r for r in caplog.records if r.name.startswith("groundlens") and r.levelno >= logging.WARNING]
@@ -398,14 +415,14 @@ def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
     traces = recorder.get_traces()
     assert [len(tr.steps) for tr in traces] == [10, 10, 10]
     assert all(s.method == "sgi" for tr in traces for s in tr.steps)
-    assert shutdown_s < 30
+    assert shutdown_s < 120
 
 
 # ---------------------------------------------------------------- global providers, lazy import
 
 
 def _run(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300)
 
 
 def test_global_providers_are_used_when_none_is_passed(tmp_path):
