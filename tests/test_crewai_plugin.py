@@ -197,7 +197,7 @@ def test_plugin_imports_without_crewai_and_names_the_extra():
         "    except ImportError as exc:\n"
         "        print('HINT:', exc)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     hints = [line for line in out.stdout.splitlines() if line.startswith("HINT:")]
     assert len(hints) == 2
@@ -275,7 +275,8 @@ def test_react_agent_self_checks_is_flagged_and_revises(listener):
     observations = [last_observation(c["messages"]) for c in llm.calls]
     assert "FLAGGED: re-read the retrieved source" in observations[2]
     assert "OK to answer." in observations[3]
-    assert elapsed < 30, f"a scripted crew run took {elapsed:.1f}s"
+    # a hang guard only (a scripted run takes seconds; 30 s was within reach of a loaded 2-core machine)
+    assert elapsed < 300, f"a scripted crew run took {elapsed:.1f}s"
 
     trace = listener.get_trace()
     assert trace.framework == "crewai" and trace.ended_at and trace.status == "ok"

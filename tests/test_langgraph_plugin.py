@@ -7,6 +7,7 @@ import asyncio
 import operator
 import subprocess
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Callable, TypedDict
@@ -46,11 +47,14 @@ class ScriptedModel(GenericFakeChatModel):
 
     respond: Any = None
     delay: float = 0.0
+    meet: Any = None  # a threading.Barrier every call waits at: calls that provably run at the same time
     messages: Any = iter(())
 
     def _generate(self, messages: list[BaseMessage], stop=None, run_manager=None, **kwargs) -> ChatResult:
         if self.delay:
             time.sleep(self.delay)
+        if self.meet is not None:
+            self.meet.wait()
         out = self.respond(messages) if self.respond is not None else next(self.messages)
         msg = AIMessage(content=out) if isinstance(out, str) else out
         return ChatResult(generations=[ChatGeneration(message=msg)])
@@ -59,8 +63,9 @@ class ScriptedModel(GenericFakeChatModel):
         return self
 
 
-def scripted(*replies: AIMessage | str, respond: Callable | None = None, delay: float = 0.0) -> ScriptedModel:
-    return ScriptedModel(messages=iter(list(replies)), respond=respond, delay=delay)
+def scripted(*replies: AIMessage | str, respond: Callable | None = None, delay: float = 0.0,
+             meet: threading.Barrier | None = None) -> ScriptedModel:
+    return ScriptedModel(messages=iter(list(replies)), respond=respond, delay=delay, meet=meet)
 
 
 class KeywordRetriever(BaseRetriever):
@@ -308,8 +313,15 @@ def _check_fanout(trace):
     assert any(b_start < a_end for (_, a_end), (b_start, _) in zip(spans, spans[1:]))  # the branches really overlapped
 
 
+def _all_branches_at_once() -> threading.Barrier:
+    """The three branches wait for each other inside the model call, so they overlap however the
+    machine schedules them (a 50 ms sleep did not, when a loaded machine started a branch late);
+    a framework that ran them one after another would break the barrier (BrokenBarrierError)."""
+    return threading.Barrier(len(ANSWERS), timeout=120)
+
+
 def test_send_fanout_branches_keep_their_own_question_and_context_threads():
-    model = scripted(respond=_answer_for, delay=0.05)  # slow enough that the branches overlap
+    model = scripted(respond=_answer_for, meet=_all_branches_at_once())
     cb = GroundlensLangGraphCallback()
     out = fanout_graph(model).invoke({"topics": list(ANSWERS)}, config={"callbacks": [cb]})
     assert len(out["answers"]) == 3
@@ -317,7 +329,7 @@ def test_send_fanout_branches_keep_their_own_question_and_context_threads():
 
 
 async def test_send_fanout_branches_keep_their_own_context_async():
-    model = scripted(respond=_answer_for, delay=0.05)
+    model = scripted(respond=_answer_for, meet=_all_branches_at_once())
     cb = GroundlensLangGraphCallback()
     await fanout_graph(model).ainvoke({"topics": list(ANSWERS)}, config={"callbacks": [cb]})
     _check_fanout(cb.get_trace())
@@ -539,7 +551,7 @@ def test_plugin_imports_without_langchain_and_says_what_to_install():
         "except ImportError as e:\n"
         "    print('HINT2', e)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert 'pip install "groundlens-core[langgraph]"' in out.stdout
     assert "EVAL None" in out.stdout  # the evaluator needs no LangChain

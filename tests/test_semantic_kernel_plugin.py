@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
@@ -314,12 +314,16 @@ def test_missing_framework_gives_the_install_hint(monkeypatch):
 
 
 class _SlowChat(ScriptedChat):
-    """Sleeps on a scripted "SLOW" turn, so the caller's timeout cancels the invocation."""
+    """Hangs on a scripted "SLOW" turn (setting ``slow_turn`` when it gets there), so the caller's
+    timeout cancels the invocation in the middle of that model call."""
+
+    slow_turn: Any = None  # an asyncio.Event
 
     async def _inner_get_chat_message_contents(self, chat_history, settings):
         if self.script and self.script[0] == "SLOW":
             self.script.pop(0)
-            await asyncio.sleep(5)
+            self.slow_turn.set()
+            await asyncio.sleep(600)
         return await super()._inner_get_chat_message_contents(chat_history, settings)
 
 
@@ -329,11 +333,22 @@ async def test_cancelled_invoke_ends_its_trace_and_leaks_nothing():
     guard = GroundlensFilter()
     kernel, fn = make_kernel([], guard)
     kernel.remove_all_services()
-    kernel.add_service(_SlowChat(service_id="chat", ai_model_id="scripted-1",
+    slow_turn = asyncio.Event()
+    kernel.add_service(_SlowChat(service_id="chat", ai_model_id="scripted-1", slow_turn=slow_turn,
                                  script=tool_script("SLOW") + ["An unrelated second answer about Rome."]))
+
+    async def time_out_on_the_slow_turn(deadline: asyncio.Timeout) -> None:
+        await slow_turn.wait()
+        deadline.reschedule(asyncio.get_running_loop().time())  # the caller's timeout expires now
+
+    # The timeout expires once the run is inside its slow model call (after the tool result), not
+    # after a fixed 0.5 s, which a loaded machine could spend before the run even started.
     with pytest.raises(TimeoutError):
-        async with asyncio.timeout(0.5):
+        async with asyncio.timeout(120) as deadline:
+            expire = asyncio.create_task(time_out_on_the_slow_turn(deadline))
             await kernel.invoke(fn, KernelArguments(input=QUESTION))
+    expire.cancel()
+    assert slow_turn.is_set()  # it was cancelled in the middle of the model call
     assert _RUN.get() is None  # the cancelled run no longer owns this task's context
     await kernel.invoke(fn, KernelArguments(input="What is the capital of Italy?"))
     first, second = guard.get_traces()
