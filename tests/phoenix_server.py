@@ -35,22 +35,46 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+class _ExitedDuringStartup(RuntimeError):
+    pass
+
+
 class PhoenixServer:
     """``phoenix serve`` on 127.0.0.1 with free ports, a throwaway working dir and no telemetry."""
 
-    def __init__(self, exe: Path, startup_timeout: float = 180.0):
+    def __init__(self, exe: Path, startup_timeout: float = 300.0, attempts: int = 3):
         self.exe = exe
         self.startup_timeout = startup_timeout
+        self.attempts = attempts
+        self._workdir = tempfile.TemporaryDirectory(prefix="groundlens-phoenix-")
+        self.log_path = Path(self._workdir.name) / "phoenix.log"
+        self.proc: subprocess.Popen | None = None
+        self._pick_ports()
+
+    def _pick_ports(self) -> None:
         self.port = free_port()
         self.grpc_port = free_port()
         while self.grpc_port == self.port:
             self.grpc_port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self._workdir = tempfile.TemporaryDirectory(prefix="groundlens-phoenix-")
-        self.log_path = Path(self._workdir.name) / "phoenix.log"
-        self.proc: subprocess.Popen | None = None
 
     def start(self) -> PhoenixServer:
+        """Start and wait until healthy. A free port can be taken by another process between
+        :func:`free_port` and Phoenix binding it (a shared machine): when Phoenix exits during
+        start-up saying its address is in use, it is started again on new ports, ``attempts``
+        times in all. Any other failure is raised at once."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return self._start_once()
+            except _ExitedDuringStartup as exc:
+                clash = any(t in str(exc).lower() for t in ("address already in use", "failed to bind"))
+                if attempt == self.attempts or not clash:
+                    raise
+                self.proc = None
+                self._pick_ports()
+        raise AssertionError("unreachable")
+
+    def _start_once(self) -> PhoenixServer:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "PHOENIX_"))}
         env.update({
             "PHOENIX_WORKING_DIR": self._workdir.name,
@@ -66,7 +90,8 @@ class PhoenixServer:
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"phoenix exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
+                raise _ExitedDuringStartup(
+                    f"phoenix exited with {self.proc.returncode} during startup:\n{self.log_tail()}")
             try:
                 with urllib.request.urlopen(f"{self.url}/healthz", timeout=2) as resp:
                     if resp.status == 200:
@@ -74,10 +99,14 @@ class PhoenixServer:
             except (urllib.error.URLError, OSError):
                 pass
             time.sleep(0.5)
-        self.stop()
+        self._kill()
         raise RuntimeError(f"phoenix was not healthy within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
 
     def stop(self) -> None:
+        self._kill()
+        self._workdir.cleanup()
+
+    def _kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             try:
                 os.killpg(self.proc.pid, signal.SIGTERM)  # its own session: only what we started
@@ -89,7 +118,6 @@ class PhoenixServer:
                     pass
                 self.proc.wait(timeout=10)
         self.proc = None
-        self._workdir.cleanup()
 
     def log_tail(self, n: int = 4000) -> str:
         try:
@@ -101,7 +129,7 @@ class PhoenixServer:
 
     def get_json(self, path: str, **params: Any) -> Any:
         query = urllib.parse.urlencode(params, doseq=True)
-        with urllib.request.urlopen(f"{self.url}{path}{'?' + query if query else ''}", timeout=10) as resp:
+        with urllib.request.urlopen(f"{self.url}{path}{'?' + query if query else ''}", timeout=60) as resp:
             return json.loads(resp.read())
 
     def spans(self, project: str) -> list[dict[str, Any]]:
@@ -123,13 +151,29 @@ class PhoenixServer:
             if not cursor:
                 return out
 
-    def wait_for_spans(self, project: str, count: int, timeout: float = 60.0) -> list[dict[str, Any]]:
-        """Phoenix ingests in the background: poll until ``count`` spans are there (or time out)."""
+    def wait_for_spans(self, project: str, count: int, timeout: float = 180.0) -> list[dict[str, Any]]:
+        """Phoenix ingests in the background: poll until ``count`` spans are there (or time out).
+
+        A poll that fails on the way (a read time-out or a 5xx from a server busy ingesting on a
+        loaded machine) is polled again until the deadline; the last such error is raised if no poll
+        ever answered."""
         deadline = time.monotonic() + timeout
         spans: list[dict[str, Any]] = []
+        failure: Exception | None = None
+        answered = False
         while time.monotonic() < deadline:
-            spans = self.spans(project)
+            try:
+                spans = self.spans(project)
+                answered = True
+            except urllib.error.HTTPError as exc:
+                if exc.code < 500:
+                    raise
+                failure = exc
+            except (urllib.error.URLError, OSError) as exc:  # time-outs, a reset connection
+                failure = exc
             if len(spans) >= count:
                 return spans
             time.sleep(0.5)
+        if not answered and failure is not None:
+            raise failure
         return spans

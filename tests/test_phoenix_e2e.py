@@ -127,7 +127,9 @@ def test_live_export_arrives_in_phoenix(phoenix, calibration, monkeypatch):
     project = f"groundlens-live-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)  # the only endpoint configuration
     provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
-    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter()))
+    # a generous time-out per export: the default 10 s can pass while Phoenix, on a loaded machine,
+    # is busy ingesting, and a failed export loses the spans the test then waits for
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(timeout=60)))
     recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
     trace = record_run(recorder, "live")
     provider.shutdown()
@@ -146,7 +148,8 @@ def test_saved_trace_exported_post_hoc_arrives_in_phoenix(phoenix, calibration, 
 
     project = f"groundlens-posthoc-{uuid.uuid4().hex[:8]}"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", phoenix.url)
-    provider = configure_otlp(project=project)  # no endpoint: the OTLP exporter reads the env var
+    # no endpoint: the OTLP exporter reads the env var; 60 s per export, not the default 3 s (see above)
+    provider = configure_otlp(project=project, timeout=60)
     trace_id = export_trace(trace, provider)
     provider.shutdown()
 
