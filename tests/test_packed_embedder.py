@@ -140,7 +140,7 @@ def _encode_elsewhere(tmp_path, texts: list[str], *, setup: str = "", alone: boo
         f"np.save(d / 'out.npy', {encode})\n"
     )
     env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=120)
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env, cwd=REPO, timeout=300)
     return np.load(tmp_path / "out.npy")
 
 

@@ -103,12 +103,12 @@ def test_the_shell_owns_or_shares_a_recorder():
     a, b = DemoAdapter(recorder=shared, listeners=[spy]), DemoAdapter(recorder=shared)
     assert a.recorder is b.recorder is shared
     shared.record(CallRecord("k", "tool-node", kind="tool", response="x"))
-    assert b.flush(30) and spy.steps == ["tool-node"]
+    assert b.flush() and spy.steps == ["tool-node"]
     with pytest.raises(TypeError, match="Recorder"):
         DemoAdapter(recorder=object())
     for i in range(3):  # max_traces keeps the newest
         owned.recorder.record(CallRecord(f"t{i}", "n", kind="tool", response="x"))
-    assert [t.metadata for t in owned.get_traces(timeout=30)] == [{}, {}] and len(owned.get_traces()) == 2
+    assert [t.metadata for t in owned.get_traces()] == [{}, {}] and len(owned.get_traces()) == 2
 
 
 def test_a_broken_tracer_provider_is_one_warning_never_a_raise(caplog):
@@ -121,7 +121,7 @@ def test_a_broken_tracer_provider_is_one_warning_never_a_raise(caplog):
     warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and "tracer provider exploded" in warnings[0].getMessage()
     adapter.recorder.record(CallRecord("k", "n", kind="tool", response="x"))
-    assert adapter.get_trace(timeout=30).steps[0].node == "n"
+    assert adapter.get_trace().steps[0].node == "n"
 
 
 def test_tracer_provider_exports_live_spans():
@@ -136,7 +136,7 @@ def test_tracer_provider_exports_live_spans():
     adapter.recorder.start_trace("k", name="otel-demo")
     adapter.recorder.record(CallRecord("k", "lookup", kind="tool", response="facts"))
     adapter.recorder.end_trace("k")
-    assert adapter.flush(30)
+    assert adapter.flush()
     names = sorted(s.name for s in spans.get_finished_spans())
     assert names == ["execute_tool lookup", "invoke_workflow otel-demo"]
     provider.shutdown()
@@ -155,7 +155,7 @@ def test_the_guard_swallows_logs_once_and_records_an_error_step(caplog):
     assert len(warnings) == 1 and "simulated adapter bug" in warnings[0].getMessage()
     assert warnings[0].name == "groundlens.shelltest" and "on_event" in warnings[0].getMessage()
     assert any(r.levelno == logging.DEBUG and "again" in r.getMessage() for r in caplog.records)
-    steps = adapter.get_trace("run-1", timeout=30).steps
+    steps = adapter.get_trace("run-1").steps
     assert [(s.method, s.node, s.kind) for s in steps] == [("error", "demo-node", "agent")] * 2
     assert "simulated adapter bug" in steps[0].error and steps[0].metadata["internal_error"] is True
 
@@ -175,9 +175,9 @@ def test_the_guard_as_context_manager_and_on_coroutines(caplog):
 
         assert asyncio.run(async_block()) == "went on"
     assert len([r for r in caplog.records if r.levelno == logging.WARNING]) == 3
-    errors = adapter.get_trace("run-2", timeout=30).steps
+    errors = adapter.get_trace("run-2").steps
     assert [s.node for s in errors] == ["n2", "groundlens"]
-    assert adapter.get_trace("groundlens-internal", timeout=30).steps[0].error.count("simulated async bug") == 1
+    assert adapter.get_trace("groundlens-internal").steps[0].error.count("simulated async bug") == 1
 
 
 def test_the_guard_never_swallows_base_exceptions_or_the_users_errors():
@@ -210,7 +210,7 @@ def test_score_inline_decides_like_the_recorder(adapter, dgi_calibration):
     # the same call through the recorder gives the same score, bit for bit
     adapter.recorder.record(CallRecord("same", "n", question=QUESTION, response=GROUNDED,
                                        context=[("" + FACTS, "tool:x")]))
-    assert adapter.get_trace("same", timeout=60).steps[0].value == sgi.score.value
+    assert adapter.get_trace("same").steps[0].value == sgi.score.value
 
 
 def test_score_inline_never_raises_and_its_score_is_kept_not_rescored(adapter):
@@ -221,7 +221,7 @@ def test_score_inline_never_raises_and_its_score_is_kept_not_rescored(adapter):
     # a broken recorder proves the step keeps the inline score instead of scoring again
     broken.recorder.record(CallRecord("k", "n", question=QUESTION, response=GROUNDED, **good.record_fields()))
     broken.recorder.record(CallRecord("k", "m", question=QUESTION, response=GROUNDED, **failed.record_fields()))
-    kept, errored = broken.get_trace("k", timeout=30).steps
+    kept, errored = broken.get_trace("k").steps
     assert kept.method == "sgi" and kept.value == good.score.value and kept.scoring_latency_ms == good.latency_ms
     assert errored.method == "error" and "embedder exploded" in errored.error
 
