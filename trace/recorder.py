@@ -30,6 +30,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
+from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
@@ -54,6 +55,11 @@ QUIET_SECONDS = 0.02
 #: threads keep theirs). One thread leaves the other cores to the agent; the embeddings are the
 #: same bits whatever the thread count (tests/test_packed_embedder.py).
 WORKER_TORCH_THREADS = 1
+#: encode lanes of the worker (groundlens_core/embedding/lanes.py): its forward passes are shared with
+#: helper threads, one per spare core, up to this many lanes in all. A lane takes a core only while
+#: the agent leaves it idle (the helpers run at the worker's lower priority and the worker redoes
+#: what a starved helper holds), and the scores are the same bits whatever the lane count.
+WORKER_LANES = int(os.environ.get("GROUNDLENS_WORKER_LANES", "2"))
 #: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
@@ -149,6 +155,7 @@ class Recorder:
         max_traces: int = 100,
         quiet_seconds: float = QUIET_SECONDS,
         worker_torch_threads: int | None = WORKER_TORCH_THREADS,
+        worker_lanes: int | None = None,
         max_pending_steps: int | None = None,
         max_pending_bytes: int | None = None,
     ):
@@ -161,6 +168,8 @@ class Recorder:
         self._max_traces = max_traces
         self._quiet = quiet_seconds
         self._worker_torch_threads = worker_torch_threads
+        #: the worker's encode lanes: never more than the CPUs this process may use
+        self.worker_lanes = max(1, min(WORKER_LANES if worker_lanes is None else worker_lanes, usable_cpus()))
         self._lock = threading.RLock()
         self._traces: dict[str, Trace] = {}
         self._order: list[str] = []  # trace keys, oldest first
@@ -220,6 +229,7 @@ class Recorder:
                 old = self._order.pop(0)
                 self._traces.pop(old, None)
                 self._next_index.pop(old, None)
+                self._overloaded.discard(old)
         self._submit(("start", key))
         return True
 
@@ -451,7 +461,8 @@ class Recorder:
         while True:
             items = self._take()
             try:
-                self._process(items)
+                with encode_lanes(self.worker_lanes):  # read per batch: a changed setting applies next batch
+                    self._process(items)
             except Exception:  # pragma: no cover - last line of defence
                 log.exception("groundlens: worker failed on a batch")
             finally:

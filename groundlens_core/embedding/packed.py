@@ -36,7 +36,7 @@ import logging
 import pathlib
 import threading
 import warnings
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -44,6 +44,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
+from groundlens_core.embedding.lanes import current_lanes, run_jobs
 from groundlens_core.embedding.tokens import TokenSplitter
 from groundlens_core.errors import GroundlensInputError
 
@@ -54,6 +55,7 @@ TINY_TILE = 32  # and texts of <= 32 tokens (most answers) tiles of 32 rows; 0 =
 # one-text-at-a-time encoding ~30% faster.
 K_CHUNK = 768  # longest inner dimension per GEMM call (see _linear_kchunked)
 GROUP_TOKENS = 8192  # packed tokens per forward pass (bounds memory; does not change results)
+LANE_JOB_TOKENS = 1024  # ... and per job when encode lanes share a call's passes (lanes.py)
 
 log = logging.getLogger("groundlens.embedding")
 
@@ -397,17 +399,29 @@ class PackedMiniLMEmbedder:
         for k, e in enumerate(ids):
             lane = TINY_TILE if len(e) <= TINY_TILE else SMALL_TILE if len(e) <= SMALL_TILE else TILE
             lanes.setdefault(lane, []).append(k)
-        with self._lock, torch.inference_mode():
-            for tile, members in lanes.items():
-                # groups of up to GROUP_TOKENS packed tokens (at least one text per group)
-                start, acc = 0, 0
-                for j, k in enumerate(members + [-1]):
-                    n = len(ids[k]) if k >= 0 else 0
-                    if k < 0 or (j > start and acc + n > GROUP_TOKENS):
-                        chunk = members[start:j]
-                        out[chunk] = self._forward([ids[i] for i in chunk], tile).numpy()
-                        start, acc = j, 0
-                    acc += n
+        # groups of up to GROUP_TOKENS packed tokens (at least one text per group); with encode
+        # lanes (see lanes.py) smaller groups, so the lanes can share them out
+        cap = GROUP_TOKENS if current_lanes() <= 1 else LANE_JOB_TOKENS
+        groups: list[tuple[list[int], int]] = []
+        for tile, members in lanes.items():
+            start, acc = 0, 0
+            for j, k in enumerate(members + [-1]):
+                n = len(ids[k]) if k >= 0 else 0
+                if k < 0 or (j > start and acc + n > cap):
+                    groups.append((members[start:j], tile))
+                    start, acc = j, 0
+                acc += n
+
+        def job(chunk: list[int], tile: int) -> Callable[[], np.ndarray]:
+            def run() -> np.ndarray:
+                with torch.inference_mode():  # a per-thread mode: set on whichever lane runs this
+                    return self._forward([ids[i] for i in chunk], tile).numpy()
+
+            return run
+
+        with self._lock:
+            for (chunk, _), rows in zip(groups, run_jobs([job(c, t) for c, t in groups])):
+                out[chunk] = rows
         if len(uniq) == len(texts):
             return out
         return out[np.asarray(order, dtype=np.intp)]

@@ -1,0 +1,167 @@
+"""Encode lanes: one thread's forward passes shared with helper threads on spare cores.
+
+Why: the recorder's worker scores an agent's steps on one core, and on a 2-core machine it fell
+behind even one agent (issue 13). Torch's own intra-op threads do not help there: a GEMM split across
+OpenMP threads waits at a barrier for the slowest one, so when the agent's thread takes the second
+core the whole pass stalls (measured: 16 steps/s on one thread, 2 steps/s on two with a busy core).
+Lanes split an encode at the *text* level instead: its forward passes (each over whole texts, see
+``PackedMiniLMEmbedder.encode``) become jobs that the calling thread and ``n - 1`` helper threads
+take in turn. When a core is free the encode runs up to n times faster; when the agent needs that
+core back, the helpers (which inherit the caller's lower priority) simply take fewer jobs, and the
+caller redoes any job a helper is still holding once nothing else is left, so a starved helper
+never holds the encode up.
+
+Scores stay bit-identical: a text's embedding does not depend on which forward pass it is in (the
+packed backend's batch invariance), and a job done twice gives the same bits twice.
+
+Opt-in per calling thread (``with encode_lanes(2): ...``); everything else encodes on its own thread,
+as before. The recorder's worker turns it on (``Recorder(worker_lanes=)``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+__all__ = ["encode_lanes", "current_lanes", "run_jobs", "usable_cpus"]
+
+T = TypeVar("T")
+log = logging.getLogger("groundlens.embedding")
+
+_local = threading.local()
+_UNSET: Any = object()
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def current_lanes() -> int:
+    """The lanes set for this thread's encodes (1: no helpers)."""
+    return getattr(_local, "lanes", 1)
+
+
+@contextlib.contextmanager
+def encode_lanes(n: int) -> Iterator[None]:
+    """Within the block, this thread's encodes share their forward passes with ``n - 1`` helpers."""
+    if n < 1:
+        raise ValueError(f"encode lanes must be >= 1, got {n}")
+    before = current_lanes()
+    _local.lanes = n
+    try:
+        yield
+    finally:
+        _local.lanes = before
+
+
+class _Jobs:
+    """One encode's jobs: claimed in order, each result kept once (the first to finish)."""
+
+    def __init__(self, jobs: Sequence[Callable[[], Any]], nice: int | None):
+        self.jobs = jobs
+        self.nice = nice
+        self.results: list[Any] = [_UNSET] * len(jobs)
+        self.next = 0
+        self.left = len(jobs)
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+
+    def claim(self) -> int | None:
+        with self.lock:
+            if self.next >= len(self.jobs):
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def done(self, i: int) -> bool:
+        return self.results[i] is not _UNSET
+
+    def put(self, i: int, value: Any) -> None:
+        with self.lock:
+            if self.results[i] is _UNSET:
+                self.results[i] = value
+                self.left -= 1
+                self.changed.notify_all()
+
+    def wait(self, i: int, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for job ``i`` (held by a helper); whether it is done."""
+        with self.lock:
+            return self.changed.wait_for(lambda: self.results[i] is not _UNSET, timeout)
+
+
+class _Helpers:
+    """Daemon threads that take jobs from the encodes handed to them (started on first use)."""
+
+    def __init__(self) -> None:
+        self.inbox: queue.SimpleQueue[_Jobs] = queue.SimpleQueue()
+        self.threads: list[threading.Thread] = []
+        self.lock = threading.Lock()
+
+    def ensure(self, n: int) -> None:
+        with self.lock:
+            while len(self.threads) < n:
+                t = threading.Thread(target=self._run, name=f"groundlens-lane-{len(self.threads) + 1}", daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def _run(self) -> None:
+        torch = sys.modules.get("torch")
+        if torch is not None:  # one intra-op thread per lane: the lanes are the parallelism
+            with contextlib.suppress(Exception):
+                torch.set_num_threads(1)
+        nice = None
+        while True:
+            jobs = self.inbox.get()
+            if jobs.nice is not None and jobs.nice != nice:  # as polite as the thread it helps
+                with contextlib.suppress(OSError, AttributeError):
+                    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), jobs.nice)
+                    nice = jobs.nice
+            while (i := jobs.claim()) is not None:
+                try:
+                    jobs.put(i, jobs.jobs[i]())
+                except BaseException as exc:  # the caller redoes the job and sees its own error
+                    log.debug("groundlens: an encode lane failed a job (the caller redoes it): %s", exc)
+
+
+_helpers = _Helpers()
+
+
+def _own_nice() -> int | None:
+    try:
+        return os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    except (OSError, AttributeError):
+        return None
+
+
+def run_jobs(jobs: Sequence[Callable[[], T]]) -> list[T]:
+    """Each job's result, in order: on this thread alone, or shared with this thread's lanes."""
+    lanes = min(current_lanes(), len(jobs))
+    if lanes <= 1:
+        return [job() for job in jobs]
+    work = _Jobs(jobs, _own_nice())
+    _helpers.ensure(lanes - 1)
+    for _ in range(lanes - 1):
+        _helpers.inbox.put(work)
+    spent, ran = 0.0, 0
+    while (i := work.claim()) is not None:
+        t0 = time.perf_counter()
+        work.put(i, jobs[i]())
+        spent, ran = spent + time.perf_counter() - t0, ran + 1
+    # Jobs a helper still holds: give it about one job's time (its core may be free and the job
+    # nearly done), then do the job here rather than wait on a helper the agent has starved.
+    patience = 2.0 * spent / ran if ran else 0.0
+    for i in range(len(jobs)):
+        if not work.done(i) and not work.wait(i, patience):
+            work.put(i, jobs[i]())
+    return list(work.results)

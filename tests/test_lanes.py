@@ -1,0 +1,113 @@
+"""Encode lanes: a thread's forward passes shared with helper threads, same results, never held up."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+import pytest
+
+from groundlens_core.embedding import default_backend, get_embedder
+from groundlens_core.embedding.lanes import current_lanes, encode_lanes, run_jobs, usable_cpus
+from groundlens_core.embedding.packed import bf16_supported
+
+
+def test_lanes_are_a_per_thread_setting():
+    seen = {}
+    with encode_lanes(3):
+        t = threading.Thread(target=lambda: seen.setdefault("other", current_lanes()))
+        t.start()
+        t.join()
+        seen["here"] = current_lanes()
+    assert seen == {"other": 1, "here": 3} and current_lanes() == 1
+    with pytest.raises(ValueError, match=">= 1"):
+        with encode_lanes(0):
+            pass
+
+
+def test_jobs_come_back_in_order_and_helpers_take_some():
+    ran_on: list[str] = []
+    gate = threading.Barrier(2, timeout=30)
+
+    def job(i: int):
+        def run() -> int:
+            ran_on.append(threading.current_thread().name)
+            if i < 2:
+                gate.wait()  # the first two jobs only finish together: two threads must be running them
+            return i * i
+
+        return run
+
+    with encode_lanes(2):
+        assert run_jobs([job(i) for i in range(12)]) == [i * i for i in range(12)]
+    assert any(name.startswith("groundlens-lane") for name in ran_on)
+
+
+@pytest.mark.parametrize("helper", ["starved", "failing"])
+def test_a_starved_or_failing_helper_never_holds_the_caller_up(helper):
+    """Two jobs: the one a helper takes is starved there (stuck until the test releases it) or fails;
+    the one the caller takes waits until the helper holds the other. The caller must redo the
+    helper's job itself and return every result while the starved helper is still stuck."""
+    lane_took: list[int] = []
+    lane_has_one, release = threading.Event(), threading.Event()
+    runs = [0, 0]
+
+    def job(i: int):
+        def run() -> str:
+            runs[i] += 1
+            if threading.current_thread().name.startswith("groundlens-lane"):
+                lane_took.append(i)
+                lane_has_one.set()
+                if helper == "failing":
+                    raise RuntimeError("a helper's failure")
+                release.wait(60)  # starved: bounded, released at the end of the test
+                return "late"
+            assert lane_has_one.wait(30), "no helper took a job"
+            return str(i)
+
+        return run
+
+    try:
+        with encode_lanes(2):
+            out = run_jobs([job(0), job(1)])
+        assert out == ["0", "1"] and lane_took
+        assert all(runs[i] == 2 for i in lane_took)  # once on the helper, once more on the caller
+        assert not release.is_set()  # the caller returned while the starved helper was still stuck
+    finally:
+        release.set()
+
+
+def test_lanes_give_the_bits_of_one_thread(tmp_path):
+    """The packed backend's rows do not depend on the lane count (nor on who ran which pass)."""
+    emb = get_embedder(backend="packed-torch").inner
+    words = "refund policy invoice 30 days shipping $181,674,817 Paris 1844 the customer asked".split()
+    rng = np.random.default_rng(5)
+    texts = [" ".join(rng.choice(words, size=int(n))) for n in rng.integers(3, 120, size=90)]
+    one = emb.encode(texts)
+    with encode_lanes(2):
+        two = emb.encode(texts)
+    with encode_lanes(3):
+        three = emb.encode(texts)
+    assert np.array_equal(one, two) and np.array_equal(one, three)
+    assert np.array_equal(emb.encode(texts[:1])[0], two[0])
+    if bf16_supported():
+        fast = get_embedder(backend="packed-bf16").inner
+        ref = fast.encode(texts)
+        with encode_lanes(2):
+            assert np.array_equal(ref, fast.encode(texts))
+
+
+def test_default_backend_is_bf16_where_the_cpu_has_it(monkeypatch):
+    monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
+    assert default_backend() == ("packed-bf16" if bf16_supported() else "packed-torch")
+    monkeypatch.setenv("GROUNDLENS_BACKEND", "packed-torch")
+    assert default_backend() == "packed-torch"
+
+
+def test_recorder_lanes_never_exceed_the_cpus():
+    from groundlens_core.trace.recorder import Recorder
+
+    assert Recorder("x", worker_lanes=64).worker_lanes == usable_cpus()
+    assert Recorder("x", worker_lanes=0).worker_lanes == 1
+    assert Recorder("x").worker_lanes == min(int(os.environ.get("GROUNDLENS_WORKER_LANES", "2")), usable_cpus())
