@@ -14,13 +14,12 @@ per scored step), so no embedding can come from a cache. Prints, asserting nothi
    backlog left after the last invocation, the steps recorded unscored (overload), the time
    ``get_traces()`` then waits, and the RSS growth over the phase.
 2. Worker throughput on realistic steps with the agent's thread idle: ``--steps`` steps recorded at
-   once, time until all are scored. Today's worker (the eager forward of the packed backend, which
-   takes the GIL back after every torch call, batches of 64, no nice) and the new one (one TorchScript
-   call per forward, batches of 16, nice 10), and the new one with 2 torch threads
-   (``Recorder(worker_torch_threads=2)``: the same bits, tested) and, on a CPU with native bf16, the
-   new one on the opt-in ``packed-bf16`` backend (quality: bench_bf16_quality.py) rotate, round by
-   round, in this one process; the ratio of their medians is the figure to read (on a shared machine
-   absolute times are noise).
+   once, time until all are scored. Rotating round by round in this one process: today's worker
+   (before issue 13: the eager fp32 forward, which takes the GIL back after every torch call, batches
+   of 64, no nice, one thread), the new worker on the fp32 backend with one lane and with two encode
+   lanes (``Recorder(worker_lanes=)``, groundlens_core/embedding/lanes.py), and, on a CPU with native
+   bf16, the same two on ``packed-bf16`` (the default there; quality: bench_bf16_quality.py). The
+   ratio of their medians is the figure to read (on a shared machine absolute times are noise).
 3. The same with the agent's thread busy: the graph driven flat out (0 ms model, no callback) on the
    main thread while the worker scores ``--steps`` steps.
 Peak RSS of the process at the end.
@@ -41,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rag_graph import build_rag_graph, make_texts  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
+from groundlens_core.embedding.packed import bf16_supported  # noqa: E402
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import recorder as recorder_mod  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
@@ -131,11 +131,10 @@ def _calls(texts: list, key: str) -> list[CallRecord]:
     return [CallRecord(trace_key=key, node="answer", question=q, context=[c], response=a) for q, c, a in texts]
 
 
-def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, threads: int = 1,
-                 embedder: Any = None) -> float:
+def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, embedder: Any, lanes: int) -> float:
     """Steps per second for one recorder scoring ``texts`` (recorded at once)."""
-    rec = Recorder("bench", max_pending_steps=len(texts) + 1, quiet_seconds=0.0, worker_torch_threads=threads,
-                   embedder=embedder)
+    rec = Recorder("bench", max_pending_steps=len(texts) + 1, quiet_seconds=0.0, embedder=embedder,
+                   worker_lanes=lanes)
     rec.start_trace("warm")
     rec.record(_calls(texts[:1], "warm")[0])
     rec.flush()  # the worker thread exists and has its torch settings
@@ -156,28 +155,32 @@ def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, thre
     return len(texts) / dt
 
 
-def throughput_phase(steps: int, rounds: int, texts: list, inner: Any, busy: bool, bf16: Any | None) -> None:
+def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any | None, busy: bool) -> None:
     busy_graph = None
     if busy:
         flat = make_texts(200, seed=99)
         busy_graph = (build_rag_graph(flat, delay=0.0), [q for q, _, _ in flat])
-    names = ["today's worker", "new worker", "new, 2 threads"] + (["new, packed-bf16"] if bf16 is not None else [])
+    variants: dict[str, tuple[Any, int]] = {"today's worker": (fp32, 1), "new, fp32": (fp32, 1),
+                                            "new, fp32, 2 lanes": (fp32, 2)}
+    if bf16 is not None:
+        variants.update({"new, bf16": (bf16, 1), "new, bf16, 2 lanes": (bf16, 2)})
+    names = list(variants)
     rates: dict[str, list[float]] = {k: [] for k in names}
     offset = 0
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order round by round
             chunk = texts[offset:offset + steps]
             offset += steps
+            emb, lanes = variants[name]
             if name == "today's worker":
-                with TodaysWorker(inner):
-                    rates[name].append(worker_round(chunk, f"r{r}", busy_graph))
+                with TodaysWorker(emb.inner):
+                    rates[name].append(worker_round(chunk, f"r{r}", busy_graph, emb, lanes))
             else:
-                rates[name].append(worker_round(chunk, f"r{r}", busy_graph, 2 if "2 threads" in name else 1,
-                                                bf16 if "bf16" in name else None))
+                rates[name].append(worker_round(chunk, f"r{r}", busy_graph, emb, lanes))
     label = "agent's thread busy (graph driven flat out)" if busy else "agent's thread idle"
     print(f"\nworker throughput, realistic steps, {label}: {rounds} rounds of {steps} steps each, alternating")
     for name, rs in rates.items():
-        print(f"  {name:15s} median {statistics.median(rs):6.1f} steps/s  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
+        print(f"  {name:19s} median {statistics.median(rs):6.1f} steps/s  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
     today = statistics.median(rates["today's worker"])
     print("  ratio to today's: " + ", ".join(f"{k} {statistics.median(v) / today:.2f}x" for k, v in rates.items()
                                                if k != "today's worker"))
@@ -199,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     texts = make_texts(n_texts)
     lens = [sum(inner.count_tokens(t) + 2 for t in tr) for tr in texts[:200]]
     print(f"steps: unique texts, median {statistics.median(lens):.0f} word pieces per step "
-          f"(question + context + answer, with [CLS]/[SEP]); backend {inner.backend}; "
-          f"bounds {recorder_mod.MAX_PENDING_STEPS} steps / {recorder_mod.MAX_PENDING_BYTES // 2**20} MiB")
+          f"(question + context + answer, with [CLS]/[SEP]); default backend {inner.backend}, "
+          f"worker lanes {Recorder('probe').worker_lanes}; bounds {recorder_mod.MAX_PENDING_STEPS} steps / {recorder_mod.MAX_PENDING_BYTES // 2**20} MiB")
     peer = peer_handler()
     if peer is None:
         print("OpenInference LangChain tracer not installed: the peer column is skipped "
@@ -211,16 +214,16 @@ def main(argv: list[str] | None = None) -> int:
         used += len(chunk)
         latency_phase(delay, args.invocations, chunk, peer)
     rest = texts[used:]
+    fp32 = get_embedder(backend="packed-torch")
+    fp32.encode(["warm up the fp32 path"])
     bf16 = None
-    from groundlens_core.embedding.packed import bf16_supported
-
     if bf16_supported():
         bf16 = get_embedder(backend="packed-bf16")
         bf16.encode(["warm up the bf16 path"])
     else:
-        print("no native bf16 on this CPU: the opt-in packed-bf16 rows are skipped")
-    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], inner, busy=False, bf16=bf16)
-    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], inner, busy=True, bf16=bf16)
+        print("no native bf16 on this CPU: the packed-bf16 rows are skipped")
+    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], fp32, bf16, busy=False)
+    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], fp32, bf16, busy=True)
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     return 0
 

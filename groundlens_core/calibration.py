@@ -210,9 +210,9 @@ def bundled_direction() -> CalibrationResult:
     return CalibrationResult.from_dict(json.loads(text))
 
 
-def _same_weights(fingerprint: str) -> str:
+def weights_of(fingerprint: str) -> str:
     """The fingerprint without a precision suffix (``+bf16``): a direction fitted on the fp32 pass of
-    some weights serves the opt-in bf16 pass of the same weights (their embeddings agree to cosine
+    some weights serves the bf16 pass of the same weights (their embeddings agree to cosine
     >= 0.99995, measured by benchmarks/bench_bf16_quality.py), and the other way round."""
     return fingerprint[: -len("+bf16")] if fingerprint.endswith("+bf16") else fingerprint
 
@@ -227,7 +227,7 @@ def resolve_calibration(
         cal = calibration
     else:
         cal = CalibrationResult.load(calibration)
-    if _same_weights(cal.fingerprint) != _same_weights(fingerprint):
+    if weights_of(cal.fingerprint) != weights_of(fingerprint):
         raise CalibrationMismatchError(
             f"this DGI direction was built with embedder {cal.fingerprint}, but scoring uses {fingerprint}; "
             "re-run `groundlens calibrate` with the current model"

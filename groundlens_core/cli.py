@@ -196,10 +196,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line("FAIL", "model", str(exc))
         return 1
     try:
-        from groundlens_core.calibration import bundled_direction
+        from groundlens_core.calibration import bundled_direction, weights_of
 
         cal = bundled_direction()
-        same = cal.fingerprint == emb.fingerprint
+        same = weights_of(cal.fingerprint) == weights_of(emb.fingerprint)  # fp32 and bf16 of one model
         ok &= same
         line(
             "ok" if same else "FAIL",

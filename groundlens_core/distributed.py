@@ -53,13 +53,15 @@ def _cal_payload(calibration: Any) -> dict | None:
 class GroundlensScorer:
     """The callable class of :func:`score_dataset`: one embedder per Ray worker, loaded once."""
 
-    def __init__(self, calibration: dict | None = None, long_context: str = "mean", threads: int = 1):
+    def __init__(
+        self, calibration: dict | None = None, long_context: str = "mean", threads: int = 1, backend: str | None = None
+    ):
         from groundlens_core.calibration import CalibrationResult
         from groundlens_core.embedding import get_embedder
         from groundlens_core.threads import use_threads
 
         use_threads(threads)
-        self.embedder = get_embedder()
+        self.embedder = get_embedder(backend=backend)
         self.calibration = CalibrationResult.from_dict(calibration) if calibration else None
         self.long_context = long_context
 
@@ -98,6 +100,7 @@ def score_dataset(
     calibration: Any = None,
     long_context: str = "mean",
     threads: int = 1,
+    backend: str | None = None,
 ):
     """``ds`` (a ``ray.data.Dataset`` with ``response``, ``question`` and/or ``context``) with the
     ``groundlens_*`` columns appended, as a lazy ``ray.data.Dataset``.
@@ -106,8 +109,15 @@ def score_dataset(
     pool; default: one per CPU of the cluster); each takes ``num_cpus`` CPUs and runs torch with
     ``threads`` threads. A bad row gets ``groundlens_error`` and the others are scored. Values are the
     same bytes as ``groundlens evaluate`` writes on one machine.
+
+    ``backend`` (default: this machine's :func:`~groundlens_core.embedding.default_backend`) is resolved
+    here, on the driver, and used by every worker: on a cluster whose CPUs differ, one backend for the
+    whole job (a worker that cannot run it fails with a clear error instead of scoring other bits).
     """
     ray = _ray()
+    from groundlens_core.embedding import default_backend
+
+    backend = backend or default_backend()
     if not isinstance(batch_size, int) or batch_size < 1:
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
     cols = ds.columns()
@@ -123,6 +133,7 @@ def score_dataset(
             "calibration": _cal_payload(calibration),
             "long_context": long_context,
             "threads": threads,
+            "backend": backend,
         },
         batch_size=batch_size,
         batch_format="pyarrow",
