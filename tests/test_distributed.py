@@ -82,6 +82,26 @@ def test_score_dataset_gives_the_bytes_of_single_process_scoring(ray_cluster):
         score_dataset(ray.data.from_items([{"q": "x"}]))
 
 
+def test_score_dataset_scores_every_row_with_the_drivers_backend(ray_cluster):
+    """The backend is resolved on the driver and travels to the workers: asked for the fp32 pass on
+    a machine whose default is bf16, every worker scores the fp32 bits (on a mixed cluster each
+    worker would otherwise pick its own CPU's default)."""
+    from groundlens_core import get_embedder
+    from groundlens_core.distributed import score_dataset
+    from groundlens_core.embedding import default_backend
+
+    if default_backend() != "packed-bf16":
+        pytest.skip("this machine's default is already fp32: nothing to tell apart")
+    rows = _rows(9)
+    out = score_dataset(ray.data.from_items(rows, override_num_blocks=3), batch_size=3, backend="packed-torch")
+    got = {r["id"]: r for r in out.take_all()}
+    fp32 = [result_columns(r) for r in evaluate_batch(rows, embedder=get_embedder(backend="packed-torch"))]
+    bf16 = [result_columns(r) for r in evaluate_batch(rows)]
+    assert any(f["groundlens_value"] != b["groundlens_value"] for f, b in zip(fp32, bf16))  # the two differ
+    for row, want in zip(rows, fp32):
+        assert {c: got[row["id"]][c] for c in OUT_COLUMNS} == want
+
+
 def test_cli_engine_ray_writes_the_same_file_as_the_local_engine(ray_cluster, tmp_path):
     rows = _rows(40)
     rows[7]["response"] = ""
