@@ -111,3 +111,109 @@ def test_recorder_lanes_never_exceed_the_cpus():
     assert Recorder("x", worker_lanes=64).worker_lanes == usable_cpus()
     assert Recorder("x", worker_lanes=0).worker_lanes == 1
     assert Recorder("x").worker_lanes == min(int(os.environ.get("GROUNDLENS_WORKER_LANES", "2")), usable_cpus())
+
+
+def _needs_two_threads(n: int, gate: threading.Barrier):
+    """``n`` jobs; the first two only finish together, so two threads must run them at once."""
+
+    def job(i: int):
+        def run() -> int:
+            if i < 2:
+                gate.wait()
+            return i
+
+        return run
+
+    return [job(i) for i in range(n)]
+
+
+def test_a_forked_child_gets_helpers_of_its_own():
+    """After a fork the parent's helper threads do not exist in the child: the child must start its
+    own (else its lanes run alone and every encode leaves its jobs in an inbox nobody reads)."""
+    from groundlens_core.embedding import lanes
+
+    with encode_lanes(2):
+        assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=30))) == [0, 1, 2, 3]
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, never return into pytest
+        code = 1
+        try:
+            with encode_lanes(2):
+                for _ in range(3):
+                    assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=10))) == [0, 1, 2, 3]
+            code = 0
+        finally:
+            os.write(write, bytes([code]))
+            os._exit(code)
+    os.close(write)
+    try:
+        assert os.read(read, 1) == b"\x00", "the child's lanes had no helper"
+    finally:
+        os.close(read)
+        os.waitpid(pid, 0)
+    assert lanes._helpers.threads and all(t.is_alive() for t in lanes._helpers.threads)  # the parent's are intact
+
+
+class _Payload:
+    pass
+
+
+def _encode_watched(gate: threading.Barrier) -> list:
+    """Runs 4 jobs on 2 lanes; weak references to what the jobs held and to what they returned."""
+    import weakref
+
+    captured, produced = _Payload(), []
+
+    def job(i: int):
+        def run() -> _Payload:
+            assert captured is not None  # the job holds what it needs (as an encode's jobs hold its ids)
+            if i < 2:
+                gate.wait()
+            out = _Payload()
+            produced.append(weakref.ref(out))
+            return out
+
+        return run
+
+    with encode_lanes(2):
+        assert len(run_jobs([job(i) for i in range(4)])) == 4
+    return [weakref.ref(captured), *produced]
+
+
+def test_a_finished_encode_is_not_kept_alive_by_the_helpers():
+    """A helper must not keep a returned encode's jobs or results (for a big encode, its rows and
+    token ids) alive until the next encode."""
+    import gc
+    import time
+
+    watch = _encode_watched(threading.Barrier(2, timeout=30))
+    deadline = time.monotonic() + 10  # bounded: a helper may still be returning from its last job
+    while any(r() is not None for r in watch) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.05)
+    assert len(watch) == 5 and all(r() is None for r in watch), "a helper still holds a finished encode"
+
+
+def test_a_failed_encode_stops_the_helpers():
+    """When a job raises on the caller, the encode is over: helpers take none of its other jobs."""
+    gate = threading.Barrier(2, timeout=30)
+    caller_failed, wasted = threading.Event(), threading.Event()
+
+    def job(i: int):
+        def run() -> int:
+            if i < 2:
+                gate.wait()  # one of the first two runs on a helper, one on the caller
+                if threading.current_thread() is threading.main_thread():
+                    raise RuntimeError("the caller's job failed")
+                caller_failed.wait(30)  # the helper goes on only once the caller has failed
+            else:
+                wasted.set()
+            return i
+
+        return run
+
+    with encode_lanes(2), pytest.raises(RuntimeError, match="caller's job failed"):
+        run_jobs([job(i) for i in range(12)])
+    caller_failed.set()
+    assert not wasted.wait(2.0), "a helper went on with the jobs of an encode that had failed"

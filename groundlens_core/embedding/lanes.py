@@ -66,38 +66,50 @@ def encode_lanes(n: int) -> Iterator[None]:
 
 
 class _Jobs:
-    """One encode's jobs: claimed in order, each result kept once (the first to finish)."""
+    """One encode's jobs: claimed in order, each result kept once (the first to finish).
+
+    Closed by the caller when the encode is over (returned or raised): from then on it holds neither
+    the jobs (which hold the encode's inputs) nor the results, so a helper still busy with a job the
+    caller redid, or a copy still waiting in the helpers' inbox, keeps nothing big alive, and no
+    helper starts another job of a failed encode.
+    """
 
     def __init__(self, jobs: Sequence[Callable[[], Any]], nice: int | None):
-        self.jobs = jobs
+        self.jobs: Sequence[Callable[[], Any]] | None = jobs
         self.nice = nice
-        self.results: list[Any] = [_UNSET] * len(jobs)
+        self.results: list[Any] | None = [_UNSET] * len(jobs)
         self.next = 0
-        self.left = len(jobs)
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
 
-    def claim(self) -> int | None:
+    def claim(self) -> tuple[int, Callable[[], Any]] | None:
+        """The next job nobody has taken (its index and itself), or None when none is left."""
         with self.lock:
-            if self.next >= len(self.jobs):
+            if self.jobs is None or self.next >= len(self.jobs):
                 return None
             self.next += 1
-            return self.next - 1
+            return self.next - 1, self.jobs[self.next - 1]
 
     def done(self, i: int) -> bool:
-        return self.results[i] is not _UNSET
+        return self.results is not None and self.results[i] is not _UNSET
 
     def put(self, i: int, value: Any) -> None:
         with self.lock:
-            if self.results[i] is _UNSET:
+            if self.results is not None and self.results[i] is _UNSET:
                 self.results[i] = value
-                self.left -= 1
                 self.changed.notify_all()
 
     def wait(self, i: int, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for job ``i`` (held by a helper); whether it is done."""
         with self.lock:
-            return self.changed.wait_for(lambda: self.results[i] is not _UNSET, timeout)
+            return self.changed.wait_for(lambda: self.results is None or self.results[i] is not _UNSET, timeout)
+
+    def close(self) -> list[Any]:
+        """The results so far; the jobs and results are dropped."""
+        with self.lock:
+            results, self.results, self.jobs = self.results or [], None, None
+            self.changed.notify_all()
+        return results
 
 
 class _Helpers:
@@ -127,14 +139,33 @@ class _Helpers:
                 with contextlib.suppress(OSError, AttributeError):
                     os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), jobs.nice)
                     nice = jobs.nice
-            while (i := jobs.claim()) is not None:
-                try:
-                    jobs.put(i, jobs.jobs[i]())
-                except BaseException as exc:  # the caller redoes the job and sees its own error
-                    log.debug("groundlens: an encode lane failed a job (the caller redoes it): %s", exc)
+            self._help(jobs)
+            del jobs  # waiting for the next encode, hold nothing of this one
+
+    @staticmethod
+    def _help(jobs: _Jobs) -> None:
+        """Take ``jobs``' jobs until none is left (a method of its own: its locals, which hold the
+        last job and so the encode's inputs, are gone when it returns)."""
+        while (claimed := jobs.claim()) is not None:
+            i, job = claimed
+            try:
+                jobs.put(i, job())
+            except BaseException as exc:  # the caller redoes the job and sees its own error
+                log.debug("groundlens: an encode lane failed a job (the caller redoes it): %s", exc)
 
 
 _helpers = _Helpers()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's helper threads (and may have forked while one held
+    the lock): it starts helpers of its own on first use, with a fresh inbox."""
+    global _helpers
+    _helpers = _Helpers()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _own_nice() -> int | None:
@@ -150,18 +181,23 @@ def run_jobs(jobs: Sequence[Callable[[], T]]) -> list[T]:
     if lanes <= 1:
         return [job() for job in jobs]
     work = _Jobs(jobs, _own_nice())
-    _helpers.ensure(lanes - 1)
+    helpers = _helpers
+    helpers.ensure(lanes - 1)
     for _ in range(lanes - 1):
-        _helpers.inbox.put(work)
-    spent, ran = 0.0, 0
-    while (i := work.claim()) is not None:
-        t0 = time.perf_counter()
-        work.put(i, jobs[i]())
-        spent, ran = spent + time.perf_counter() - t0, ran + 1
-    # Jobs a helper still holds: give it about one job's time (its core may be free and the job
-    # nearly done), then do the job here rather than wait on a helper the agent has starved.
-    patience = 2.0 * spent / ran if ran else 0.0
-    for i in range(len(jobs)):
-        if not work.done(i) and not work.wait(i, patience):
-            work.put(i, jobs[i]())
-    return list(work.results)
+        helpers.inbox.put(work)
+    try:
+        spent, ran = 0.0, 0
+        while (claimed := work.claim()) is not None:
+            i, job = claimed
+            t0 = time.perf_counter()
+            work.put(i, job())
+            spent, ran = spent + time.perf_counter() - t0, ran + 1
+        # Jobs a helper still holds: give it about one job's time (its core may be free and the job
+        # nearly done), then do the job here rather than wait on a helper the agent has starved.
+        patience = 2.0 * spent / ran if ran else 0.0
+        for i in range(len(jobs)):
+            if not work.done(i) and not work.wait(i, patience):
+                work.put(i, jobs[i]())
+    finally:  # returned or raised: the encode is over, helpers take none of its jobs from now on
+        results = work.close()
+    return results
