@@ -102,6 +102,18 @@ def test_score_dataset_scores_every_row_with_the_drivers_backend(ray_cluster):
         assert {c: got[row["id"]][c] for c in OUT_COLUMNS} == want
 
 
+def test_an_unknown_backend_is_refused_on_the_driver(monkeypatch):
+    """Before any worker starts, as one line (not a traceback from each Ray worker)."""
+    from groundlens_core.distributed import score_dataset
+    from groundlens_core.errors import GroundlensInputError
+
+    with pytest.raises(GroundlensInputError, match="unknown embedding backend 'packed-fp8'"):
+        score_dataset(None, backend="packed-fp8")
+    monkeypatch.setenv("GROUNDLENS_BACKEND", "packd-torch")
+    with pytest.raises(GroundlensInputError, match="unknown embedding backend 'packd-torch'"):
+        score_dataset(None)
+
+
 def test_cli_engine_ray_writes_the_same_file_as_the_local_engine(ray_cluster, tmp_path):
     rows = _rows(40)
     rows[7]["response"] = ""

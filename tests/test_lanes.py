@@ -11,6 +11,7 @@ import pytest
 from groundlens_core.embedding import default_backend, get_embedder
 from groundlens_core.embedding.lanes import current_lanes, encode_lanes, run_jobs, usable_cpus
 from groundlens_core.embedding.packed import bf16_supported
+from groundlens_core.errors import GroundlensInputError
 
 
 def test_lanes_are_a_per_thread_setting():
@@ -105,6 +106,17 @@ def test_default_backend_is_bf16_where_the_cpu_has_it(monkeypatch):
     assert default_backend() == "packed-torch"
 
 
+def test_without_native_bf16_the_default_is_fp32_and_bf16_says_what_to_use(monkeypatch):
+    from groundlens_core.embedding import packed, resolve_model_path
+
+    monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
+    monkeypatch.setattr(packed, "bf16_supported", lambda: False)
+    assert default_backend() == "packed-torch"
+    path, model_id = resolve_model_path(None)
+    with pytest.raises(GroundlensInputError, match="GROUNDLENS_BACKEND=packed-torch"):
+        packed.PackedMiniLMEmbedder(path, model_id, precision="bf16")
+
+
 def test_recorder_lanes_never_exceed_the_cpus():
     from groundlens_core.trace.recorder import Recorder
 
@@ -141,7 +153,7 @@ def test_a_forked_child_gets_helpers_of_its_own():
         try:
             with encode_lanes(2):
                 for _ in range(3):
-                    assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=10))) == [0, 1, 2, 3]
+                    assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=30))) == [0, 1, 2, 3]
             code = 0
         finally:
             os.write(write, bytes([code]))

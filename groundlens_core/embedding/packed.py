@@ -259,7 +259,8 @@ class PackedMiniLMEmbedder:
         if precision == "bf16" and not bf16_supported():
             raise GroundlensInputError(
                 "the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
-                "and torch built with oneDNN; use the default packed-torch backend"
+                "and torch built with oneDNN; use the fp32 packed-torch backend instead "
+                '(GROUNDLENS_BACKEND=packed-torch, or backend="packed-torch" in get_embedder() / score_dataset())'
             )
         path = pathlib.Path(model_path)
         self.model_id = model_id
