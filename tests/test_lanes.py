@@ -229,3 +229,33 @@ def test_a_failed_encode_stops_the_helpers():
         run_jobs([job(i) for i in range(12)])
     caller_failed.set()
     assert not wasted.wait(2.0), "a helper went on with the jobs of an encode that had failed"
+
+
+def test_a_bad_setting_in_the_environment_does_not_break_the_import():
+    """An empty or misspelt GROUNDLENS_WORKER_LANES (or pending bound) gives a warning and the default,
+    not a ValueError from importing the recorder (and with it every plugin)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = (
+        "import groundlens_core.trace.recorder as r; "
+        "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024)"
+    )
+    env = dict(
+        os.environ, GROUNDLENS_WORKER_LANES="", GROUNDLENS_MAX_PENDING_STEPS="lots", GROUNDLENS_MAX_PENDING_BYTES=""
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["2", "256", "True"]
+    assert "GROUNDLENS_MAX_PENDING_STEPS='lots' is not a whole number" in done.stderr
+    env["GROUNDLENS_WORKER_LANES"] = "1"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert done.stdout.split()[0] == "1"

@@ -42,8 +42,22 @@ _BATCH_MAX = 16  # calls to score per batch (events that need no model ride alon
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
 #: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
 #: steps with contexts of ~30 KB each.
-MAX_PENDING_STEPS = int(os.environ.get("GROUNDLENS_MAX_PENDING_STEPS", "256"))
-MAX_PENDING_BYTES = int(os.environ.get("GROUNDLENS_MAX_PENDING_BYTES", str(8 * 1024 * 1024)))
+def _env_int(name: str, default: int) -> int:
+    """A whole-number setting from the environment, read at import. A value that is not one (a typo,
+    an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's setting must not
+    make the user's agent fail to import."""
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        log.warning("groundlens: %s=%r is not a whole number; using %d", name, value, default)
+        return default
+
+
+MAX_PENDING_STEPS = _env_int("GROUNDLENS_MAX_PENDING_STEPS", 256)
+MAX_PENDING_BYTES = _env_int("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
 OVERLOAD = "overload"  # the backlog was full when the call arrived
 PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
@@ -59,7 +73,7 @@ WORKER_TORCH_THREADS = 1
 #: helper threads, one per spare core, up to this many lanes in all. A lane takes a core only while
 #: the agent leaves it idle (the helpers run at the worker's lower priority and the worker redoes
 #: what a starved helper holds), and the scores are the same bits whatever the lane count.
-WORKER_LANES = int(os.environ.get("GROUNDLENS_WORKER_LANES", "2"))
+WORKER_LANES = _env_int("GROUNDLENS_WORKER_LANES", 2)
 #: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
