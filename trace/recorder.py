@@ -37,11 +37,7 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 
 log = logging.getLogger("groundlens.recorder")
 
-_BATCH_MAX = 16  # calls to score per batch (events that need no model ride along, so this bounds their wait;
-# per-step cost is within ~10 % from 4 calls a batch up, measured on realistic steps)
-#: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
-#: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
-#: steps with contexts of ~30 KB each.
+
 def _env_int(name: str, default: int) -> int:
     """A whole-number setting from the environment, read at import. A value that is not one (a typo,
     an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's setting must not
@@ -56,6 +52,11 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+_BATCH_MAX = 16  # calls to score per batch (events that need no model ride along, so this bounds their wait;
+# per-step cost is within ~10 % from 4 calls a batch up, measured on realistic steps)
+#: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
+#: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
+#: steps with contexts of ~30 KB each.
 MAX_PENDING_STEPS = _env_int("GROUNDLENS_MAX_PENDING_STEPS", 256)
 MAX_PENDING_BYTES = _env_int("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
