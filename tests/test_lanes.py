@@ -259,3 +259,62 @@ def test_a_bad_setting_in_the_environment_does_not_break_the_import():
     env["GROUNDLENS_WORKER_LANES"] = "1"
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.stdout.split()[0] == "1"
+
+
+def test_the_exit_waits_for_a_helper_still_inside_a_job(tmp_path):
+    """A job the caller redid (its helper was starved) may still run on the helper when the program
+    ends; a daemon thread coming back from torch's GIL-free code while the interpreter finalizes
+    aborts the process (exit status 134). The exit waits for it: here the helper's job outlives the
+    caller by a second and still completes, and the process exits cleanly."""
+    import subprocess
+    import sys
+
+    marker = tmp_path / "helper-finished"
+    code = f"""
+import threading, time
+from groundlens_core.embedding.lanes import encode_lanes, run_jobs
+started = threading.Event()
+def job():
+    if threading.current_thread().name.startswith("groundlens-lane"):
+        started.set()
+        time.sleep(1.0)  # the helper's job, still running when the caller has returned
+        open({str(marker)!r}, "w").close()
+    else:
+        assert started.wait(60)
+    return 0
+with encode_lanes(2):
+    run_jobs([job, job])
+assert started.is_set()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert marker.exists(), "the interpreter exited while a helper was inside a job"
+
+
+def test_wait_idle_waits_for_the_helpers_job_and_then_hands_out_none(monkeypatch):
+    from groundlens_core.embedding import lanes
+
+    monkeypatch.setattr(lanes, "_helpers", lanes._Helpers())  # this test stops its helpers
+    on_helper, release = threading.Event(), threading.Event()
+    ran_on: list[str] = []
+
+    def job() -> int:
+        ran_on.append(threading.current_thread().name)
+        if threading.current_thread().name.startswith("groundlens-lane"):
+            on_helper.set()
+            release.wait(60)
+        else:
+            assert on_helper.wait(30)
+        return 0
+
+    try:
+        with encode_lanes(2):
+            assert run_jobs([job, job]) == [0, 0]  # the caller redid the helper's job
+        assert not lanes._helpers.wait_idle(0.2)  # the helper is still inside its job
+    finally:
+        release.set()
+    assert lanes._helpers.wait_idle(30)
+    ran_on.clear()
+    with encode_lanes(2):
+        assert run_jobs([job, job]) == [0, 0]
+    assert not any(name.startswith("groundlens-lane") for name in ran_on)  # stopped: no new jobs

@@ -20,6 +20,7 @@ as before. The recorder's worker turns it on (``Recorder(worker_lanes=)``).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -119,6 +120,9 @@ class _Helpers:
         self.inbox: queue.SimpleQueue[_Jobs] = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
         self.lock = threading.Lock()
+        self.busy = 0  # helpers inside a job (see wait_idle)
+        self.stopping = False  # set at interpreter exit: no new jobs
+        self.idle = threading.Condition(threading.Lock())
 
     def ensure(self, n: int) -> None:
         with self.lock:
@@ -142,19 +146,53 @@ class _Helpers:
             self._help(jobs)
             del jobs  # waiting for the next encode, hold nothing of this one
 
-    @staticmethod
-    def _help(jobs: _Jobs) -> None:
+    def _help(self, jobs: _Jobs) -> None:
         """Take ``jobs``' jobs until none is left (a method of its own: its locals, which hold the
         last job and so the encode's inputs, are gone when it returns)."""
-        while (claimed := jobs.claim()) is not None:
-            i, job = claimed
+        while True:
+            with self.idle:
+                if self.stopping:
+                    return
+                self.busy += 1
             try:
-                jobs.put(i, job())
-            except BaseException as exc:  # the caller redoes the job and sees its own error
-                log.debug("groundlens: an encode lane failed a job (the caller redoes it): %s", exc)
+                claimed = jobs.claim()
+                if claimed is None:
+                    return
+                i, job = claimed
+                try:
+                    jobs.put(i, job())
+                except BaseException as exc:  # the caller redoes the job and sees its own error
+                    log.debug("groundlens: an encode lane failed a job (the caller redoes it): %s", exc)
+            finally:
+                with self.idle:
+                    self.busy -= 1
+                    self.idle.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Stop handing out jobs and wait up to ``timeout`` s for the helpers' current ones to end."""
+        with self.idle:
+            self.stopping = True
+            return self.idle.wait_for(lambda: self.busy == 0, timeout)
 
 
 _helpers = _Helpers()
+
+#: how long the interpreter's exit waits for helpers still inside a job
+EXIT_WAIT_SECONDS = 10.0
+
+
+def _wait_for_helpers_at_exit() -> None:
+    """A helper can still be inside a forward pass when the interpreter exits (a job the caller
+    redid because the helper was starved, in the last batch before exit). A daemon thread that comes
+    back from torch's GIL-free code while the interpreter finalizes aborts the whole process
+    (``terminate called without an active exception``, exit status 134), so the exit waits for it.
+    Registered at import, before the recorder's exit flush (atexit runs last-registered first), so
+    it runs after that flush, when the worker has no more batches for the helpers."""
+    with contextlib.suppress(Exception):
+        _helpers.wait_idle(EXIT_WAIT_SECONDS)
+
+
+atexit.register(_wait_for_helpers_at_exit)
 
 
 def _after_fork_in_child() -> None:
