@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import select
+import signal
 import threading
 
 import numpy as np
@@ -29,7 +31,7 @@ def test_lanes_are_a_per_thread_setting():
 
 def test_jobs_come_back_in_order_and_helpers_take_some():
     ran_on: list[str] = []
-    gate = threading.Barrier(2, timeout=30)
+    gate = threading.Barrier(2, timeout=120)
 
     def job(i: int):
         def run() -> int:
@@ -62,9 +64,9 @@ def test_a_starved_or_failing_helper_never_holds_the_caller_up(helper):
                 lane_has_one.set()
                 if helper == "failing":
                     raise RuntimeError("a helper's failure")
-                release.wait(60)  # starved: bounded, released at the end of the test
+                release.wait(300)  # starved: bounded (beyond the caller's patience), released at the end
                 return "late"
-            assert lane_has_one.wait(30), "no helper took a job"
+            assert lane_has_one.wait(120), "no helper took a job"
             return str(i)
 
         return run
@@ -145,7 +147,7 @@ def test_a_forked_child_gets_helpers_of_its_own():
     from groundlens_core.embedding import lanes
 
     with encode_lanes(2):
-        assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=30))) == [0, 1, 2, 3]
+        assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=120))) == [0, 1, 2, 3]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report, never return into pytest
@@ -153,17 +155,23 @@ def test_a_forked_child_gets_helpers_of_its_own():
         try:
             with encode_lanes(2):
                 for _ in range(3):
-                    assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=30))) == [0, 1, 2, 3]
+                    assert run_jobs(_needs_two_threads(4, threading.Barrier(2, timeout=120))) == [0, 1, 2, 3]
             code = 0
         finally:
             os.write(write, bytes([code]))
             os._exit(code)
     os.close(write)
     try:
+        # bounded: a child that hangs (a lock some other thread held at the fork) is killed, not
+        # waited for until the test's time-out and then left behind
+        answered = select.select([read], [], [], 300)[0]
+        assert answered, "the forked child did not answer within 300 s"
         assert os.read(read, 1) == b"\x00", "the child's lanes had no helper"
     finally:
         os.close(read)
-        os.waitpid(pid, 0)
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
     assert lanes._helpers.threads and all(t.is_alive() for t in lanes._helpers.threads)  # the parent's are intact
 
 
@@ -199,8 +207,8 @@ def test_a_finished_encode_is_not_kept_alive_by_the_helpers():
     import gc
     import time
 
-    watch = _encode_watched(threading.Barrier(2, timeout=30))
-    deadline = time.monotonic() + 10  # bounded: a helper may still be returning from its last job
+    watch = _encode_watched(threading.Barrier(2, timeout=120))
+    deadline = time.monotonic() + 120  # bounded: a helper may still be returning from its last job
     while any(r() is not None for r in watch) and time.monotonic() < deadline:
         gc.collect()
         time.sleep(0.05)
@@ -209,7 +217,7 @@ def test_a_finished_encode_is_not_kept_alive_by_the_helpers():
 
 def test_a_failed_encode_stops_the_helpers():
     """When a job raises on the caller, the encode is over: helpers take none of its other jobs."""
-    gate = threading.Barrier(2, timeout=30)
+    gate = threading.Barrier(2, timeout=120)
     caller_failed, wasted = threading.Event(), threading.Event()
 
     def job(i: int):
@@ -218,7 +226,7 @@ def test_a_failed_encode_stops_the_helpers():
                 gate.wait()  # one of the first two runs on a helper, one on the caller
                 if threading.current_thread() is threading.main_thread():
                     raise RuntimeError("the caller's job failed")
-                caller_failed.wait(30)  # the helper goes on only once the caller has failed
+                caller_failed.wait(120)  # the helper goes on only once the caller has failed
             else:
                 wasted.set()
             return i
