@@ -310,9 +310,9 @@ def test_wait_idle_waits_for_the_helpers_job_and_then_hands_out_none(monkeypatch
         ran_on.append(threading.current_thread().name)
         if threading.current_thread().name.startswith("groundlens-lane"):
             on_helper.set()
-            release.wait(60)
+            release.wait(300)  # bounded, beyond the caller's patience (2 x its wait for on_helper)
         else:
-            assert on_helper.wait(30)
+            assert on_helper.wait(120)
         return 0
 
     try:
@@ -321,7 +321,7 @@ def test_wait_idle_waits_for_the_helpers_job_and_then_hands_out_none(monkeypatch
         assert not lanes._helpers.wait_idle(0.2)  # the helper is still inside its job
     finally:
         release.set()
-    assert lanes._helpers.wait_idle(30)
+    assert lanes._helpers.wait_idle(120)
     ran_on.clear()
     with encode_lanes(2):
         assert run_jobs([job, job]) == [0, 0]
