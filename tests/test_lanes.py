@@ -326,3 +326,33 @@ def test_wait_idle_waits_for_the_helpers_job_and_then_hands_out_none(monkeypatch
     with encode_lanes(2):
         assert run_jobs([job, job]) == [0, 0]
     assert not any(name.startswith("groundlens-lane") for name in ran_on)  # stopped: no new jobs
+
+
+def test_an_exit_with_a_backlog_left_stops_the_worker_between_batches():
+    """A program that ends with more backlog than the exit flush waits for: the worker stops after the
+    batch in hand and the exit waits for that, so it is never inside torch while the interpreter
+    finalizes (which aborted the process: 'terminate called without an active exception', 134)."""
+    import subprocess
+    import sys
+
+    code = """
+from groundlens_core.trace import recorder as R
+from groundlens_core.trace.recorder import CallRecord, Recorder
+R._EXIT_FLUSH_SECONDS = 0.3  # the backlog below outlasts it on any machine
+R._BATCH_MAX = 4
+rec = Recorder("x", quiet_seconds=0.0, worker_lanes=2)
+rec.start_trace("w")
+rec.record(CallRecord(trace_key="w", node="n", question="warm up", context=["the model"], response="loads"))
+assert rec.flush()
+rec.start_trace("k")
+for i in range(24):
+    rec.record(CallRecord(trace_key="k", node="n", question=f"question {i} " * 10,
+                          context=[f"context {i} " * 80], response=f"answer {i} " * 30))
+print("exiting with a backlog of", rec._pending, flush=True)
+"""
+    for _ in range(2):  # the abort was likely, not certain: two exits
+        done = subprocess.run(
+            [sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert "exiting with a backlog of" in done.stdout and "terminate called" not in done.stderr

@@ -80,17 +80,32 @@ WORKER_LANES = _env_int("GROUNDLENS_WORKER_LANES", 2)
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
 _EXIT_FLUSH_SECONDS = 10.0
+#: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
+_EXIT_STOP_SECONDS = 60.0
+_EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()  # recorders whose worker has started
 
 
 def _flush_at_exit() -> None:
     """Let the workers finish what is queued before the interpreter tears down: a daemon thread
-    stopped in the middle of a torch call can abort the whole process (``terminate called ...``)."""
+    stopped in the middle of a torch call can abort the whole process (``terminate called ...``,
+    exit status 134). When the backlog outlasts ``_EXIT_FLUSH_SECONDS``, the rest is not scored:
+    each busy worker stops after the batch in hand (bounded: ``_BATCH_MAX`` steps) and the exit
+    waits for that, so no worker is inside torch when the interpreter finalizes."""
     deadline = time.monotonic() + _EXIT_FLUSH_SECONDS
+    late = []
     for recorder in list(_LIVE):
         try:
-            recorder.flush(max(0.0, deadline - time.monotonic()))
+            if not recorder.flush(max(0.0, deadline - time.monotonic())):
+                late.append(recorder)
         except Exception:  # pragma: no cover - never block or fail the exit
+            pass
+    if not late:
+        return
+    _EXITING.set()
+    end = time.monotonic() + _EXIT_STOP_SECONDS
+    for recorder in late:  # bounded: until it parks, goes idle (nothing left) or the time is up
+        while not (recorder._parked.wait(0.05) or recorder._pending <= 0) and time.monotonic() < end:
             pass
 
 
@@ -191,6 +206,7 @@ class Recorder:
         self._next_index: dict[str, int] = {}
         self._items: collections.deque[tuple] = collections.deque()
         self._wake = threading.Event()
+        self._parked = threading.Event()  # the worker stopped for good (interpreter exit)
         self._worker_idle = True
         self._pending = 0
         self._idle = threading.Condition(self._lock)
@@ -474,6 +490,9 @@ class Recorder:
         self._lower_priority()
         self._limit_torch_threads()
         while True:
+            if _EXITING.is_set():  # the interpreter is exiting and the flush ran out: stop between batches
+                self._parked.set()
+                threading.Event().wait()  # for good (a daemon thread waiting here is harmless at exit)
             items = self._take()
             try:
                 with encode_lanes(self.worker_lanes):  # read per batch: a changed setting applies next batch
