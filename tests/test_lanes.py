@@ -356,3 +356,35 @@ print("exiting with a backlog of", rec._pending, flush=True)
         )
         assert done.returncode == 0, done.stderr[-2000:]
         assert "exiting with a backlog of" in done.stdout and "terminate called" not in done.stderr
+
+
+def test_a_short_program_that_exits_at_once_still_gets_its_steps_scored(tmp_path):
+    """The worker loads torch on its first batch; a program that records a few steps and ends at once
+    exits while that import runs. Its steps must still be scored by the exit flush (they all became
+    "scoring failed: can't register atexit after shutdown"), with nothing printed at teardown."""
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "steps.json"
+    code = f"""
+import json
+from groundlens_core.trace.recorder import CallRecord, Recorder
+
+class Keep:
+    def on_trace_end(self, trace):
+        with open({str(out)!r}, "w") as fh:
+            json.dump([s.skip_reason or s.triage for s in trace.steps], fh)
+
+rec = Recorder("x", listeners=[Keep()])
+rec.start_trace("k")
+for i in range(3):
+    rec.record(CallRecord(trace_key="k", node="n", question=f"what is {{i}}?", context=[f"{{i}} is a number"],
+                          response=f"{{i}} is a number"))
+rec.end_trace("k")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "scoring failed" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-2000:]
+    steps = json.loads(out.read_text())
+    assert len(steps) == 3 and all(s in ("trusted", "review", "flagged") for s in steps), steps  # scored

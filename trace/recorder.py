@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import collections
+import concurrent.futures.thread  # noqa: F401  (see below: imported now, not by torch at exit)
 import dataclasses
 import logging
 import os
@@ -34,6 +35,12 @@ from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
+
+# Why concurrent.futures.thread above: the worker imports torch on its first batch. In a short
+# program that batch can still be loading when the interpreter starts to exit; from then on
+# threading refuses new exit hooks, and torch's import of concurrent.futures.thread (which adds
+# one) failed, so every step of the run became "scoring failed: can't register atexit after
+# shutdown". Imported here, with the recorder, that hook is in place long before.
 
 log = logging.getLogger("groundlens.recorder")
 
@@ -84,6 +91,10 @@ _EXIT_FLUSH_SECONDS = 10.0
 _EXIT_STOP_SECONDS = 60.0
 _EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
 _LIVE: weakref.WeakSet[Recorder] = weakref.WeakSet()  # recorders whose worker has started
+# weakref.finalize registers its exit hook on first use; torch's import creates finalizers, and if
+# that import ends during the exit flush (see the imports), the hook came too late and torch's
+# finalizers ran at module teardown ("Exception ignored ... _del_library"). One now puts it in place.
+weakref.finalize(_EXITING, lambda: None)
 
 
 def _flush_at_exit() -> None:
