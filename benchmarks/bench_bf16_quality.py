@@ -1,11 +1,11 @@
-"""Is the opt-in ``packed-bf16`` backend good enough? Its scores next to the fp32 reference's.
+"""Is the ``packed-bf16`` backend (the default where the CPU has native bf16) good enough? Its scores next to fp32.
 
     .venv/bin/python benchmarks/bench_bf16_quality.py
 
 On ../shared/data/halueval_qa.csv (1000 rows, label 1 = grounded) and faithbench_dev.csv (250
 summaries, label 1 = consistent or benign; no question, so SGI uses the fixed question "Summarize
 the source text." and the response-source cosine is shown too): AUROC ("grounded rows score
-higher") of each signal with the default fp32 backend (``packed-torch``) and with ``packed-bf16``,
+higher") of each signal with the fp32 backend (``packed-torch``) and with ``packed-bf16``,
 the paired difference with a 95 % bootstrap interval (2000 resamples of rows), how many rows change
 triage band, and the cosine of every bf16 embedding to its fp32 reference. The bar (issue 13): AUROC
 within 0.005 of fp32 on both sets. Speed is measured by bench_agent_throughput.py.

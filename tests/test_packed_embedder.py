@@ -211,7 +211,7 @@ def test_scripted_forward_is_the_eager_forward(emb, pool, alone, monkeypatch):
         assert np.array_equal(row, alone[text]), f"eager differs for {text[:40]!r}"
 
 
-# ---------------------------------------------------------------- the opt-in bf16 backend
+# ---------------------------------------------------------------- the bf16 backend (the default where the CPU has it)
 
 
 @pytest.fixture(scope="module")
