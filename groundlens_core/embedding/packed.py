@@ -148,7 +148,8 @@ def _packed_forward_bf16(
     """The ``packed-bf16`` pass (the default where the CPU has native bf16): the same structure
     (packed rows, fixed tiles, per-text attention), with the four dense layers as oneDNN bf16 GEMMs
     on prepacked weights (AMX / AVX-512 BF16: fp32 accumulation, bf16 outputs), GELU fused into the
-    intermediate layer and attention on the bf16 q/k/v. The residual stream, LayerNorms, pooling and normalisation stay fp32.
+    intermediate layer and attention on the bf16 q/k/v. The residual stream, LayerNorms, pooling
+    and normalisation stay fp32.
 
     ``layers[i]`` = [Wqkv, bqkv, Wo, bo, ln1w, ln1b, Wi, bi, Wo2, bo2, ln2w, ln2b], weights prepacked.
     The bits are a function of the text alone here too (fixed shapes per lane; measured invariant
