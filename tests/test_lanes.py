@@ -388,3 +388,24 @@ rec.end_trace("k")
     assert "scoring failed" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-2000:]
     steps = json.loads(out.read_text())
     assert len(steps) == 3 and all(s in ("trusted", "review", "flagged") for s in steps), steps  # scored
+
+
+@pytest.mark.parametrize(
+    ("files", "want"),
+    [
+        ({"cpu.max": "150000 100000\n"}, 2),  # --cpus=1.5: lanes may use 2 (rounded up)
+        ({"cpu.max": "50000 100000\n"}, 1),
+        ({"cpu.max": "max 100000\n"}, None),  # no quota
+        ({"cpu/cpu.cfs_quota_us": "100000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 1),  # cgroup v1
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({"cpu.max": "garbage\n"}, None),
+        ({}, None),  # no cgroup files at all
+    ],
+)
+def test_a_containers_cpu_quota_caps_the_lanes(tmp_path, files, want):
+    from groundlens_core.embedding.lanes import _cgroup_cpu_quota
+
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _cgroup_cpu_quota(str(tmp_path)) == want

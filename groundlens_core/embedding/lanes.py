@@ -41,11 +41,35 @@ _UNSET: Any = object()
 
 
 def usable_cpus() -> int:
-    """CPUs this process may run on (its affinity mask where the OS has one)."""
+    """CPUs this process may use: its affinity mask where the OS has one, capped by a container's
+    CPU quota (cgroup v2 ``cpu.max`` or v1 ``cpu.cfs_quota_us``), so ``docker run --cpus=1`` gives 1."""
     try:
-        return len(os.sched_getaffinity(0))
+        n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return os.cpu_count() or 1
+        n = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    return max(1, min(n, quota)) if quota else n
+
+
+def _cgroup_cpu_quota(root: str = "/sys/fs/cgroup") -> int | None:
+    """Whole CPUs of this container's quota (rounded up), or None when there is none or no cgroup."""
+    for quota_file, period_file in (
+        (f"{root}/cpu.max", None),
+        (f"{root}/cpu/cpu.cfs_quota_us", f"{root}/cpu/cpu.cfs_period_us"),
+    ):
+        try:
+            with open(quota_file, encoding="ascii") as fh:
+                fields = fh.read().split()
+            if period_file is not None:
+                with open(period_file, encoding="ascii") as fh:
+                    fields = fields[:1] + fh.read().split()[:1]
+            quota, period = fields[0], float(fields[1])
+            if quota in ("max", "-1") or float(quota) <= 0 or period <= 0:
+                return None
+            return max(1, -int(-float(quota) // period))
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
 
 
 def current_lanes() -> int:
