@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     emb.encode(["warm up the embedding model"])
     inner = getattr(emb, "inner", emb)
     delays = [float(x) for x in args.delays.split(",") if x.strip()]
-    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 4
+    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 5  # 5 variants
     texts = make_texts(n_texts)
     lens = [sum(inner.count_tokens(t) + 2 for t in tr) for tr in texts[:200]]
     print(f"steps: unique texts, median {statistics.median(lens):.0f} word pieces per step "
