@@ -286,7 +286,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads",
         type=_positive_int,
         default=None,
-        help="torch threads for scoring (default 1, or GROUNDLENS_THREADS: more threads collapse on a busy machine)",
+        help="scoring threads (default 1, or GROUNDLENS_THREADS): encode lanes of one torch thread each, "
+        "same scores; on a busy machine more threads gain little but do not collapse",
     )
     s.add_argument(
         "--engine",

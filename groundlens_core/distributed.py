@@ -60,7 +60,7 @@ class GroundlensScorer:
         from groundlens_core.embedding import get_embedder
         from groundlens_core.threads import use_threads
 
-        use_threads(threads)
+        self.threads = use_threads(threads)
         self.embedder = get_embedder(backend=backend)
         self.calibration = CalibrationResult.from_dict(calibration) if calibration else None
         self.long_context = long_context
@@ -69,6 +69,7 @@ class GroundlensScorer:
         import pyarrow as pa
 
         from groundlens_core.columns import result_columns
+        from groundlens_core.embedding.lanes import encode_lanes
         from groundlens_core.io_formats import row_item
         from groundlens_core.stream import score_chunk
 
@@ -77,9 +78,10 @@ class GroundlensScorer:
         cols = {c: batch.column(c).to_pylist() for c in ("question", "response", "context") if c in names}
         n = batch.num_rows
         items = [row_item({k: v[i] for k, v in cols.items()}, has_context) for i in range(n)]
-        results = score_chunk(
-            items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context
-        )
+        with encode_lanes(self.threads):  # per call: Ray may call from another thread than __init__'s
+            results = score_chunk(
+                items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context
+            )
         cells = [result_columns(r) for r in results]
         types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
         for c in OUT_COLUMNS:
@@ -106,9 +108,10 @@ def score_dataset(
     ``groundlens_*`` columns appended, as a lazy ``ray.data.Dataset``.
 
     ``concurrency`` is the number of scoring workers (an int, or ``(min, max)`` for an autoscaling
-    pool; default: one per CPU of the cluster); each takes ``num_cpus`` CPUs and runs torch with
-    ``threads`` threads. A bad row gets ``groundlens_error`` and the others are scored. Values are the
-    same bytes as ``groundlens evaluate`` writes on one machine.
+    pool; default: one per CPU of the cluster); each takes ``num_cpus`` CPUs and scores with
+    ``threads`` scoring threads (encode lanes, see :mod:`groundlens_core.threads`). A bad row gets
+    ``groundlens_error`` and the others are scored. Values are the same bytes as ``groundlens
+    evaluate`` writes on one machine.
 
     ``backend`` (default: this machine's :func:`~groundlens_core.embedding.default_backend`) is resolved
     here, on the driver, and used by every worker: on a cluster whose CPUs differ, one backend for the

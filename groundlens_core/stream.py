@@ -507,9 +507,12 @@ class _LocalScorer:
         self.chunk_rows = job.batch_size
 
     def score(self, items: list[dict], start: int) -> list:
-        return score_chunk(
-            items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context
-        )
+        from groundlens_core.embedding.lanes import encode_lanes
+
+        with encode_lanes(self.job.threads or 1):  # scoring threads (groundlens_core/threads.py)
+            return score_chunk(
+                items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context
+            )
 
     def close(self) -> None:
         pass

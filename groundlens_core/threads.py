@@ -1,11 +1,14 @@
-"""How many torch threads scoring uses, and why the default is one.
+"""How many threads batch scoring uses (``--threads``, ``GROUNDLENS_THREADS``), and why the default is one.
 
-torch's default (one thread per core) spins its worker threads at every parallel region. On a
-machine where other processes want the same cores, the spinning threads fight them and the run
-collapses: on this project's 2-core machine at a load average of about 5, ``evaluate_batch`` on 100
-rows took 71 s of wall time with torch's default two threads against 5 s with one. One thread per
-process is the default; scale out with processes (``--engine ray`` runs one model per worker), or
-raise ``--threads`` / ``GROUNDLENS_THREADS`` on a machine you have to yourself.
+A scoring thread is an encode lane (:mod:`groundlens_core.embedding.lanes`) running torch with one
+thread, not one of torch's own intra-op threads. Why: torch's threads (one per core by default)
+split every kernel and wait for each other at a barrier, spinning; on a machine where other
+processes want the same cores the run collapses: on this project's 2-core machine at a load average
+of about 5, ``evaluate_batch`` on 100 rows took 71 s of wall time with torch's two threads against
+5 s with one. Lanes split a chunk's forward passes by whole texts and the scoring thread redoes
+what a starved lane holds, so more threads never make a run much slower than one, and the scores
+are the same bits. One thread is the default (scale out with processes: ``--engine ray`` runs one
+model per worker); raise it on a machine whose cores are yours.
 """
 
 from __future__ import annotations
@@ -31,12 +34,13 @@ def default_threads() -> int:
 
 
 def use_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads for this thread (``None``: :func:`default_threads`); returns the number."""
+    """The number of scoring threads (``None``: :func:`default_threads`), checked; torch runs with one
+    intra-op thread on this thread. Score inside ``encode_lanes(n)`` to use them."""
     n = default_threads() if threads is None else int(threads)
     if n < 1:
         raise GroundlensInputError(f"threads must be at least 1, got {n}")
     import torch
 
-    if torch.get_num_threads() != n:
-        torch.set_num_threads(n)
+    if torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
     return n

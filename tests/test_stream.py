@@ -224,11 +224,15 @@ def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, c
 def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
     import torch
 
-    src = _write_csv(tmp_path / "in.csv", _rows(2))
+    src = _write_csv(tmp_path / "in.csv", _rows(12))
     before = torch.get_num_threads()
     try:
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--threads", "1"]) == 0
         assert torch.get_num_threads() == 1
+        # more scoring threads are encode lanes of one torch thread each: the same bytes
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o3.csv"), "--threads", "3"]) == 0
+        assert torch.get_num_threads() == 1
+        assert (tmp_path / "o3.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
         capsys.readouterr()
         monkeypatch.setenv("GROUNDLENS_THREADS", "zero")
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv")]) == 2
