@@ -2,9 +2,10 @@
 
 An adapter translates a framework event into a :class:`CallRecord` and hands it to
 :meth:`Recorder.record`, which only appends to a queue and returns. A background worker scores
-queued calls in small batches (SGI when the call had context, DGI otherwise), turns each into a
-:class:`Step` and notifies listeners (the live OpenTelemetry exporter). Nothing raised by scoring or
-by a listener ever reaches the agent: failures become ``error`` steps and log warnings.
+queued calls in small batches (SGI with a question and a context, support with a context alone,
+DGI without one), turns each into a :class:`Step` and notifies listeners (the live OpenTelemetry
+exporter). Nothing raised by scoring or by a listener ever reaches the agent: failures become
+``error`` steps and log warnings.
 
 Overload policy. The calls waiting for the model are bounded, in steps (``max_pending_steps``) and
 in UTF-8 bytes of their text (``max_pending_bytes``). A call that arrives while either bound is
