@@ -119,8 +119,8 @@ class Evidence:
 class GroundlensScore:
     """A triage signal for one (question, response[, context]); never a verdict of truth."""
 
-    method: str  # "sgi" | "dgi"
-    value: float  # raw SGI or DGI
+    method: str  # "sgi" | "dgi" | "support"
+    value: float  # raw SGI, DGI or support
     normalized: float  # in [0, 1], higher = better grounded
     flagged: bool  # triage == "flagged"
     triage: str  # "trusted" | "review" | "flagged"

@@ -225,7 +225,7 @@ class GroundlensEvaluator:
     ) -> dict[str, Any]:
         """LangChain string-evaluator style; ``reference`` is the context (text or list of texts).
 
-        Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI/DGI), ``reasoning``, ``method``,
+        Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI, DGI or support), ``reasoning``, ``method``,
         ``triage`` and ``flagged``."""
         try:
             context = [p.text for p in pieces_from_value(reference, "reference")]

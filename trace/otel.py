@@ -45,7 +45,7 @@ Step span attributes (when known):
   ``llm.model_name``, ``llm.provider``, ``llm.token_count.*``, ``tool.name``,
   ``retrieval.documents.<i>.document.content``.
 * Evaluation (scored steps only): ``gen_ai.evaluation.name`` = ``groundlens.sgi`` /
-  ``groundlens.dgi``, ``gen_ai.evaluation.score.value`` (the raw SGI/DGI),
+  ``groundlens.dgi`` / ``groundlens.support``, ``gen_ai.evaluation.score.value`` (the raw value),
   ``gen_ai.evaluation.score.label`` (triage: trusted / review / flagged),
   ``gen_ai.evaluation.explanation``.
 * groundlens: ``groundlens.method`` (sgi/dgi/skipped/error), ``groundlens.triage``,
