@@ -6,6 +6,7 @@ we only talk to it over HTTP (OTLP in, REST out).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import signal
@@ -37,6 +38,13 @@ def free_port() -> int:
 
 class _ExitedDuringStartup(RuntimeError):
     pass
+
+
+def _proc_net_ip(hexaddr: str, width: int) -> str:
+    """An address as /proc/net/tcp{,6} writes it (little-endian 32-bit words) in the usual notation."""
+    raw = b"".join(bytes.fromhex(hexaddr[i : i + 8])[::-1] for i in range(0, width, 8))
+    ip = ipaddress.ip_address(raw)
+    return str(getattr(ip, "ipv4_mapped", None) or ip)  # ::ffff:127.0.0.1 (a v6 socket) is 127.0.0.1
 
 
 class PhoenixServer:
@@ -84,7 +92,9 @@ class PhoenixServer:
             "PHOENIX_TELEMETRY_ENABLED": "false",
         })
         log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen([str(self.exe), "serve"], env=env, stdout=log, stderr=subprocess.STDOUT,
+        # through tests/phoenix_loopback.py: its gRPC receiver on 127.0.0.1 too (Phoenix hard-codes [::])
+        launcher = [str(self.exe.parent / "python"), str(Path(__file__).with_name("phoenix_loopback.py")), "serve"]
+        self.proc = subprocess.Popen(launcher, env=env, stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         deadline = time.monotonic() + self.startup_timeout
@@ -101,6 +111,21 @@ class PhoenixServer:
             time.sleep(0.5)
         self._kill()
         raise RuntimeError(f"phoenix was not healthy within {self.startup_timeout:.0f} s:\n{self.log_tail()}")
+
+    def listening(self) -> set[tuple[str, int]]:
+        """(address, port) of the listening TCP sockets on this server's HTTP and gRPC ports (/proc)."""
+        found = set()
+        for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+            try:
+                lines = Path(table).read_text().splitlines()[1:]
+            except OSError:
+                continue
+            for line in lines:
+                fields = line.split()
+                addr, port = fields[1].split(":")
+                if fields[3] == "0A" and int(port, 16) in (self.port, self.grpc_port):  # 0A = LISTEN
+                    found.add((_proc_net_ip(addr, width), int(port, 16)))
+        return found
 
     def stop(self) -> None:
         self._kill()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import time
 import uuid
 from datetime import datetime
 from pathlib import Path
@@ -41,6 +42,13 @@ def phoenix():
         pytest.skip(msg)
     server = phoenix_server.PhoenixServer(exe).start()
     try:
+        # tests listen on loopback only: Phoenix's HTTP and gRPC receivers both (phoenix_loopback.py)
+        deadline = time.monotonic() + 120  # the gRPC receiver may come up just after /healthz
+        while {p for _, p in server.listening()} != {server.port, server.grpc_port} and time.monotonic() < deadline:
+            time.sleep(0.5)
+        listening = server.listening()
+        assert {p for _, p in listening} == {server.port, server.grpc_port}, listening
+        assert {ip for ip, _ in listening} == {"127.0.0.1"}, listening
         yield server
     finally:
         server.stop()
