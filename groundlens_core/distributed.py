@@ -69,16 +69,16 @@ class GroundlensScorer:
         import pyarrow as pa
 
         from groundlens_core.columns import result_columns
-        from groundlens_core.embedding.lanes import encode_lanes
         from groundlens_core.io_formats import row_item
         from groundlens_core.stream import score_chunk
+        from groundlens_core.threads import scoring_threads
 
         names = batch.column_names
         has_context = "context" in names
         cols = {c: batch.column(c).to_pylist() for c in ("question", "response", "context") if c in names}
         n = batch.num_rows
         items = [row_item({k: v[i] for k, v in cols.items()}, has_context) for i in range(n)]
-        with encode_lanes(self.threads):  # per call: Ray may call from another thread than __init__'s
+        with scoring_threads(self.threads):  # per call: Ray may call from another thread than __init__'s
             results = score_chunk(
                 items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context
             )

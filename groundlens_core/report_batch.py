@@ -41,6 +41,7 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
     """Write ``job.html``; returns how many rows it shows."""
     from groundlens_core.io_formats import output_columns, row_item
     from groundlens_core.stream import _risk_order, read_rows_at, score_chunk
+    from groundlens_core.threads import scoring_threads
     from groundlens_core.trace.batch import trace_from_batch
     from groundlens_core.trace.html import write_html
 
@@ -57,10 +58,11 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
             todo.append(i)
     for start in range(0, len(todo), job.batch_size):
         part = todo[start : start + job.batch_size]
-        for i, res in zip(
-            part,
-            score_chunk([items[i] for i in part], embedder=emb, calibration=calibration, long_context=job.long_context),
-        ):
+        with scoring_threads(job.threads):  # the run's --threads: these rows are often out of the cache
+            scored = score_chunk(
+                [items[i] for i in part], embedder=emb, calibration=calibration, long_context=job.long_context
+            )
+        for i, res in zip(part, scored):
             results[i] = res
     trace = trace_from_batch(rows, items, results, name=job.input.name)
     # name each step after its row in the file, not its place in the report

@@ -507,9 +507,9 @@ class _LocalScorer:
         self.chunk_rows = job.batch_size
 
     def score(self, items: list[dict], start: int) -> list:
-        from groundlens_core.embedding.lanes import encode_lanes
+        from groundlens_core.threads import scoring_threads
 
-        with encode_lanes(self.job.threads or 1):  # scoring threads (groundlens_core/threads.py)
+        with scoring_threads(self.job.threads):  # encode lanes of one torch thread each
             return score_chunk(
                 items, start=start, embedder=self.emb, calibration=self.cal, long_context=self.job.long_context
             )

@@ -13,7 +13,9 @@ model per worker); raise it on a machine whose cores are yours.
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 from groundlens_core.errors import GroundlensInputError
 
@@ -44,3 +46,32 @@ def use_threads(threads: int | None = None) -> int:
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     return n
+
+
+@contextlib.contextmanager
+def scoring_threads(threads: int | None) -> Iterator[None]:
+    """Score inside the block with ``threads`` scoring threads (``None``: 1): encode lanes, and with
+    more than one, torch on one intra-op thread on this thread for the block (restored after).
+
+    Why here and not only in :func:`use_threads`: a Python caller of ``run_evaluate`` (or a Ray
+    worker calling from another thread than ``__init__``'s) has torch's default of one thread per
+    core on its thread; lanes on top of that would oversubscribe the cores they are meant to share.
+    """
+    from groundlens_core.embedding.lanes import encode_lanes
+
+    n = 1 if threads is None else int(threads)
+    before = None
+    if n > 1:
+        import torch
+
+        before = torch.get_num_threads()
+        if before != 1:
+            torch.set_num_threads(1)
+    try:
+        with encode_lanes(n):
+            yield
+    finally:
+        if before is not None and before != 1:
+            import torch
+
+            torch.set_num_threads(before)

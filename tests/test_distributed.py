@@ -68,7 +68,8 @@ def test_score_dataset_gives_the_bytes_of_single_process_scoring(ray_cluster):
     rows = _rows(30)
     rows[4]["response"] = ""  # a bad row: an error, the others scored
     ds = ray.data.from_items(rows, override_num_blocks=4)
-    out = score_dataset(ds, batch_size=7, concurrency=2).take_all()
+    # two scoring threads per worker (encode lanes; the CLI engine test below runs one): the same bits
+    out = score_dataset(ds, batch_size=7, concurrency=2, threads=2).take_all()
     want = [result_columns(r) for r in evaluate_batch(rows)]
     got_by_id = {r["id"]: r for r in out}
     assert len(out) == len(rows)

@@ -229,8 +229,17 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
     try:
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--threads", "1"]) == 0
         assert torch.get_num_threads() == 1
-        # more scoring threads are encode lanes of one torch thread each: the same bytes
+        # more scoring threads are encode lanes of one torch thread each: the same bytes. The texts
+        # are encoded afresh (not from the cache the first run filled), with the lanes in effect.
+        from groundlens_core.embedding.lanes import current_lanes
+        from groundlens_core.scoring import get_default_embedder
+
+        emb = get_default_embedder()
+        encode, lanes_seen = emb.inner.encode, []
+        monkeypatch.setattr(emb.inner, "encode", lambda texts: lanes_seen.append(current_lanes()) or encode(texts))
+        emb.clear()
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o3.csv"), "--threads", "3"]) == 0
+        assert lanes_seen and set(lanes_seen) == {3}, lanes_seen
         assert torch.get_num_threads() == 1
         assert (tmp_path / "o3.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
         capsys.readouterr()
@@ -239,6 +248,33 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
         assert "GROUNDLENS_THREADS" in _one_line_error(capsys)
     finally:
         torch.set_num_threads(before)
+
+
+def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch):
+    """``EvaluateJob(threads=N)`` scores every chunk, the HTML pass's re-scoring too, with N lanes of
+    one torch thread each; a Python caller's own torch thread count is back afterwards."""
+    import torch
+
+    import groundlens_core.stream as stream
+    from groundlens_core.embedding.lanes import current_lanes
+
+    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    score_chunk, seen = stream.score_chunk, []
+
+    def spy(*args, **kwargs):
+        seen.append((current_lanes(), torch.get_num_threads()))
+        return score_chunk(*args, **kwargs)
+
+    monkeypatch.setattr(stream, "score_chunk", spy)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        job = stream.EvaluateJob(input=src, output=tmp_path / "o.csv", html=tmp_path / "r.html", threads=2, progress=False)
+        stream.run_evaluate(job, log=lambda msg: None)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len(seen) == 2 and set(seen) == {(2, 1)}, seen  # the run's chunk and the HTML pass
 
 
 # ---------------------------------------------------------------- nothing lost
