@@ -57,9 +57,11 @@ def scoring_threads(threads: int | None) -> Iterator[None]:
     worker calling from another thread than ``__init__``'s) has torch's default of one thread per
     core on its thread; lanes on top of that would oversubscribe the cores they are meant to share.
     """
-    from groundlens_core.embedding.lanes import encode_lanes
+    from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 
-    n = 1 if threads is None else int(threads)
+    # never more lanes than CPUs this process may use (a container's quota included): each lane is
+    # a thread that computes, so extra ones only contend (--threads 64 on 2 cores: 2 lanes)
+    n = 1 if threads is None else max(1, min(int(threads), usable_cpus()))
     before = None
     if n > 1:
         import torch

@@ -239,7 +239,9 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
         monkeypatch.setattr(emb.inner, "encode", lambda texts: lanes_seen.append(current_lanes()) or encode(texts))
         emb.clear()
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o3.csv"), "--threads", "3"]) == 0
-        assert lanes_seen and set(lanes_seen) == {3}, lanes_seen
+        from groundlens_core.embedding.lanes import usable_cpus
+
+        assert lanes_seen and set(lanes_seen) == {min(3, usable_cpus())}, lanes_seen  # capped at the CPUs
         assert torch.get_num_threads() == 1
         assert (tmp_path / "o3.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
         capsys.readouterr()
@@ -256,8 +258,10 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
     import torch
 
     import groundlens_core.stream as stream
-    from groundlens_core.embedding.lanes import current_lanes
+    from groundlens_core.embedding.lanes import current_lanes, usable_cpus
 
+    if usable_cpus() < 2:
+        pytest.skip("one CPU: scoring threads are capped at 1, nothing to tell apart")
     src = _write_csv(tmp_path / "in.csv", _rows(6))
     score_chunk, seen = stream.score_chunk, []
 
