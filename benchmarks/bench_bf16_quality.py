@@ -22,26 +22,11 @@ import numpy as np
 
 from groundlens_core.embedding import get_embedder
 from groundlens_core.embedding.packed import bf16_supported
+from groundlens_core.metrics import auroc
 from groundlens_core.scoring import evaluate_batch
 
 DATA = Path(os.environ.get("GROUNDLENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
 FAITH_QUESTION = "Summarize the source text."
-
-
-def auroc(y: np.ndarray, s: np.ndarray) -> float:
-    """Mann-Whitney AUROC with ties counted half."""
-    pos, neg = s[y == 1], s[y == 0]
-    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
-    ranks = np.empty(len(order))
-    allv = np.concatenate([pos, neg])[order]
-    i = 0
-    while i < len(allv):  # average ranks over ties
-        j = i
-        while j + 1 < len(allv) and allv[j + 1] == allv[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
 def paired_delta(y: np.ndarray, a: np.ndarray, b: np.ndarray, n: int = 2000) -> tuple[float, float, float]:
@@ -51,8 +36,8 @@ def paired_delta(y: np.ndarray, a: np.ndarray, b: np.ndarray, n: int = 2000) -> 
         idx = rng.integers(0, len(y), len(y))
         if len(set(y[idx])) < 2:
             continue
-        d.append(auroc(y[idx], b[idx]) - auroc(y[idx], a[idx]))
-    return auroc(y, b) - auroc(y, a), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
+        d.append(auroc(b[idx], y[idx]) - auroc(a[idx], y[idx]))
+    return auroc(b, y) - auroc(a, y), float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))
 
 
 def read(name: str) -> list[dict[str, str]]:
@@ -82,7 +67,7 @@ def main() -> int:
         b = np.array([res["bf16"][i].value for i in ok])
         bands = sum(res["fp32"][i].triage != res["bf16"][i].triage for i in ok)
         d, lo, hi = paired_delta(y[ok], a, b)
-        print(f"{name:20s} {'SGI':16s} {auroc(y[ok], a):10.4f} {auroc(y[ok], b):10.4f} {d:+10.4f} [{lo:+.4f}, {hi:+.4f}] "
+        print(f"{name:20s} {'SGI':16s} {auroc(a, y[ok]):10.4f} {auroc(b, y[ok]):10.4f} {d:+10.4f} [{lo:+.4f}, {hi:+.4f}] "
               f"{bands} of {len(ok)} rows; max |SGI diff| {np.abs(a - b).max():.5f}")
         if fixed_q:
             cos = {}
@@ -91,7 +76,7 @@ def main() -> int:
                 c_ = e.encode([e.split(rows[i]["context"])[0] for i in ok])
                 cos[k] = (r_ * c_).sum(1).astype(np.float64)
             d, lo, hi = paired_delta(y[ok], cos["fp32"], cos["bf16"])
-            print(f"{name:20s} {'cos(resp, src)':16s} {auroc(y[ok], cos['fp32']):10.4f} {auroc(y[ok], cos['bf16']):10.4f} "
+            print(f"{name:20s} {'cos(resp, src)':16s} {auroc(cos['fp32'], y[ok]):10.4f} {auroc(cos['bf16'], y[ok]):10.4f} "
                   f"{d:+10.4f} [{lo:+.4f}, {hi:+.4f}]")
         for it in items:
             for t in (it["question"], it["response"]):
