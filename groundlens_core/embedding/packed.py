@@ -60,6 +60,54 @@ LANE_JOB_TOKENS = 1024  # ... and per job when encode lanes share a call's passe
 log = logging.getLogger("groundlens.embedding")
 
 
+def _embed_packed(
+    flat: torch.Tensor,
+    pos: torch.Tensor,
+    total: int,
+    padded: int,
+    word: torch.Tensor,
+    pos_emb: torch.Tensor,
+    type0: torch.Tensor,
+    emb_lnw: torch.Tensor,
+    emb_lnb: torch.Tensor,
+    tile_rows: int,
+    eps: float,
+) -> torch.Tensor:
+    """The packed rows' input embeddings (fp32, ``padded`` rows): shared by both scripted passes."""
+    H = word.shape[1]
+    x = torch.zeros(padded, H, dtype=torch.float32)
+    # HF BERT order: (word + token_type) + position, then LayerNorm. Adds are exact per element.
+    x[:total] = (word[flat] + type0) + pos_emb[pos]
+    for r in range(0, padded, tile_rows):
+        x[r : r + tile_rows] = torch.layer_norm(x[r : r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+    return x
+
+
+def _attend_per_text(qkv: torch.Tensor, ctx: torch.Tensor, lengths: list[int], heads: int) -> None:
+    """Attention of each text over its own packed rows only, written into ``ctx``."""
+    H = ctx.shape[1]
+    hd = H // heads
+    s = 0
+    for n in lengths:
+        # (3, 1, heads, n, hd) views into this text's packed rows only; the 4-D call takes
+        # torch's fused CPU attention kernel
+        blk = qkv[s : s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
+        o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
+        ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
+        s += n
+
+
+def _mean_pool(x: torch.Tensor, lengths: list[int]) -> torch.Tensor:
+    """Each text's mean over its rows, L2-normalised (fp32)."""
+    emb = torch.empty(len(lengths), x.shape[1], dtype=torch.float32)
+    s = 0
+    for i, n in enumerate(lengths):
+        v = x[s : s + n].sum(0) / n
+        emb[i] = v / v.norm().clamp_min(1e-12)
+        s += n
+    return emb
+
+
 def _packed_forward(
     flat: torch.Tensor,
     pos: torch.Tensor,
@@ -80,16 +128,11 @@ def _packed_forward(
     Written in the TorchScript subset so it runs without the GIL (see the module docstring).
     """
     H = word.shape[1]
-    hd = H // heads
     total = 0
     for n in lengths:
         total += n
     padded = (total + tile_rows - 1) // tile_rows * tile_rows
-    x = torch.zeros(padded, H, dtype=torch.float32)
-    # HF BERT order: (word + token_type) + position, then LayerNorm. Adds are exact per element.
-    x[:total] = (word[flat] + type0) + pos_emb[pos]
-    for r in range(0, padded, tile_rows):
-        x[r : r + tile_rows] = torch.layer_norm(x[r : r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+    x = _embed_packed(flat, pos, total, padded, word, pos_emb, type0, emb_lnw, emb_lnb, tile_rows, eps)
     qkv = torch.empty(padded, 3 * H, dtype=torch.float32)
     ctx = torch.zeros(padded, H, dtype=torch.float32)
     inter = layers[0][6].shape[1]
@@ -99,14 +142,7 @@ def _packed_forward(
     for layer in layers:
         for r in range(0, padded, tile_rows):
             torch.addmm(layer[1], x[r : r + tile_rows], layer[0], out=qkv[r : r + tile_rows])
-        s = 0
-        for n in lengths:
-            # (3, 1, heads, n, hd) views into this text's packed rows only; the 4-D call takes
-            # torch's fused CPU attention kernel
-            blk = qkv[s : s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
-            o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
-            ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
-            s += n
+        _attend_per_text(qkv, ctx, lengths, heads)
         for r in range(0, padded, tile_rows):
             torch.addmm(layer[3], ctx[r : r + tile_rows], layer[2], out=buf_o)
             a = torch.layer_norm(buf_o.add_(x[r : r + tile_rows]), [H], layer[4], layer[5], eps)
@@ -122,13 +158,7 @@ def _packed_forward(
                     buf_o.addmm_(part, w)
                 k += w.shape[0]
             x[r : r + tile_rows] = torch.layer_norm(buf_o.add_(a), [H], layer[9], layer[10], eps)
-    emb = torch.empty(len(lengths), H, dtype=torch.float32)
-    s = 0
-    for i, n in enumerate(lengths):
-        v = x[s : s + n].sum(0) / n
-        emb[i] = v / v.norm().clamp_min(1e-12)
-        s += n
-    return emb
+    return _mean_pool(x, lengths)
 
 
 def _packed_forward_bf16(
@@ -156,15 +186,11 @@ def _packed_forward_bf16(
     to the batch, the thread count and the process), but they are not the fp32 pass's bits.
     """
     H = word.shape[1]
-    hd = H // heads
     total = 0
     for n in lengths:
         total += n
     padded = (total + tile_rows - 1) // tile_rows * tile_rows
-    x = torch.zeros(padded, H, dtype=torch.float32)
-    x[:total] = (word[flat] + type0) + pos_emb[pos]
-    for r in range(0, padded, tile_rows):
-        x[r : r + tile_rows] = torch.layer_norm(x[r : r + tile_rows], [H], emb_lnw, emb_lnb, eps)
+    x = _embed_packed(flat, pos, total, padded, word, pos_emb, type0, emb_lnw, emb_lnb, tile_rows, eps)
     qkv = torch.empty(padded, 3 * H, dtype=torch.bfloat16)
     ctx = torch.zeros(padded, H, dtype=torch.bfloat16)
     for layer in layers:
@@ -172,25 +198,14 @@ def _packed_forward_bf16(
             qkv[r : r + tile_rows] = torch.ops.mkldnn._linear_pointwise(
                 x[r : r + tile_rows].to(torch.bfloat16), layer[0], layer[1], "none", [], ""
             )
-        s = 0
-        for n in lengths:
-            blk = qkv[s : s + n].view(1, n, 3, heads, hd).permute(2, 0, 3, 1, 4)
-            o = torch.nn.functional.scaled_dot_product_attention(blk[0], blk[1], blk[2])
-            ctx[s : s + n] = o[0].transpose(0, 1).reshape(n, H)
-            s += n
+        _attend_per_text(qkv, ctx, lengths, heads)
         for r in range(0, padded, tile_rows):
             o1 = torch.ops.mkldnn._linear_pointwise(ctx[r : r + tile_rows], layer[2], layer[3], "none", [], "")
             a = torch.layer_norm(o1.float().add_(x[r : r + tile_rows]), [H], layer[4], layer[5], eps)
             h = torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), layer[6], layer[7], "gelu", [], "none")
             o2 = torch.ops.mkldnn._linear_pointwise(h, layer[8], layer[9], "none", [], "")
             x[r : r + tile_rows] = torch.layer_norm(o2.float().add_(a), [H], layer[10], layer[11], eps)
-    emb = torch.empty(len(lengths), H, dtype=torch.float32)
-    s = 0
-    for i, n in enumerate(lengths):
-        v = x[s : s + n].sum(0) / n
-        emb[i] = v / v.norm().clamp_min(1e-12)
-        s += n
-    return emb
+    return _mean_pool(x, lengths)
 
 
 _SCRIPTED: dict = {}  # python function -> compiled function (or None), filled on first use
