@@ -83,13 +83,31 @@ def test_a_single_call_larger_than_the_byte_bound_is_still_scored(dgi_calibratio
     assert rec.get_trace().steps[0].method == "sgi"
 
 
-def test_get_trace_timeout_returns_scored_so_far_and_marks_the_rest_pending(dgi_calibration):
-    # the worker waits for a quiet spell before scoring; 0.5 s of it could pass on a loaded machine
-    # between the last record() and get_trace(timeout=0), so it is an hour here (a flush ends it)
+def test_the_worker_waits_for_a_quiet_spell_before_the_first_batch(dgi_calibration):
+    # the wake-up for a burst's first call must not count as the end of the burst: with an hour of
+    # quiet asked for and no flush, nothing is taken for scoring however long we look
     rec = Recorder("test", calibration=dgi_calibration, quiet_seconds=3600)
+    rec.start_trace("k", name="quiet")
+    time.sleep(0.3)  # the worker handles the start event and goes idle
+    calls = _calls(5, "k")
+    rec.record(calls[0])  # wakes the idle worker
+    time.sleep(0.3)  # time for a worker that did not wait to take this call (passing needs no timing)
+    for c in calls[1:]:
+        rec.record(c)
+    backlog = rec.backlog()
+    assert (backlog["steps"], backlog["in_flight"]) == (5, 0)
+    assert [s.method for s in rec.get_trace().steps] == ["sgi"] * 5  # a flush ends the wait
+
+
+def test_get_trace_timeout_returns_scored_so_far_and_marks_the_rest_pending(dgi_calibration):
+    rec = Recorder("test", calibration=dgi_calibration)
+    gate = threading.Event()  # the worker cannot finish a batch until the early read is done
+    process = rec._process
+    rec._process = lambda items: (gate.wait(60), process(items))[1]  # type: ignore[method-assign]
     for c in _calls(5, "k"):
         rec.record(c)
     early = rec.get_trace(timeout=0.0)
+    gate.set()
     assert [s.index for s in early.steps] == list(range(5))
     assert all(s.method == "skipped" and s.skip_reason == "pending" for s in early.steps)
     assert early.unscored() == {"overload": 0, "pending": 5}

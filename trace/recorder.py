@@ -350,10 +350,9 @@ class Recorder:
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
                 _LIVE.add(self)
-            wake = self._worker_idle or item[0] == "flush"
-            self._worker_idle = False
-        if wake:
-            self._wake.set()
+            if self._worker_idle or item[0] == "flush":
+                self._worker_idle = False
+                self._wake.set()  # under the lock, so the worker's clear in _take cannot come before it
 
     # ------------------------------------------------------------ reading
 
@@ -457,6 +456,9 @@ class Recorder:
         while True:
             with self._lock:
                 if self._items:
+                    # the wake-up that brought us here is not a flush: clear it, or the quiet wait below
+                    # returns at once and scores the first item of a burst without waiting for the rest
+                    self._wake.clear()
                     break
                 self._worker_idle = True  # the next _submit wakes us
                 self._wake.clear()
