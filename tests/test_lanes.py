@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -248,10 +249,14 @@ def test_a_bad_setting_in_the_environment_does_not_break_the_import():
 
     code = (
         "import groundlens_core.trace.recorder as r; "
-        "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024)"
+        "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024, r._EXIT_FLUSH_SECONDS)"
     )
     env = dict(
-        os.environ, GROUNDLENS_WORKER_LANES="", GROUNDLENS_MAX_PENDING_STEPS="lots", GROUNDLENS_MAX_PENDING_BYTES=""
+        os.environ,
+        GROUNDLENS_WORKER_LANES="",
+        GROUNDLENS_MAX_PENDING_STEPS="lots",
+        GROUNDLENS_MAX_PENDING_BYTES="",
+        GROUNDLENS_EXIT_FLUSH_SECONDS="soon",
     )
     done = subprocess.run(
         [sys.executable, "-c", code],
@@ -262,11 +267,12 @@ def test_a_bad_setting_in_the_environment_does_not_break_the_import():
         cwd=Path(__file__).resolve().parents[1],
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["2", "256", "True"]
+    assert done.stdout.split() == ["2", "256", "True", "10.0"]
     assert "GROUNDLENS_MAX_PENDING_STEPS='lots' is not a whole number" in done.stderr
-    env["GROUNDLENS_WORKER_LANES"] = "1"
+    assert "GROUNDLENS_EXIT_FLUSH_SECONDS='soon' is not a number of seconds" in done.stderr
+    env.update(GROUNDLENS_WORKER_LANES="1", GROUNDLENS_EXIT_FLUSH_SECONDS="2.5")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
-    assert done.stdout.split()[0] == "1"
+    assert done.stdout.split()[0] == "1" and done.stdout.split()[3] == "2.5"
 
 
 def test_the_exit_waits_for_a_helper_still_inside_a_job(tmp_path):
@@ -358,18 +364,14 @@ print("exiting with a backlog of", rec._pending, flush=True)
         assert "exiting with a backlog of" in done.stdout and "terminate called" not in done.stderr
 
 
-def test_a_short_program_that_exits_at_once_still_gets_its_steps_scored(tmp_path):
-    """The worker loads torch on its first batch; a program that records a few steps and ends at once
-    exits while that import runs. Its steps must still be scored by the exit flush (they all became
-    "scoring failed: can't register atexit after shutdown"), with nothing printed at teardown."""
-    import json
-    import subprocess
-    import sys
-
-    out = tmp_path / "steps.json"
-    code = f"""
+def _short_program(out, gate: str = "") -> str:
+    """A program that records three steps and ends at once; its listener writes what the trace's end
+    brought (``gate``: code run first, e.g. to hold the worker back)."""
+    return f"""
 import json
+from groundlens_core.trace import recorder as recorder_module
 from groundlens_core.trace.recorder import CallRecord, Recorder
+{gate}
 
 class Keep:
     def on_trace_end(self, trace):
@@ -383,11 +385,40 @@ for i in range(3):
                           response=f"{{i}} is a number"))
 rec.end_trace("k")
 """
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+
+
+def _run_program(code: str, **env: str):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, env={**os.environ, **env}
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "scoring failed" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-2000:]
+    return done
+
+
+def test_a_short_program_that_exits_at_once_still_gets_its_steps_scored(tmp_path):
+    """The worker loads torch on its first batch; a program that records a few steps and ends at once
+    exits while that import runs. Its steps must still be scored by the exit flush (they all became
+    "scoring failed: can't register atexit after shutdown"), with nothing printed at teardown. The
+    exit waits 10 s by default; a loaded CI machine can take longer to load torch on a niced thread,
+    so the program is given 300 s here (what happens when the time runs out is the next test)."""
+    out = tmp_path / "steps.json"
+    _run_program(_short_program(out), GROUNDLENS_EXIT_FLUSH_SECONDS="300")
     steps = json.loads(out.read_text())
     assert len(steps) == 3 and all(s in ("trusted", "review", "flagged") for s in steps), steps  # scored
+
+
+def test_steps_the_exit_flush_did_not_reach_are_recorded_pending_not_lost(tmp_path):
+    """When the exit's wait runs out before the worker scored anything (held back here until then),
+    the steps still reach the trace and its listeners, unscored, with one warning that says how many."""
+    out = tmp_path / "steps.json"
+    gate = "Recorder._limit_torch_threads = lambda self: recorder_module._EXITING.wait(120)"
+    done = _run_program(_short_program(out, gate), GROUNDLENS_EXIT_FLUSH_SECONDS="0")
+    assert json.loads(out.read_text()) == ["pending"] * 3
+    assert "exited before 3 step(s) of x were scored" in done.stderr, done.stderr[-2000:]
 
 
 @pytest.mark.parametrize(

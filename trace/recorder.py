@@ -60,6 +60,16 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def _env_seconds(name: str, default: float) -> float:
+    """A duration in seconds from the environment (``_env_int``'s rules; negative counts as 0)."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return max(0.0, float(value)) if value else default
+    except ValueError:
+        log.warning("groundlens: %s=%r is not a number of seconds; using %g", name, value, default)
+        return default
+
+
 _BATCH_MAX = 16  # calls to score per batch (events that need no model ride along, so this bounds their wait;
 # per-step cost is within ~10 % from 4 calls a batch up, measured on realistic steps)
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
@@ -87,7 +97,9 @@ WORKER_LANES = _env_int("GROUNDLENS_WORKER_LANES", 2)
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
-_EXIT_FLUSH_SECONDS = 10.0
+#: how long the exit waits for the worker to score what is queued (``GROUNDLENS_EXIT_FLUSH_SECONDS``);
+#: what it has not reached by then is recorded unscored (``skip_reason="pending"``), never dropped
+_EXIT_FLUSH_SECONDS = _env_seconds("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0)
 #: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
 _EXIT_STOP_SECONDS = 60.0
 _EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
@@ -102,8 +114,10 @@ def _flush_at_exit() -> None:
     """Let the workers finish what is queued before the interpreter tears down: a daemon thread
     stopped in the middle of a torch call can abort the whole process (``terminate called ...``,
     exit status 134). When the backlog outlasts ``_EXIT_FLUSH_SECONDS``, the rest is not scored:
-    each busy worker stops after the batch in hand (bounded: ``_BATCH_MAX`` steps) and the exit
-    waits for that, so no worker is inside torch when the interpreter finalizes."""
+    each busy worker ends the batch in hand (bounded: ``_BATCH_MAX`` steps), puts what is still
+    queued on its traces unscored (``skip_reason="pending"``, trace ends delivered, so listeners and
+    exporters still get every step) and stops; the exit waits for that, so no worker is inside torch
+    when the interpreter finalizes."""
     deadline = time.monotonic() + _EXIT_FLUSH_SECONDS
     late = []
     for recorder in list(_LIVE):
@@ -505,6 +519,7 @@ class Recorder:
         self._limit_torch_threads()
         while True:
             if _EXITING.is_set():  # the interpreter is exiting and the flush ran out: stop between batches
+                self._drain_unscored()
                 self._parked.set()
                 threading.Event().wait()  # for good (a daemon thread waiting here is harmless at exit)
             items = self._take()
@@ -520,6 +535,36 @@ class Recorder:
                     if self._pending <= 0:
                         self._pending = 0
                         self._idle.notify_all()
+
+    def _drain_unscored(self) -> None:
+        """At exit, once the flush ran out: every queued item goes on its trace now, the calls that
+        wait for the model as unscored ``pending`` steps (no model is touched), so nothing recorded
+        is lost from the traces and their listeners. One warning says how many and what to raise."""
+        items: list[tuple] = []
+        try:
+            with self._lock:
+                items = list(self._items)
+                self._items.clear()
+                self._inflight = items
+                self._queued_steps = self._queued_bytes = self._flushes = 0
+            items = [(*it[:4], False, 0, it[6] or PENDING) if it[0] == "call" and it[4] else it for it in items]
+            late = sum(1 for it in items if it[0] == "call" and it[6] == PENDING)
+            if late:
+                log.warning(
+                    "groundlens: the program exited before %d step(s) of %s were scored; they are recorded "
+                    "with skip_reason='pending' (GROUNDLENS_EXIT_FLUSH_SECONDS=%g sets how long the exit waits)",
+                    late,
+                    self.framework,
+                    _EXIT_FLUSH_SECONDS,
+                )
+            self._process(items)
+        except Exception:  # pragma: no cover - never block or fail the exit
+            log.debug("groundlens: could not record the unscored steps at exit", exc_info=True)
+        finally:
+            with self._idle:
+                self._inflight = []
+                self._pending = max(0, self._pending - len(items))
+                self._idle.notify_all()
 
     def _process(self, items: list[tuple]) -> None:
         with self._lock:  # a call of a trace already dropped (max_traces) is not worth the model
