@@ -137,6 +137,42 @@ def _flush_at_exit() -> None:
 
 atexit.register(_flush_at_exit)
 
+_ALL: weakref.WeakSet[Recorder] = weakref.WeakSet()  # every recorder (for the fork hooks below)
+_ALL_LOCK = threading.Lock()
+_HELD: list[Recorder] = []  # the recorders whose lock the forking thread holds
+
+
+def _before_fork() -> None:
+    """Hold every recorder's lock across ``fork()``: a lock the worker held at that moment would stay
+    held for good in the child (there is no worker there to release it), so the child's first
+    ``record`` would hang; and the state it guards is whole when nobody holds it. The worker only
+    ever holds it briefly (never while it embeds), so the fork waits at most that long."""
+    _ALL_LOCK.acquire()
+    _HELD[:] = list(_ALL)
+    for recorder in _HELD:
+        recorder._lock.acquire()
+
+
+def _after_fork_in_parent() -> None:
+    for recorder in _HELD:
+        recorder._lock.release()
+    _HELD.clear()
+    _ALL_LOCK.release()
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has no worker: each recorder gets fresh locks and events, and what the parent's
+    worker had in hand goes back to the queue (see ``Recorder._reset_after_fork``)."""
+    global _ALL_LOCK
+    _ALL_LOCK = threading.Lock()
+    for recorder in _HELD:
+        recorder._reset_after_fork()
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+
 
 @dataclass
 class CallRecord:
@@ -247,6 +283,34 @@ class Recorder:
         self._overloaded: set[str] = set()  # trace keys already warned about
         #: calls not scored because of the load, since the recorder started
         self.stats = {"overload": 0, "evicted": 0}
+        with _ALL_LOCK:
+            _ALL.add(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: new locks and events, no worker (the next record or flush starts one).
+        The batch the parent's worker had in hand goes back to the front of the queue, less what it
+        had already put on its traces: it is still counted as pending, and nothing in the child
+        would ever score it (the child's ``flush`` waited out its whole timeout, its steps missing)."""
+        self._lock = threading.RLock()
+        self._idle = threading.Condition(self._lock)
+        self._wake = threading.Event()
+        self._parked = threading.Event()
+        self._worker = None
+        self._worker_idle = True
+        for it in reversed(self._inflight):
+            trace = self._traces.get(it[1].trace_key if it[0] == "call" else it[1]) if it[0] != "flush" else None
+            if (it[0] == "call" and trace is not None and any(s.id == it[3] for s in trace.steps)) or (
+                it[0] == "end" and trace is not None and trace.ended_at is not None
+            ):
+                self._pending -= 1  # done by the parent's worker before the fork
+                continue
+            self._items.appendleft(it)
+            if it[0] == "call" and it[4]:
+                self._queued_steps += 1
+                self._queued_bytes += it[5]
+            elif it[0] == "flush":
+                self._flushes += 1
+        self._inflight = []
 
     # ------------------------------------------------------------ caller side (cheap)
 
