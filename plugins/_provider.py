@@ -49,6 +49,7 @@ import contextlib
 import contextvars
 import functools
 import inspect
+import threading
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -1031,6 +1032,8 @@ class GuardedStream:
         self._reader = reader
         self.response: ProviderResponse | None = None
         self._done = False
+        self._closed = False  # close() was called: a read under way on another thread stops at its next event
+        self._ending = threading.Lock()
         self._parts: list[str] = []
         self._iterator = self._run()
 
@@ -1043,11 +1046,20 @@ class GuardedStream:
         """The text so far (all of it once the stream ended)."""
         return self.response.text if self.response is not None else "".join(self._parts)
 
+    def _claim(self) -> bool:
+        """True for the first of the stream's ends only (its last chunk, its error, a close), which
+        records the call: a close on one thread can meet the end of a read on another."""
+        with self._ending:
+            first, self._done = not self._done, True
+        return first
+
     def _run(self) -> Iterator[str]:
         error: BaseException | None = None
         flagged = None
         try:
             for event in self.raw:
+                if self._closed:  # closed on another thread while this read waited for the event
+                    break
                 try:
                     text = self._reader.add(event)
                 except Exception as exc:
@@ -1057,19 +1069,19 @@ class GuardedStream:
                     self._parts.append(text)
                     yield text
         except GeneratorExit:
-            self._end(None, incomplete=True)
+            if self._claim():
+                self._end(None, incomplete=True)
             raise
         except BaseException as exc:
             error = exc
             raise
         finally:
-            if not self._done:
-                self.response, flagged = self._end(error, incomplete=False)
+            if self._claim():  # a close on another thread that set _closed but has not claimed yet: incomplete
+                self.response, flagged = self._end(error, incomplete=self._closed)
         if flagged is not None:
             raise flagged
 
     def _end(self, error: BaseException | None, *, incomplete: bool) -> tuple[ProviderResponse | None, Any]:
-        self._done = True
         response, flagged = self._guard._finish_stream(self._call, self.raw, self._reader, error, incomplete)
         self.response = response
         return response, flagged
@@ -1081,9 +1093,13 @@ class GuardedStream:
         return next(self._iterator)
 
     def close(self) -> None:
-        """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``)."""
-        self._iterator.close()  # type: ignore[attr-defined]
-        if not self._done:  # closed before the first chunk: the generator never ran
+        """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``).
+        Safe from another thread while one is reading the stream (a "stop" button): that read ends
+        at its next event, or with the SDK's own error for a stream closed under it."""
+        self._closed = True
+        with contextlib.suppress(ValueError):  # "generator already executing": read on another thread now
+            self._iterator.close()  # type: ignore[attr-defined]
+        if self._claim():  # closed before the first chunk (the generator never ran), or mid-read elsewhere
             self._end(None, incomplete=True)
         with contextlib.suppress(Exception):
             self.raw.close()
@@ -1106,6 +1122,8 @@ class AsyncGuardedStream:
         self.response: ProviderResponse | None = None
         self._parts: list[str] = []
         self._done = False
+        self._closed = False  # aclose() was called: a read under way in another task stops at its next event
+        self._ending = threading.Lock()
         self._iterator = self._run()
 
     @property
@@ -1116,10 +1134,18 @@ class AsyncGuardedStream:
     def text(self) -> str:
         return self.response.text if self.response is not None else "".join(self._parts)
 
+    def _claim(self) -> bool:
+        """True for the first of the stream's ends only (see :meth:`GuardedStream._claim`)."""
+        with self._ending:
+            first, self._done = not self._done, True
+        return first
+
     async def _run(self) -> AsyncIterator[str]:
         error: BaseException | None = None
         try:
             async for event in self.raw:
+                if self._closed:  # closed by another task while this read waited for the event
+                    break
                 try:
                     text = self._reader.add(event)
                 except Exception as exc:
@@ -1129,18 +1155,21 @@ class AsyncGuardedStream:
                     self._parts.append(text)
                     yield text
         except GeneratorExit:
-            self._done = True
-            self._guard._finish_stream(self._call, self.raw, self._reader, None, True)
+            if self._claim():
+                self._guard._finish_stream(self._call, self.raw, self._reader, None, True)
             raise
         except BaseException as exc:
             error = exc
             raise
         finally:
-            if error is not None and not self._done:
-                self._done = True
+            if error is not None and self._claim():
                 self._guard._finish_stream(self._call, self.raw, self._reader, error, False)
+        if not self._claim():  # closed by another task while this read was under way: recorded then
+            return
+        if self._closed:  # closed by another task, and this read ended before that close recorded it
+            self._guard._finish_stream(self._call, self.raw, self._reader, None, True)
+            return
         # normal end: score in a worker thread so the event loop keeps going
-        self._done = True
         response, flagged = await asyncio.to_thread(
             self._guard._finish_stream, self._call, self.raw, self._reader, None, False
         )
@@ -1155,9 +1184,11 @@ class AsyncGuardedStream:
         return await self._iterator.__anext__()
 
     async def aclose(self) -> None:
-        await self._iterator.aclose()  # type: ignore[attr-defined]
-        if not self._done:
-            self._done = True
+        """Stop early (see :meth:`GuardedStream.close`); safe while another task is reading."""
+        self._closed = True
+        with contextlib.suppress(RuntimeError):  # "asynchronous generator is already running": another task
+            await self._iterator.aclose()  # type: ignore[attr-defined]
+        if self._claim():
             self._guard._finish_stream(self._call, self.raw, self._reader, None, True)
         with contextlib.suppress(Exception):
             await self.raw.close()
