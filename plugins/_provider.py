@@ -299,6 +299,8 @@ class _Call:
     step_id: str = field(default_factory=new_id)
     metadata: dict[str, Any] = field(default_factory=dict)
     ended: bool = False  # an instrumented stream's step was recorded (it is recorded once)
+    #: guards ``ended``: a stream's close() on one thread can meet the end of its iteration on another
+    ending: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
 
 # ---------------------------------------------------------------- the guard base
@@ -943,9 +945,10 @@ class ProviderGuard(AdapterShell):
             stream.close = functools.wraps(original)(close)
 
     def _stream_ended(self, call: _Call, reader: StreamReader, error: BaseException | None, incomplete: bool) -> None:
-        if call.ended:
-            return
-        call.ended = True
+        with call.ending:  # check and set at once: else both ends could pass the check and record
+            if call.ended:
+                return
+            call.ended = True
         with handle_internal_errors(self, f"record a {call.operation} stream", trace_key=call.key, node=call.node):
             completion = reader.completion()
             meta: dict[str, Any] = {"streaming": True}
