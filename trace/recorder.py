@@ -297,6 +297,10 @@ class Recorder:
         self._parked = threading.Event()
         self._worker = None
         self._worker_idle = True
+        # flush markers: the parent's flush callers do not exist here, and their events' locks may
+        # have been held at the fork; the child's worker sets fresh ones
+        self._items = collections.deque(("flush", threading.Event()) if it[0] == "flush" else it for it in self._items)
+        self._inflight = [("flush", threading.Event()) if it[0] == "flush" else it for it in self._inflight]
         for it in reversed(self._inflight):
             trace = self._traces.get(it[1].trace_key if it[0] == "call" else it[1]) if it[0] != "flush" else None
             if (it[0] == "call" and trace is not None and any(s.id == it[3] for s in trace.steps)) or (
@@ -435,26 +439,27 @@ class Recorder:
     # ------------------------------------------------------------ reading
 
     def flush(self, timeout: float | None = 120.0) -> bool:
-        """Wait until every queued call is scored. Returns False on timeout."""
-        deadline = None if timeout is None else time.monotonic() + timeout
+        """Wait until every call queued before this flush is scored. Returns False on timeout.
+
+        It waits for its own marker in the queue, not for an idle recorder: while other threads
+        keep recording (other agents on a server), the recorder is never idle, and a flush that
+        waited for that returned only at its timeout (and every ``get_trace()`` with it)."""
         with self._lock:
             busy = self._pending > 0
-        if busy:
-            self._submit(("flush",))  # score what is queued now, without waiting for quiet
-        with self._idle:
-            while self._pending:
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self._idle.wait(left)
-        return True
+        if not busy:
+            return True
+        done = threading.Event()
+        self._submit(("flush", done))  # score what is queued now, without waiting for quiet
+        return done.wait(timeout)
 
     def get_trace(self, key: str | None = None, *, wait: bool = True, timeout: float | None = 120.0) -> Trace | None:
         """The trace of root run ``key`` (default: the latest), after pending scores are done.
 
         ``wait`` for at most ``timeout`` seconds (None: no limit); a step still waiting for its score
-        then is in the returned copy as a ``skipped`` step with ``skip_reason="pending"``."""
-        done = self.flush(timeout) if wait else self.idle()
+        then is in the returned copy as a ``skipped`` step with ``skip_reason="pending"`` (as is a
+        step that another thread recorded while the flush ran)."""
+        if wait:
+            self.flush(timeout)
         with self._lock:
             if key is None:
                 if not self._order:
@@ -463,13 +468,14 @@ class Recorder:
             trace = self._traces.get(key)
             if trace is None:
                 return None
-            return self._copy(key, trace, None if done else self._pending_steps())
+            return self._copy(key, trace, self._pending_steps() if self._pending > 0 else None)
 
     def get_traces(self, *, wait: bool = True, timeout: float | None = 120.0) -> list[Trace]:
         """Every kept trace, oldest first; ``wait``/``timeout`` as in :meth:`get_trace`."""
-        done = self.flush(timeout) if wait else self.idle()
+        if wait:
+            self.flush(timeout)
         with self._lock:
-            pending = None if done else self._pending_steps()
+            pending = self._pending_steps() if self._pending > 0 else None
             return [self._copy(k, self._traces[k], pending) for k in self._order]
 
     def idle(self) -> bool:
@@ -599,6 +605,9 @@ class Recorder:
                     if self._pending <= 0:
                         self._pending = 0
                         self._idle.notify_all()
+                for it in items:  # everything queued before these flushes is done now
+                    if it[0] == "flush":
+                        it[1].set()
 
     def _drain_unscored(self) -> None:
         """At exit, once the flush ran out: every queued item goes on its trace now, the calls that

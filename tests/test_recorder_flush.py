@@ -1,0 +1,71 @@
+"""``flush()`` / ``get_trace(timeout=)`` while other threads keep recording: a flush waits for what
+was recorded before it, not for a moment when the whole recorder is idle (under a steady load from
+other agents that moment never comes, and every ``get_trace()`` waited out its whole timeout).
+
+No model is needed (tool steps are recorded unscored). The steady load is forced, not timed: each
+batch the worker handles records one more call before it finishes, so the recorder is never idle."""
+
+from __future__ import annotations
+
+import threading
+
+from groundlens_core.trace.recorder import CallRecord, Recorder
+
+
+def _tool(key: str, i: int) -> CallRecord:
+    return CallRecord(trace_key=key, node="lookup", kind="tool", response=f"result {i}")
+
+
+def test_flush_returns_once_what_came_before_it_is_done_while_others_keep_recording():
+    rec = Recorder("test", quiet_seconds=0.001)
+    busy = threading.Event()
+    more = [0]
+    process = rec._process
+
+    def steady(items):  # another agent's call arrives while each batch is being handled
+        if busy.is_set() and more[0] < 1_000_000:  # bounded: stops when the flush returns
+            more[0] += 1
+            rec.record(_tool("other", more[0]))
+        return process(items)
+
+    rec._process = steady  # type: ignore[method-assign]
+    for i in range(3):
+        rec.record(_tool("mine", i))
+    busy.set()
+    try:
+        done = rec.flush(10)  # the old flush waited for an idle recorder: False after 10 s
+        mine = rec.get_trace("mine", wait=False)
+    finally:
+        busy.clear()
+    assert done is True, f"flush timed out with {more[0]} calls of the other agent handled meanwhile"
+    assert [s.index for s in mine.steps] == [0, 1, 2] and all(s.skip_reason != "pending" for s in mine.steps)
+    assert rec.flush(60)
+
+
+def test_a_call_recorded_while_get_trace_flushes_is_listed_not_left_out():
+    """get_trace's flush returns once what came before it is done; a call another thread recorded
+    meanwhile is still waiting, and the returned copy lists it (as the worker's queue has it)."""
+    rec = Recorder("test", quiet_seconds=0.001)
+    gate, late = threading.Event(), threading.Event()
+    process = rec._process
+
+    def held(items):  # a call of the same trace arrives while the flush's batch is handled; its own
+        if any(it[0] == "flush" for it in items) and not late.is_set():  # batch waits at the gate
+            late.set()
+            rec.record(_tool("k", 9))
+        elif late.is_set() and any(it[0] == "call" and it[1].response == "result 9" for it in items):
+            gate.wait(60)
+        return process(items)
+
+    rec._process = held  # type: ignore[method-assign]
+    for i in range(2):
+        rec.record(_tool("k", i))
+    try:
+        trace = rec.get_trace("k", timeout=30)
+        waiting = not rec.idle()  # read before the gate opens
+    finally:
+        gate.set()
+    assert late.is_set()
+    # the late call is not on the trace yet (its batch waits at the gate): it is listed, not left out
+    assert [s.index for s in trace.steps] == [0, 1, 2] and waiting
+    assert [s.index for s in rec.get_trace("k").steps] == [0, 1, 2]
