@@ -69,3 +69,29 @@ def test_a_call_recorded_while_get_trace_flushes_is_listed_not_left_out():
     # the late call is not on the trace yet (its batch waits at the gate): it is listed, not left out
     assert [s.index for s in trace.steps] == [0, 1, 2] and waiting
     assert [s.index for s in rec.get_trace("k").steps] == [0, 1, 2]
+
+
+def test_the_exit_stops_a_worker_that_still_has_calls_after_the_flush():
+    """At exit, calls can keep coming after the exit flush's marker (an agent on a daemon thread):
+    the flush itself then returns, but the worker must still be stopped between batches (a worker
+    left inside torch while the interpreter finalizes aborts the process). Forced: each batch
+    records one more call, so there is always one after the marker."""
+    import subprocess
+    import sys
+
+    code = """
+import atexit
+seen = {}
+atexit.register(lambda: print("parked", seen["rec"]._parked.is_set(), flush=True))  # runs after the exit flush
+from groundlens_core.trace.recorder import CallRecord, Recorder
+rec = seen["rec"] = Recorder("x", quiet_seconds=0.001)
+process = rec._process
+def steady(items):
+    rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="more"))
+    return process(items)
+rec._process = steady
+rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="first"))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "parked True" in done.stdout, (done.stdout, done.stderr[-2000:])

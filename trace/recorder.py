@@ -122,7 +122,9 @@ def _flush_at_exit() -> None:
     late = []
     for recorder in list(_LIVE):
         try:
-            if not recorder.flush(max(0.0, deadline - time.monotonic())):
+            # late also when calls came in after the flush's marker (a daemon thread still recording):
+            # the worker must not be left scoring them while the interpreter finalizes
+            if not recorder.flush(max(0.0, deadline - time.monotonic())) or not recorder.idle():
                 late.append(recorder)
         except Exception:  # pragma: no cover - never block or fail the exit
             pass
