@@ -357,7 +357,7 @@ class Recorder:
                 self._traces.pop(old, None)
                 self._next_index.pop(old, None)
                 self._overloaded.discard(old)
-        self._submit(("start", key))
+            self._submit(("start", key))  # under the lock: before any call of the trace another thread queues
         return True
 
     def annotate_trace(self, key: str, metadata: dict[str, Any]) -> None:
@@ -374,6 +374,9 @@ class Recorder:
             heavy = self._needs_model(call)
             size = _text_bytes(call) if heavy else 0
             warn = False
+            step_id = call.step_id or new_id()
+            # the index and the place in the queue under one lock: else two threads recording into one
+            # trace (parallel branches) could queue their steps in the other order than their indexes
             with self._lock:
                 index = self._next_index.get(call.trace_key, 0)
                 self._next_index[call.trace_key] = index + 1
@@ -394,6 +397,7 @@ class Recorder:
                 elif heavy:
                     self._queued_steps += 1
                     self._queued_bytes += size
+                self._submit(("call", call, index, step_id, heavy, size, reason))
             if warn:
                 log.warning(
                     "groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
@@ -402,8 +406,6 @@ class Recorder:
                     self.max_pending_bytes,
                     call.trace_key,
                 )
-            step_id = call.step_id or new_id()
-            self._submit(("call", call, index, step_id, heavy, size, reason))
             return step_id
         except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
             log.exception("groundlens: could not record a call")
@@ -414,7 +416,7 @@ class Recorder:
         with self._lock:
             if key not in self._traces:
                 return
-        self._submit(("end", key, error, utc_now()))
+            self._submit(("end", key, error, utc_now()))
 
     def _needs_model(self, call: CallRecord) -> bool:
         """Whether the worker will have to embed this call (not already scored, not skipped)."""
