@@ -95,3 +95,27 @@ rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="first"))
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "parked True" in done.stdout, (done.stdout, done.stderr[-2000:])
+
+
+def test_a_listener_that_reads_the_trace_does_not_stall_the_worker():
+    """Listeners run on the worker's thread; one that asks for the trace (``get_trace()``, which
+    flushes) waited for the worker, i.e. for itself: until its timeout, or for good with none."""
+    rec = Recorder("test", quiet_seconds=0.001)
+    got: list = []
+
+    class Reader:
+        def on_trace_start(self, trace):
+            pass
+
+        def on_step(self, trace, step):
+            pass
+
+        def on_trace_end(self, trace):
+            got.append(rec.get_trace("k", timeout=None))
+
+    rec.add_listener(Reader())
+    rec.record(_tool("k", 0))
+    rec.end_trace("k")
+    rec.record(_tool("other", 1))
+    assert rec.flush(30), "the worker is stuck in its own listener's flush"
+    assert len(got) == 1 and [s.index for s in got[0].steps] == [0]

@@ -452,6 +452,10 @@ class Recorder:
             busy = self._pending > 0
         if not busy:
             return True
+        if threading.current_thread() is self._worker:
+            # a listener (they run on the worker's thread) asking for a trace: the worker cannot wait
+            # for itself; the caller gets what is there now (get_trace lists the rest as pending)
+            return False
         done = threading.Event()
         self._submit(("flush", done))  # score what is queued now, without waiting for quiet
         return done.wait(timeout)
