@@ -53,3 +53,50 @@ def test_two_threads_recording_into_one_trace_keep_the_index_order(monkeypatch):
         t.join(60)
     steps = rec.get_trace("k").steps
     assert [s.index for s in steps] == [0, 1] and seen == [0, 1], ([(s.index, s.node) for s in steps], seen)
+
+
+def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
+    """The worker waits for a quiet spell before a batch; events that need no model (tool steps,
+    trace starts and ends) do not fill a batch. An agent that keeps sending them faster than the
+    quiet spell (forced here: one arrives during every quiet wait) held every step back, unbounded
+    in memory, until it paused."""
+    rec = Recorder("test", quiet_seconds=0.001)
+    rec.start_trace("k")
+    assert rec.flush(60)
+    sent = [0]
+    first_seen: list[int] = []
+    stepped = threading.Event()
+
+    class Listener:
+        def on_trace_start(self, trace):
+            pass
+
+        def on_step(self, trace, step):
+            if not first_seen:
+                first_seen.append(sent[0])
+                stepped.set()
+
+        def on_trace_end(self, trace):
+            pass
+
+    rec.add_listener(Listener())
+    wake = rec._wake
+
+    class Busy:
+        """The worker's event; each quiet wait sees one more event arrive (bounded)."""
+
+        def wait(self, timeout=None):
+            if timeout is not None and sent[0] < 5000 and not first_seen:
+                sent[0] += 1
+                rec.record(CallRecord(trace_key="k", node="tool", kind="tool", response=f"r{sent[0]}"))
+                return False
+            return wake.wait(timeout)
+
+        def __getattr__(self, name):
+            return getattr(wake, name)
+
+    rec._wake = Busy()  # type: ignore[assignment]
+    rec.record(CallRecord(trace_key="k", node="tool", kind="tool", response="r0"))
+    assert stepped.wait(60)  # no flush: a flush ends the quiet wait by itself
+    assert rec.flush(60)
+    assert first_seen and first_seen[0] <= 200, f"the first step reached the listener after {first_seen} more events"

@@ -70,6 +70,9 @@ def _env_seconds(name: str, default: float) -> float:
         return default
 
 
+#: events of any kind queued that end the wait for a quiet spell: an agent that keeps sending events
+#: which need no model (tool steps) faster than ``QUIET_SECONDS`` held every step back, unbounded
+_EVENTS_MAX = 64
 _BATCH_MAX = 16  # calls to score per batch (events that need no model ride along, so this bounds their wait;
 # per-step cost is within ~10 % from 4 calls a batch up, measured on realistic steps)
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
@@ -559,7 +562,12 @@ class Recorder:
         while True:
             with self._lock:
                 seen = len(self._items)
-                if self._queued_steps >= batch or self._flushes or self._queued_bytes * 2 >= self.max_pending_bytes:
+                if (
+                    self._queued_steps >= batch
+                    or self._flushes
+                    or self._queued_bytes * 2 >= self.max_pending_bytes
+                    or seen >= _EVENTS_MAX  # events that need no model keep coming: no quiet spell is near
+                ):
                     break
             self._wake.wait(self._quiet)  # a flush sets it; new events do not
             self._wake.clear()
