@@ -654,6 +654,9 @@ class Recorder:
                 self._inflight = []
                 self._pending = max(0, self._pending - len(items))
                 self._idle.notify_all()
+            for it in items:  # a flush waiting on another thread: what came before it is on its traces
+                if it[0] == "flush":
+                    it[1].set()
 
     def _process(self, items: list[tuple]) -> None:
         with self._lock:  # a call of a trace already dropped (max_traces) is not worth the model
