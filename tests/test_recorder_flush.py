@@ -33,7 +33,7 @@ def test_flush_returns_once_what_came_before_it_is_done_while_others_keep_record
         rec.record(_tool("mine", i))
     busy.set()
     try:
-        done = rec.flush(10)  # the old flush waited for an idle recorder: False after 10 s
+        done = rec.flush(60)  # the old flush waited for an idle recorder: False after 60 s (a niced worker, loaded machine)
         mine = rec.get_trace("mine", wait=False)
     finally:
         busy.clear()
@@ -45,7 +45,10 @@ def test_flush_returns_once_what_came_before_it_is_done_while_others_keep_record
 def test_a_call_recorded_while_get_trace_flushes_is_listed_not_left_out():
     """get_trace's flush returns once what came before it is done; a call another thread recorded
     meanwhile is still waiting, and the returned copy lists it (as the worker's queue has it)."""
-    rec = Recorder("test", quiet_seconds=0.001)
+    # an hour of quiet: the worker takes nothing before get_trace's flush. With a short one it could
+    # score both calls before the flush looked (the test's thread held up for ~1 ms on a loaded
+    # machine), no marker was queued then, and the late call was never recorded
+    rec = Recorder("test", quiet_seconds=3600)
     gate, late = threading.Event(), threading.Event()
     process = rec._process
 
@@ -84,7 +87,9 @@ import atexit
 seen = {}
 atexit.register(lambda: print("parked", seen["rec"]._parked.is_set(), flush=True))  # runs after the exit flush
 from groundlens_core.trace.recorder import CallRecord, Recorder
-rec = seen["rec"] = Recorder("x", quiet_seconds=0.001)
+rec = seen["rec"] = Recorder("x", quiet_seconds=0.001, worker_torch_threads=None)  # no torch import: the
+# flush returns well inside the exit's 10 s (a loaded machine took ~10 s to import it on the niced worker,
+# and the flush then timed out: the path under test, a flush that returns with calls after it, was missed)
 process = rec._process
 def steady(items):
     rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="more"))

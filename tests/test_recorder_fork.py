@@ -34,7 +34,7 @@ def _in_child(work, seconds: float = 120.0) -> dict:
         out: dict = {"hung": True}
         try:
             signal.signal(signal.SIGALRM, signal.SIG_DFL)  # not pytest-timeout's handler
-            signal.alarm(30)  # the default action ends the child: the parent reads nothing
+            signal.alarm(100)  # the default action ends the child: the parent reads nothing
             out = work()
         except BaseException as exc:  # noqa: BLE001 - reported to the parent
             out = {"error": repr(exc)}
@@ -72,7 +72,7 @@ def test_a_child_forked_mid_batch_gets_the_batch_and_its_flush_returns():
     assert entered.wait(60)
 
     def child() -> dict:
-        done = rec.flush(20)
+        done = rec.flush(60)
         trace = rec.get_trace("k", wait=False)
         return {"flushed": done, "steps": [(s.index, s.skip_reason) for s in trace.steps]}
 
@@ -110,7 +110,7 @@ def test_a_child_forked_while_the_worker_holds_the_lock_can_record():
 
     def child() -> dict:
         rec.record(_tool_calls(2, "k")[1])
-        done = rec.flush(20)
+        done = rec.flush(60)
         return {"flushed": done, "steps": len(rec.get_trace("k", wait=False).steps)}
 
     try:
@@ -147,7 +147,7 @@ def test_a_child_forked_midway_through_a_batch_records_each_step_once():
     assert entered.wait(60)
 
     def child() -> dict:
-        done = rec.flush(20)
+        done = rec.flush(60)
         trace = rec.get_trace("k", wait=False)
         return {"flushed": done, "indexes": [s.index for s in trace.steps], "ended": trace.ended_at is not None}
 
