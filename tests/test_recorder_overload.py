@@ -88,7 +88,8 @@ def test_the_worker_waits_for_a_quiet_spell_before_the_first_batch(dgi_calibrati
     # quiet asked for and no flush, nothing is taken for scoring however long we look
     rec = Recorder("test", calibration=dgi_calibration, quiet_seconds=3600)
     rec.start_trace("k", name="quiet")
-    time.sleep(0.3)  # the worker handles the start event and goes idle
+    assert rec.flush(60)  # the worker handles the start event and goes idle (with an hour of quiet, only a
+    # flush makes it take the start: a sleep here left it waiting, so the wake-up below was never tested)
     calls = _calls(5, "k")
     rec.record(calls[0])  # wakes the idle worker
     time.sleep(0.3)  # time for a worker that did not wait to take this call (passing needs no timing)
