@@ -156,3 +156,47 @@ def test_a_child_forked_midway_through_a_batch_records_each_step_once():
     finally:
         gate.set()
     assert got == {"flushed": True, "indexes": [0, 1, 2], "ended": True}, got
+
+
+def test_a_child_forked_while_an_exporter_holds_its_lock_can_export():
+    """The OTel exporter's lock is held by the recorder's worker while it starts a span; a fork at that
+    moment left the lock held for good in the child, whose worker then blocked on it."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from groundlens_core.trace.otel import OTelExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    exporter = OTelExporter(provider)
+    held, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with exporter._lock:
+            held.set()
+            release.wait(120)
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    assert held.wait(60)
+
+    def child() -> dict:
+        # the export runs on the child's main thread: a new thread there can get the id of the dead
+        # holder and so "own" its lock, which would hide the hang (see _in_child)
+        rec = Recorder("test", worker_torch_threads=None)
+        rec.start_trace("k", name="child")
+        rec.record(_tool_calls(1, "k")[0])
+        rec.end_trace("k")
+        trace = rec.get_trace("k", timeout=60)
+        exporter.export(trace)
+        return {"steps": len(trace.steps), "spans": len(spans.get_finished_spans())}
+
+    try:
+        got = _in_child(child)
+    finally:
+        release.set()
+        holder.join(60)
+    assert got.get("hung") is not True, "the child hung on the exporter's lock"
+    assert got == {"steps": 1, "spans": 2}, got  # the root span and the tool step's span

@@ -91,6 +91,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import threading
 import time
 import weakref
@@ -166,6 +167,22 @@ class _Root:
         self.trace = trace  # for the counts when close() ends a trace that never ended
 
 
+#: every exporter, so a forked child can give each a lock of its own (see ``_reset_locks_in_child``)
+_EXPORTERS: weakref.WeakSet[OTelExporter] = weakref.WeakSet()
+
+
+def _reset_locks_in_child() -> None:
+    """A thread (the recorder's worker) can hold an exporter's lock, while it starts a span, at the
+    moment another thread forks; in the child nobody would ever release it, and the child's worker
+    blocked on it for good (its flushes timed out, its exit waited 70 s). The child gets new locks."""
+    for exporter in list(_EXPORTERS):
+        exporter._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_locks_in_child)
+
+
 class OTelExporter:
     """A :class:`~groundlens_core.trace.TraceListener` that turns traces into OpenTelemetry spans.
 
@@ -214,6 +231,7 @@ class OTelExporter:
         self._roots: dict[str, _Root] = {}  # trace.id -> open root span (insertion order = age)
         self._lock = threading.RLock()
         self._failures = 0
+        _EXPORTERS.add(self)
 
     # ------------------------------------------------------------ TraceListener
 
