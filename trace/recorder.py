@@ -46,27 +46,17 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 log = logging.getLogger("groundlens.recorder")
 
 
-def _env_int(name: str, default: int) -> int:
-    """A whole-number setting from the environment, read at import. A value that is not one (a typo,
-    an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's setting must not
-    make the user's agent fail to import."""
+def _env_setting(name: str, default: Any, parse: Any = int, what: str = "a whole number") -> Any:
+    """A setting from the environment, read at import (``parse``: int or float). A value that is not
+    one (a typo, an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's
+    setting must not make the user's agent fail to import."""
     value = os.environ.get(name, "").strip()
     if not value:
         return default
     try:
-        return int(value)
+        return parse(value)
     except ValueError:
-        log.warning("groundlens: %s=%r is not a whole number; using %d", name, value, default)
-        return default
-
-
-def _env_seconds(name: str, default: float) -> float:
-    """A duration in seconds from the environment (``_env_int``'s rules; negative counts as 0)."""
-    value = os.environ.get(name, "").strip()
-    try:
-        return max(0.0, float(value)) if value else default
-    except ValueError:
-        log.warning("groundlens: %s=%r is not a number of seconds; using %g", name, value, default)
+        log.warning("groundlens: %s=%r is not %s; using %s", name, value, what, default)
         return default
 
 
@@ -78,8 +68,8 @@ _BATCH_MAX = 16  # calls to score per batch (events that need no model ride alon
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
 #: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
 #: steps with contexts of ~30 KB each.
-MAX_PENDING_STEPS = _env_int("GROUNDLENS_MAX_PENDING_STEPS", 256)
-MAX_PENDING_BYTES = _env_int("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
+MAX_PENDING_STEPS = _env_setting("GROUNDLENS_MAX_PENDING_STEPS", 256)
+MAX_PENDING_BYTES = _env_setting("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
 OVERLOAD = "overload"  # the backlog was full when the call arrived
 PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
@@ -95,14 +85,14 @@ WORKER_TORCH_THREADS = 1
 #: helper threads, one per spare core, up to this many lanes in all. A lane takes a core only while
 #: the agent leaves it idle (the helpers run at the worker's lower priority and the worker redoes
 #: what a starved helper holds), and the scores are the same bits whatever the lane count.
-WORKER_LANES = _env_int("GROUNDLENS_WORKER_LANES", 2)
+WORKER_LANES = _env_setting("GROUNDLENS_WORKER_LANES", 2)
 #: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
 #: how long the exit waits for the worker to score what is queued (``GROUNDLENS_EXIT_FLUSH_SECONDS``);
 #: what it has not reached by then is recorded unscored (``skip_reason="pending"``), never dropped
-_EXIT_FLUSH_SECONDS = _env_seconds("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0)
+_EXIT_FLUSH_SECONDS = max(0.0, _env_setting("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0, float, "a number of seconds"))
 #: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
 _EXIT_STOP_SECONDS = 60.0
 _EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
@@ -276,7 +266,6 @@ class Recorder:
         self._parked = threading.Event()  # the worker stopped for good (interpreter exit)
         self._worker_idle = True
         self._pending = 0
-        self._idle = threading.Condition(self._lock)
         self._worker: threading.Thread | None = None
         #: bounds of the scoring backlog (public: a plugin's ``cb.recorder.max_pending_steps = ...``)
         self.max_pending_steps = max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps))
@@ -297,7 +286,6 @@ class Recorder:
         had already put on its traces: it is still counted as pending, and nothing in the child
         would ever score it (the child's ``flush`` waited out its whole timeout, its steps missing)."""
         self._lock = threading.RLock()
-        self._idle = threading.Condition(self._lock)
         self._wake = threading.Event()
         self._parked = threading.Event()
         self._worker = None
@@ -615,15 +603,17 @@ class Recorder:
             except Exception:  # pragma: no cover - last line of defence
                 log.exception("groundlens: worker failed on a batch")
             finally:
-                with self._idle:
-                    self._inflight = []
-                    self._pending -= len(items)
-                    if self._pending <= 0:
-                        self._pending = 0
-                        self._idle.notify_all()
-                for it in items:  # everything queued before these flushes is done now
-                    if it[0] == "flush":
-                        it[1].set()
+                self._finish(items)
+
+    def _finish(self, items: list[tuple]) -> None:
+        """The worker is done with ``items``: they leave the pending count, and each flush among them
+        wakes its caller (everything queued before it is on its traces now)."""
+        with self._lock:
+            self._inflight = []
+            self._pending = max(0, self._pending - len(items))
+        for it in items:
+            if it[0] == "flush":
+                it[1].set()
 
     def _drain_unscored(self) -> None:
         """At exit, once the flush ran out: every queued item goes on its trace now, the calls that
@@ -650,13 +640,7 @@ class Recorder:
         except Exception:  # pragma: no cover - never block or fail the exit
             log.debug("groundlens: could not record the unscored steps at exit", exc_info=True)
         finally:
-            with self._idle:
-                self._inflight = []
-                self._pending = max(0, self._pending - len(items))
-                self._idle.notify_all()
-            for it in items:  # a flush waiting on another thread: what came before it is on its traces
-                if it[0] == "flush":
-                    it[1].set()
+            self._finish(items)
 
     def _process(self, items: list[tuple]) -> None:
         with self._lock:  # a call of a trace already dropped (max_traces) is not worth the model
