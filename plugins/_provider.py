@@ -1018,15 +1018,9 @@ def _pop_extras(kwargs: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- the streams of guard calls
 
 
-class GuardedStream:
-    """The text chunks of a guard call's stream, as they arrive; the scored response once it ends.
-
-    Iterate it (``for text in stream``) or use it as a context manager. After the last chunk,
-    ``response`` is the :class:`ProviderResponse` (``response.groundlens_score``); in
-    ``mode="raise"`` a flagged answer raises :class:`GroundlensFlaggedError` at the end of the
-    iteration, after every chunk was yielded. A stream that breaks raises the SDK's own exception
-    and is recorded as an ``error`` step. ``raw`` is the SDK's stream object.
-    """
+class _GuardStreamState:
+    """What the sync and async streams of a guard call share: the SDK stream, the text so far, the
+    response once it ended, and which of its ends records the call."""
 
     def __init__(self, guard: ProviderGuard, call: _Call, raw: Any, reader: StreamReader):
         self._guard = guard
@@ -1034,11 +1028,14 @@ class GuardedStream:
         self.raw = raw
         self._reader = reader
         self.response: ProviderResponse | None = None
-        self._done = False
-        self._closed = False  # close() was called: a read under way on another thread stops at its next event
-        self._ending = threading.Lock()
         self._parts: list[str] = []
-        self._iterator = self._run()
+        self._done = False
+        self._closed = False  # closed: a read under way on another thread or task stops at its next event
+        self._ending = threading.Lock()
+        self._iterator: Any = self._run()
+
+    def _run(self) -> Any:  # the sync or async generator of chunks
+        raise NotImplementedError
 
     @property
     def groundlens_score(self) -> GroundlensScore | None:
@@ -1055,6 +1052,17 @@ class GuardedStream:
         with self._ending:
             first, self._done = not self._done, True
         return first
+
+
+class GuardedStream(_GuardStreamState):
+    """The text chunks of a guard call's stream, as they arrive; the scored response once it ends.
+
+    Iterate it (``for text in stream``) or use it as a context manager. After the last chunk,
+    ``response`` is the :class:`ProviderResponse` (``response.groundlens_score``); in
+    ``mode="raise"`` a flagged answer raises :class:`GroundlensFlaggedError` at the end of the
+    iteration, after every chunk was yielded. A stream that breaks raises the SDK's own exception
+    and is recorded as an ``error`` step. ``raw`` is the SDK's stream object.
+    """
 
     def _run(self) -> Iterator[str]:
         error: BaseException | None = None
@@ -1114,34 +1122,8 @@ class GuardedStream:
         self.close()
 
 
-class AsyncGuardedStream:
+class AsyncGuardedStream(_GuardStreamState):
     """:class:`GuardedStream` for asyncio: ``async for text in stream``."""
-
-    def __init__(self, guard: ProviderGuard, call: _Call, raw: Any, reader: StreamReader):
-        self._guard = guard
-        self._call = call
-        self.raw = raw
-        self._reader = reader
-        self.response: ProviderResponse | None = None
-        self._parts: list[str] = []
-        self._done = False
-        self._closed = False  # aclose() was called: a read under way in another task stops at its next event
-        self._ending = threading.Lock()
-        self._iterator = self._run()
-
-    @property
-    def groundlens_score(self) -> GroundlensScore | None:
-        return None if self.response is None else self.response.groundlens_score
-
-    @property
-    def text(self) -> str:
-        return self.response.text if self.response is not None else "".join(self._parts)
-
-    def _claim(self) -> bool:
-        """True for the first of the stream's ends only (see :meth:`GuardedStream._claim`)."""
-        with self._ending:
-            first, self._done = not self._done, True
-        return first
 
     async def _run(self) -> AsyncIterator[str]:
         error: BaseException | None = None
