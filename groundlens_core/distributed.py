@@ -118,11 +118,9 @@ def score_dataset(
     whole job (a worker that cannot run it fails with a clear error instead of scoring other bits).
     """
     ray = _ray()
-    from groundlens_core.embedding import BACKENDS, default_backend
+    from groundlens_core.embedding import resolve_backend
 
-    backend = backend or default_backend()
-    if backend not in BACKENDS:  # here, in one line, rather than as a traceback from every worker
-        raise GroundlensInputError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    backend = resolve_backend(backend)  # here, in one line, rather than as a traceback from every worker
     if not isinstance(batch_size, int) or batch_size < 1:
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
     cols = ds.columns()

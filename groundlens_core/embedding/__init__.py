@@ -8,12 +8,14 @@ import threading
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.embedding.cache import CachedEmbedder
 from groundlens_core.embedding.resolve import DEFAULT_MODEL_ID, resolve_model_path
+from groundlens_core.errors import GroundlensInputError
 
 __all__ = [
     "Embedder",
     "CachedEmbedder",
     "get_embedder",
     "default_backend",
+    "resolve_backend",
     "DEFAULT_MODEL_ID",
     "BACKENDS",
     "resolve_model_path",
@@ -42,6 +44,14 @@ def default_backend() -> str:
     return "packed-bf16" if bf16_supported() else "packed-torch"
 
 
+def resolve_backend(backend: str | None = None) -> str:
+    """``backend``, or :func:`default_backend` when None; an unknown name is a one-line error."""
+    backend = backend or default_backend()
+    if backend not in BACKENDS:
+        raise GroundlensInputError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    return backend
+
+
 _lock = threading.Lock()
 _shared: dict[tuple[str, str], CachedEmbedder] = {}
 
@@ -52,9 +62,7 @@ def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | Non
     Thread-safe; the returned object wraps the backend in a bounded LRU cache, so a question or
     context repeated across an agent run or a batch is embedded once.
     """
-    backend = backend or default_backend()
-    if backend not in BACKENDS:
-        raise ValueError(f"unknown embedding backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    backend = resolve_backend(backend)
     path, model_id = resolve_model_path(model)
     key = (str(path), backend)
     with _lock:
