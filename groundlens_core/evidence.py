@@ -29,10 +29,11 @@ from typing import Mapping
 import numpy as np
 
 from groundlens_core.content import content_tokens, source_keys
+from groundlens_core.factcheck import ContextFacts, check_facts, context_facts
 from groundlens_core.results import Evidence, SentenceEvidence, UnsupportedToken
 from groundlens_core.sentences import TextSpan, split_sentences
 
-__all__ = ["EvidencePlan", "plan_evidence", "build_evidence", "context_keys"]
+__all__ = ["EvidencePlan", "plan_evidence", "build_evidence", "context_keys", "plan_context_facts"]
 
 
 def _spans(text: str) -> list[TextSpan]:
@@ -65,12 +66,24 @@ def context_keys(context: str) -> frozenset[str]:
     return source_keys(context)
 
 
+def plan_context_facts(plan: EvidencePlan) -> ContextFacts:
+    """The context's facts (amounts, durations, dates, names ... with their anchors), once per context."""
+    return context_facts(plan.context, plan.context_spans)
+
+
 def build_evidence(
-    plan: EvidencePlan, vectors: Mapping[str, np.ndarray], keys: frozenset[str] | None = None
+    plan: EvidencePlan,
+    vectors: Mapping[str, np.ndarray],
+    keys: frozenset[str] | None = None,
+    facts: ContextFacts | None = None,
 ) -> Evidence:
     """Evidence from the plan and the embedding of each planned sentence (``vectors[text]``, unit rows)."""
     keys = context_keys(plan.context) if keys is None else keys
+    facts = plan_context_facts(plan) if facts is None else facts
     ctx = np.stack([np.asarray(vectors[s.text], dtype=np.float64) for s in plan.context_spans])
+    checked = check_facts(plan.response_spans, facts)
+    # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
+    covered = [(f.start, f.end) for f in checked if f.status == "supported"]
     sentences: list[SentenceEvidence] = []
     total = absent_total = 0
     for span in plan.response_spans:
@@ -78,7 +91,11 @@ def build_evidence(
         best = int(np.argmax(sims))
         passage = plan.context_spans[best]
         tokens = content_tokens(span.text, span.start)
-        absent = tuple(UnsupportedToken(t.text, t.kind, t.start, t.end) for t in tokens if t.key not in keys)
+        absent = tuple(
+            UnsupportedToken(t.text, t.kind, t.start, t.end)
+            for t in tokens
+            if t.key not in keys and not any(a <= t.start and t.end <= b for a, b in covered)
+        )
         total += len(tokens)
         absent_total += len(absent)
         sentences.append(
@@ -108,4 +125,5 @@ def build_evidence(
         weakest=weakest,
         sentences=tuple(sentences),
         context_passages=len(plan.context_spans),
+        facts=checked,
     )

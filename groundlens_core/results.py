@@ -58,6 +58,34 @@ class UnsupportedToken:
 
 
 @dataclass(frozen=True)
+class FactFinding:
+    """One specific fact of the response (an amount, a duration, a date, a name ...) checked against
+    the context: ``supported``, ``contradicted`` (the context states another value about the same
+    thing: ``source`` says what) or ``unsupported`` (the context states nothing of the kind).
+    Offsets index the response; ``sentence`` indexes the evidence's sentences."""
+
+    text: str
+    kind: str
+    start: int
+    end: int
+    sentence: int
+    status: str  # "supported" | "contradicted" | "unsupported" | "unverified" (shown, never flags)
+    source: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status in ("contradicted", "unsupported")
+
+    def describe(self) -> str:
+        """``25% — the source says 15%`` / ``Volta World Pass — not in the source``."""
+        if self.status == "contradicted" and self.source:
+            return f"{self.text} \u2014 the source says {self.source}"
+        if self.status == "unsupported":
+            return f"{self.text} \u2014 not in the source"
+        return self.text
+
+
+@dataclass(frozen=True)
 class SentenceEvidence:
     """One response sentence, its best-supporting context passage, and what the context lacks.
 
@@ -100,10 +128,15 @@ class Evidence:
     sentences: tuple[SentenceEvidence, ...]
     context_passages: int
     splitter: str = "groundlens-sentences/1"
+    #: every specific fact of the response, checked against the context (see factcheck.py)
+    facts: tuple[FactFinding, ...] = ()
 
     @property
     def weakest_sentence(self) -> SentenceEvidence | None:
         return None if self.weakest is None else self.sentences[self.weakest]
+
+    def failed_facts(self) -> list[FactFinding]:
+        return [f for f in self.facts if f.failed]
 
     def unsupported(self) -> list[UnsupportedToken]:
         return [u for s in self.sentences for u in s.unsupported]
@@ -112,6 +145,7 @@ class Evidence:
     def from_dict(cls, d: dict[str, Any]) -> Evidence:
         d = dict(d)
         d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
+        d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
         return cls(**d)
 
 

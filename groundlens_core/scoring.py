@@ -24,19 +24,18 @@ from groundlens_core.bands import (
     EPSILON,
     SGI_DEGENERATE_HIGH,
     TRIAGE_NOTE,
-    combined_band,
     explain,
     explain_support,
     normalize,
-    rank_value,
     triage,
 )
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
+from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support
 from groundlens_core.errors import GroundlensError, GroundlensInputError
-from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_evidence
+from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_context_facts, plan_evidence
 from groundlens_core.results import (
     DGIResult,
     Evidence,
@@ -182,6 +181,11 @@ def _weakest_text(ev: Evidence) -> str | None:
     return None if s is None else quote_sentence(s.text)
 
 
+def _opening(decision: Decision) -> str:
+    """The explanation's first clause: the score that is ranked, its band and why."""
+    return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
+
+
 def _sgi_result(
     raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item, ev: Evidence | None
 ) -> SGIResult:
@@ -191,22 +195,17 @@ def _sgi_result(
         detail = _same_point(item.response, item.context or "", "its context")
     elif raw == 0.0 and d_rq < EPSILON:
         detail = _same_point(item.response, item.question or "", "the question")
-    band, explanation, support = sgi_band, explain("sgi", raw, sgi_band, detail), None
+    decision = decide_sgi(raw, ev)
+    text = _opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
     if ev is not None:
-        support = ev.support
-        band = combined_band(raw, ev.support, ev.content_tokens)
-        text = explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
-        if band != sgi_band:
-            text += f" Triage: {band} (support below 0.80 flags the response whatever SGI says)."
-        explanation = f"{text} ({TRIAGE_NOTE})"
     return SGIResult(
         method="sgi",
         value=raw,
         normalized=normalize("sgi", raw),
-        flagged=band == "flagged",
-        triage=band,
-        explanation=explanation,
+        flagged=decision.band == "flagged",
+        triage=decision.band,
+        explanation=f"{text} ({TRIAGE_NOTE})",
         fingerprint=emb.fingerprint,
         backend=emb.backend,
         version=__version__,
@@ -214,8 +213,8 @@ def _sgi_result(
         d_response_context=d_rc,
         context_mode=mode,
         context_chunks=chunks,
-        rank=rank_value("sgi", raw, support),
-        support=support,
+        rank=decision.score,
+        support=None if ev is None else ev.support,
         evidence=ev,
     )
 
@@ -223,38 +222,38 @@ def _sgi_result(
 def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Item) -> DGIResult:
     band = triage("dgi", raw)
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
+    decision = decide_dgi(raw)
     return DGIResult(
         method="dgi",
         value=raw,
         normalized=normalize("dgi", raw),
-        flagged=band == "flagged",
-        triage=band,
-        explanation=explain("dgi", raw, band, detail),
+        flagged=decision.band == "flagged",
+        triage=decision.band,
+        explanation=f"{_opening(decision)} {explain('dgi', raw, band, detail)}",
         fingerprint=emb.fingerprint,
         backend=emb.backend,
         version=__version__,
         displacement_norm=norm,
         direction=cal.direction_id,
-        rank=rank_value("dgi", raw, None),
+        rank=decision.score,
     )
 
 
 def _support_result(ev: Evidence, emb) -> SupportResult:
-    # a response with no content token to look for cannot earn a strong pass: review it
-    band = triage("support", ev.support) if ev.content_tokens else "review"
+    decision = decide_support(ev)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     return SupportResult(
         method="support",
         value=ev.support,
         normalized=normalize("support", ev.support),
-        flagged=band == "flagged",
-        triage=band,
-        explanation=f"{text} No question: scored against the context alone. ({TRIAGE_NOTE})",
+        flagged=decision.band == "flagged",
+        triage=decision.band,
+        explanation=f"{_opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})",
         fingerprint=emb.fingerprint,
         backend=emb.backend,
         version=__version__,
         evidence=ev,
-        rank=rank_value("support", ev.support, None),
+        rank=decision.score,
     )
 
 
@@ -281,15 +280,15 @@ def _score_items(
             ev_plans[i] = plan_evidence(it.response, it.context)
     sent_texts = list(dict.fromkeys(t for plan in ev_plans.values() for t in plan.texts()))
     sent_vecs = dict(zip(sent_texts, embed_many(emb, sent_texts))) if sent_texts else {}
-    keys_of: dict[str, frozenset[str]] = {}
+    keys_of: dict[str, tuple] = {}
     out: list[GroundlensScore] = []
     k = 0
     for i, it in enumerate(items):
         ev = None
         if i in ev_plans:
-            if it.context not in keys_of:
-                keys_of[it.context] = context_keys(it.context)  # type: ignore[arg-type,index]
-            ev = build_evidence(ev_plans[i], sent_vecs, keys_of[it.context])  # type: ignore[index]
+            if it.context not in keys_of:  # once per distinct context
+                keys_of[it.context] = (context_keys(it.context), plan_context_facts(ev_plans[i]))  # type: ignore[arg-type,index]
+            ev = build_evidence(ev_plans[i], sent_vecs, *keys_of[it.context])  # type: ignore[index]
         if it.question is None:
             out.append(_support_result(ev, emb))  # type: ignore[arg-type]
             continue

@@ -1,0 +1,120 @@
+"""The band of a result and its one risk value: the number shown everywhere is the number ranked.
+
+The band is decided from the evidence, in this order:
+
+- **flagged** ("review first"): a specific fact of the response (an amount, a duration, a date, a
+  name ...) is contradicted by its source or absent from it; or at least half of the response's
+  content words are absent from the source (``support < 0.50``) while SGI is below 0.95: it ignores
+  its source. With no question, support below 0.50 alone. Without a context: DGI at or below the
+  method's pass mark (0.30).
+- **trusted**: every fact is in the source, SGI is a strong pass (> 1.20) and support is at least
+  0.80 (support above 0.95 when there is no question, so no SGI).
+- **review**: the rest. Weaker word evidence (a paraphrase, a response that leans only weakly toward
+  its context, SGI below 0.95) means review, never flagged: words rank, facts flag. A response
+  scored without a context (DGI) is never trusted: no context, weak signal.
+
+The **score** is in [0, 1], higher = better grounded, and a function of the band first: flagged
+scores lie in [0, 1/3), review in [1/3, 2/3), trusted in [2/3, 1]. Within a band it follows the
+word-level evidence (the mean of normalized SGI and support; support alone without a question;
+normalized DGI without a context), halved for each failed fact. So a flagged result never shows a
+higher score than a trusted one, and sorting by the score is sorting by the band, then the evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from groundlens_core.bands import Triage, normalize, triage
+from groundlens_core.results import Evidence
+
+__all__ = ["Decision", "decide_sgi", "decide_support", "decide_dgi", "band_of_score", "SCORE_EDGES"]
+
+#: scores below the first edge are flagged, below the second review, the rest trusted
+SCORE_EDGES = (1 / 3, 2 / 3)
+_BAND_START = {"flagged": 0.0, "review": SCORE_EDGES[0], "trusted": SCORE_EDGES[1]}
+IGNORES_SOURCE = 0.50  # support below this: at least half the content words are not in the source
+STRONG_SUPPORT = 0.80  # with SGI > 1.20: trusted
+STRONG_SUPPORT_ALONE = 0.95  # no question: trusted on support alone
+MAX_FACTS_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Decision:
+    band: Triage
+    score: float  # in the band's third of [0, 1]
+    reason: str  # why the band, in a few words (the explanation's first clause)
+
+
+def band_of_score(score: float) -> Triage:
+    """The band a score lies in (the inverse of the banding in :func:`_score`)."""
+    if score < SCORE_EDGES[0]:
+        return "flagged"
+    return "review" if score < SCORE_EDGES[1] else "trusted"
+
+
+def _score(band: Triage, evidence_value: float, failed: int = 0) -> float:
+    inner = min(max(evidence_value, 0.0), 1.0) * 0.5**failed
+    return _BAND_START[band] + min(inner, 0.999) / 3.0
+
+
+def _facts_reason(ev: Evidence) -> str:
+    failed = ev.failed_facts()
+    shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
+    more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
+    what = "a specific fact is" if len(failed) == 1 else f"{len(failed)} specific facts are"
+    return f"{what} not supported by the source: {shown}{more}"
+
+
+def _words_reason(ev: Evidence) -> str:
+    absent, total = ev.unsupported_tokens, ev.content_tokens
+    return f"{absent} of its {total} content words are not in the source; it may ignore its source"
+
+
+def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
+    """SGI with (or, with ``evidence=False``, without) sentence evidence."""
+    sgi_band = triage("sgi", raw)
+    if ev is None:  # SGI alone: the method's own bands
+        reason = {
+            "flagged": "SGI is below 0.95: the response is no closer to its context than to the question",
+            "review": "SGI leans only weakly toward the context",
+            "trusted": "SGI is a strong pass",
+        }[sgi_band]
+        return Decision(sgi_band, _score(sgi_band, normalize("sgi", raw)), reason)
+    base = (normalize("sgi", raw) + normalize("support", ev.support)) / 2.0
+    failed = len(ev.failed_facts())
+    if failed:
+        return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
+    if ev.content_tokens and ev.support < IGNORES_SOURCE and sgi_band == "flagged":
+        return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
+    if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
+        return Decision("trusted", _score("trusted", base), "every fact it states is in the source")
+    if sgi_band == "flagged":
+        why = "the facts it states are in the source, but it is no closer to its context than to the question"
+    elif sgi_band == "review":
+        why = "the facts it states are in the source, but it leans only weakly toward its context"
+    else:
+        why = "the facts it states are in the source, but much of its wording is not"
+    return Decision("review", _score("review", base), why)
+
+
+def decide_support(ev: Evidence) -> Decision:
+    """No question: the response against its context alone."""
+    failed = len(ev.failed_facts())
+    if failed:
+        return Decision("flagged", _score("flagged", ev.support, failed), _facts_reason(ev))
+    if not ev.content_tokens:
+        return Decision("review", _score("review", ev.support), "it has no content words to check")
+    if ev.support < IGNORES_SOURCE:
+        return Decision("flagged", _score("flagged", ev.support), _words_reason(ev))
+    if ev.support > STRONG_SUPPORT_ALONE:
+        return Decision("trusted", _score("trusted", ev.support), "its facts and nearly all its words are in the source")
+    return Decision("review", _score("review", ev.support), "its facts are in the source, but some of its words are not")
+
+
+def decide_dgi(raw: float) -> Decision:
+    """No context: DGI is a weak signal, so it can flag or ask for review, never trust."""
+    if triage("dgi", raw) == "flagged":
+        return Decision(
+            "flagged", _score("flagged", normalize("dgi", raw)), "no context, and DGI is at or below its pass mark"
+        )
+    return Decision("review", _score("review", normalize("dgi", raw)), "no context: a weak signal")

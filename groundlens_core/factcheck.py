@@ -1,0 +1,185 @@
+"""Check each fact of a response against the facts its context states about the same thing.
+
+The rule (one parameter-free comparison, so that it can be explained to a reviewer):
+
+1. The context's facts of the same dimension are the *candidates* ("25%" competes with every
+   percentage in the context; "2 weeks" with every duration, "14 days" included).
+2. Each candidate's *anchor* is the set of content words of its clause (the words around it up to
+   a comma, semicolon, bracket or a "but"/"unless"/"while"); the response fact has one too. The
+   candidates whose anchors share the most words with the response fact's anchor are the ones the
+   context states *about the same thing*.
+3. The fact is **supported** when one of those best-anchored candidates has the same value. It is
+   **contradicted** when they all state another value (the explanation names it: "25% — the source
+   says 15%"), including when the same value appears elsewhere in the context about something else
+   ("14 days" of a renewal reminder is no support for a 14-day refund window). It is **unsupported**
+   when the context states nothing of that dimension at all.
+
+A bare count ("3 attempts") with no count in the context is supported when the context states the
+same number in any form; a name is supported when its words occur in the context. Names compete
+only with context names that share a word with them ("Volta World Pass" against "Volta Boost").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from groundlens_core.content import STOP_WORDS, content_tokens
+from groundlens_core.facts import MONTHS, UNITS, Fact, extract_facts
+from groundlens_core.results import FactFinding
+from groundlens_core.sentences import TextSpan
+
+__all__ = ["ContextFacts", "context_facts", "check_facts"]
+
+_CLAUSE_BREAK = re.compile(r"[;()\[\]\u2013\u2014]|[,:](?=\s)|\s-\s|\b(?:but|unless|while|whereas|although|though|except)\b", re.I)
+_JOIN = re.compile(r"\b(?:and|or)\b", re.I)
+_NOT_ANCHOR = frozenset(UNITS) | frozenset(MONTHS) | {"per", "cent", "percent", "o'clock"}
+_NOT_ANCHOR |= {"but", "unless", "while", "whereas", "although", "though", "except"}
+
+
+@dataclass(frozen=True)
+class _Mention:
+    fact: Fact
+    anchor: dict[str, float]
+
+
+@dataclass(frozen=True)
+class ContextFacts:
+    """The facts of one context, each with its anchor; computed once per context."""
+
+    mentions: tuple[_Mention, ...]
+    words: frozenset[str]  # every folded word of the context (for names)
+    phrases: str  # the context's words, folded, space-separated and padded (for name phrases)
+    numbers: frozenset[float]  # every number the context states, in any dimension
+
+
+def _anchor(sentence: str, offset: int, fact: Fact, sentence_facts: Sequence[Fact]) -> dict[str, float]:
+    """Content-word keys of the sentence around ``fact``, each weighted by nearness: 1 in the fact's
+    own clause, halved for each clause further out. Numbers, amounts and dates are left out;
+    names stay (they say what a value is about). A clause ends at a comma, semicolon, colon,
+    bracket or dash, at "but", "unless", "while" ..., and at an "and"/"or" that joins another fact of
+    the same kind ("21 days and DVDs for 7 days")."""
+    lo, hi = fact.start - offset, fact.end - offset
+    punct = [m.start() for m in _CLAUSE_BREAK.finditer(sentence)]
+    cuts = list(punct)
+    same_kind = [f.start - offset for f in sentence_facts if f.dim != "name"]
+    for m in _JOIN.finditer(sentence):
+        before = max((c for c in punct if c < m.start()), default=-1)
+        after = min((c for c in punct if c >= m.end()), default=len(sentence))
+        if any(before < x < m.start() for x in same_kind) and any(m.end() <= x < after for x in same_kind):
+            cuts.append(m.start())
+    spans = [(f.start - offset, f.end - offset) for f in sentence_facts if f.dim != "name" or f is fact]
+    out: dict[str, float] = {}
+    for t in content_tokens(sentence):
+        low = t.text.lower().replace("\u2019", "'")
+        if low in _NOT_ANCHOR or low.split("'")[0] in STOP_WORDS:
+            continue
+        if t.key.startswith("#") and not low.isalpha():  # digits are facts; "first", "second" are words
+            continue
+        if any(s <= t.start < e for s, e in spans):
+            continue
+        a, b = (t.end, lo) if t.end <= lo else (hi, t.start)
+        apart = sum(1 for c in cuts if a <= c < b)
+        key = low if t.key.startswith("#") else t.key
+        out[key] = max(out.get(key, 0.0), 0.5**apart)
+    return out
+
+
+def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
+    return sum(w * b[k] for k, w in a.items() if k in b)
+
+
+def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
+    mentions = []
+    for span in spans:
+        facts = extract_facts(span.text, span.start)
+        mentions.extend(_Mention(f, _anchor(span.text, span.start, f, facts)) for f in facts)
+    numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
+    numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
+    folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
+    return ContextFacts(tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers))
+
+
+def _same(a: Fact, b: Fact) -> bool:
+    if a.dim == "name":  # "Johnstone" names "Denny Johnstone"; "The Thicket" is "Thicket"
+        x, y = str(a.value).split(), str(b.value).split()
+        x, y = (x, y) if len(x) <= len(y) else (y, x)
+        return any(y[k : k + len(x)] == x for k in range(len(y) - len(x) + 1))
+    if isinstance(a.value, str) or isinstance(b.value, str):
+        if a.dim == "date":
+            x, y = str(a.value).split("-"), str(b.value).split("-")
+            return x[:2] == y[:2] and (len(x) < 3 or len(y) < 3 or x[2] == y[2])
+        return a.value == b.value
+    if a.approx and a.approx != b.approx and isinstance(a.value, float) and isinstance(b.value, float):
+        # "more than $160 million" is borne out by $181,674,817; "about 20" by 19 or 21
+        if a.value == b.value:
+            return True
+        if a.approx == ">":
+            return b.value > a.value
+        if a.approx == "<":
+            return b.value < a.value
+        return abs(a.value - b.value) <= 0.1 * max(abs(a.value), abs(b.value))
+    if a.dim == "time" and "12h" in (a.noun, b.noun):  # "12:30" without am/pm: either half of the day
+        return abs(a.value - b.value) % 720 == 0
+    return abs(a.value - b.value) <= 1e-9 * max(1.0, abs(a.value), abs(b.value))
+
+
+def _candidates(fact: Fact, ctx: ContextFacts) -> list[_Mention]:
+    if fact.dim == "name":
+        mine = set(str(fact.value).split())
+        return [m for m in ctx.mentions if m.fact.dim == "name" and mine & set(str(m.fact.value).split())]
+    if fact.dim == "count":  # "3 attempts" competes with other counts of attempts only
+        mine = set(fact.noun.split())
+        return [m for m in ctx.mentions if m.fact.dim == "count" and mine & set(m.fact.noun.split())]
+    if fact.dim == "label":
+        head = str(fact.value).split()[0]
+        return [m for m in ctx.mentions if m.fact.dim == "label" and str(m.fact.value).split()[0] == head]
+    return [m for m in ctx.mentions if m.fact.dim == fact.dim]
+
+
+def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence: int) -> FactFinding:
+    if fact.dim == "name":
+        words = str(fact.value).split()
+        if not all(w in ctx.words for w in re.findall(r"[^\W_]+", str(fact.value))):
+            pass  # a word the context never uses: compete below, or unsupported
+        elif f" {' '.join(words)} " not in ctx.phrases or not _candidates(fact, ctx):
+            return _finding(fact, sentence, "supported", None)  # every word is there (perhaps split otherwise)
+    cands = _candidates(fact, ctx)
+    if not cands:
+        if fact.dim == "count" and float(fact.value) in ctx.numbers:  # type: ignore[arg-type]
+            return _finding(fact, sentence, "supported", None)
+        if fact.dim == "count" and not fact.text[:1].isdigit() and float(fact.value) <= 12:  # type: ignore[arg-type]
+            # "the two teams", "three players": a small count in words that a summary may infer from a list
+            return _finding(fact, sentence, "unverified", None)
+        return _finding(fact, sentence, "unsupported", None)
+    overlap = [_overlap(anchor, m.anchor) for m in cands]
+    best = max(overlap)
+    top = [m for m, o in zip(cands, overlap) if o == best]
+    if any(_same(fact, m.fact) for m in top):
+        return _finding(fact, sentence, "supported", None)
+    # the value is stated about something else: support, unless the response repeats the words of a
+    # passage that states another value (two or more shared words, half of the fact's own clause)
+    own = {k for k, w in anchor.items() if w == 1.0}
+    shared = len(own & {k for m in top for k, w in m.anchor.items() if w == 1.0})
+    strong = shared >= 2 and 2 * shared >= len(own)
+    if not strong and any(_same(fact, m.fact) for m in cands):
+        return _finding(fact, sentence, "supported", None)
+    says = "; ".join(dict.fromkeys(m.fact.text for m in top))
+    return _finding(fact, sentence, "contradicted", says)
+
+
+def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> FactFinding:
+    return FactFinding(
+        text=fact.text, kind=fact.dim, start=fact.start, end=fact.end, sentence=sentence, status=status, source=source
+    )
+
+
+def check_facts(response_spans: Sequence[TextSpan], ctx: ContextFacts) -> tuple[FactFinding, ...]:
+    """Every fact of every response sentence, checked (``sentence`` indexes ``response_spans``)."""
+    out = []
+    for i, span in enumerate(response_spans):
+        facts = extract_facts(span.text, span.start)
+        for f in facts:
+            out.append(_check_one(f, _anchor(span.text, span.start, f, facts), ctx, i))
+    return tuple(out)

@@ -1,0 +1,568 @@
+"""Specific facts of a sentence: amounts, quantities with their unit, percentages, times, dates, names.
+
+Why: an embedding and a word count both treat "25%" like "like". A response that copies its source
+and changes one number keeps nearly every word, so it looks better grounded than a correct answer in
+other words. Facts are what a reader acts on, so they are extracted and normalised here and checked
+one by one against the context in :mod:`groundlens_core.factcheck`.
+
+A :class:`Fact` has a *dimension* (what it measures: ``money:GBP``, ``duration``, ``percent``,
+``time``, ``date``, ``count``, ``name`` ...) and a value in that dimension's base unit, so that
+"two weeks" = "14 days", "24 months" = "2 years", "$12" = "12 dollars", "€5,000" = "5,000 euros",
+"15 per cent" = "15%", "3 pm" = "15:00" = "three in the afternoon", "30 April" = "April 30".
+Number words ("forty-eight", "a dozen", "twice", "half") are read with ``text2num``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from text_to_num import text2num
+
+__all__ = ["Fact", "extract_facts", "UNITS"]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One specific fact: ``dim`` and ``value`` compare; ``text`` and ``[start, end)`` locate it."""
+
+    dim: str  # "money:GBP" | "percent" | "duration" | "month" | "business day" | "time" | "date" | "count" | "name" ...
+    value: float | str  # numbers in the dimension's base unit; names and labels as folded text
+    text: str  # as written
+    start: int
+    end: int
+    noun: str = ""  # the noun a bare count attaches to ("3 attempts" -> "attempt")
+    approx: str = ""  # ">" ("more than", "over"), "<" ("less than", "under"), "~" ("about", "nearly")
+
+    def shown(self) -> str:
+        return self.text
+
+
+# ---------------------------------------------------------------- units
+
+#: unit word (lower case) -> (dimension, factor to the dimension's base unit)
+UNITS: dict[str, tuple[str, float]] = {}
+
+
+def _units(dim: str, factor: float, *words: str) -> None:
+    for w in words:
+        UNITS[w] = (dim, factor)
+
+
+# durations: minutes, with calendar months and years apart (a month is not a fixed number of days)
+_units("duration", 1 / 60, "second", "seconds", "sec", "secs")
+_units("duration", 1, "minute", "minutes", "min", "mins")
+_units("duration", 60, "hour", "hours", "hr", "hrs", "h")
+_units("duration", 1440, "day", "days", "calendar day", "calendar days")
+_units("duration", 10080, "week", "weeks", "wk", "wks")
+_units("duration", 20160, "fortnight", "fortnights")
+_units("month", 1, "month", "months", "calendar month", "calendar months")
+_units("month", 12, "year", "years", "yr", "yrs")
+_units("month", 120, "decade", "decades")
+_units("business day", 1, "business day", "business days", "working day", "working days", "workday", "workdays")
+_units("school day", 1, "school day", "school days")
+_units("night", 1, "night", "nights")
+_units("mass", 0.001, "mg", "milligram", "milligrams")
+_units("mass", 1, "g", "gram", "grams", "gramme", "grammes")
+_units("mass", 1000, "kg", "kgs", "kilo", "kilos", "kilogram", "kilograms", "kilogramme", "kilogrammes", "kilogram")
+_units("mass", 1e6, "tonne", "tonnes", "ton", "tons")
+_units("mass", 453.59237, "lb", "lbs")
+_units("mass", 28.349523125, "oz", "ounce", "ounces")
+_units("length", 0.001, "mm", "millimetre", "millimetres", "millimeter", "millimeters")
+_units("length", 0.01, "cm", "centimetre", "centimetres", "centimeter", "centimeters")
+_units("length", 1, "m", "metre", "metres", "meter", "meters")
+_units("length", 1000, "km", "kilometre", "kilometres", "kilometer", "kilometers")
+_units("length", 1609.344, "mile", "miles", "mi")
+_units("length", 0.3048, "ft", "foot", "feet")
+_units("volume", 0.001, "ml", "millilitre", "millilitres", "milliliter", "milliliters")
+_units("volume", 1, "l", "litre", "litres", "liter", "liters")
+_units("data", 1e3, "kb", "kilobyte", "kilobytes")
+_units("data", 1e6, "mb", "megabyte", "megabytes")
+_units("data", 1e9, "gb", "gigabyte", "gigabytes")
+_units("data", 1e12, "tb", "terabyte", "terabytes")
+_units("bitrate", 1e3, "kbps")
+_units("bitrate", 1e6, "mbps")
+_units("bitrate", 1e9, "gbps")
+_units("energy", 1, "kwh")
+_units("energy", 0.001, "wh")
+_units("power", 1, "kw")
+_units("temperature", 1, "degree", "degrees", "°c", "°f")
+_units("percent", 1, "%", "percent", "per cent", "pc", "percentage points")
+
+#: currency sign, code or word -> (ISO code, factor to the main unit)
+CURRENCIES: dict[str, tuple[str, float]] = {
+    "$": ("USD", 1),
+    "us$": ("USD", 1),
+    "usd": ("USD", 1),
+    "dollar": ("USD", 1),
+    "dollars": ("USD", 1),
+    "buck": ("USD", 1),
+    "bucks": ("USD", 1),
+    "cent": ("USD", 0.01),
+    "cents": ("USD", 0.01),
+    "€": ("EUR", 1),
+    "eur": ("EUR", 1),
+    "euro": ("EUR", 1),
+    "euros": ("EUR", 1),
+    "£": ("GBP", 1),
+    "gbp": ("GBP", 1),
+    "pound": ("GBP", 1),
+    "pounds": ("GBP", 1),
+    "quid": ("GBP", 1),
+    "p": ("GBP", 0.01),
+    "pence": ("GBP", 0.01),
+    "penny": ("GBP", 0.01),
+    "¥": ("JPY", 1),
+    "jpy": ("JPY", 1),
+    "yen": ("JPY", 1),
+    "₹": ("INR", 1),
+    "inr": ("INR", 1),
+    "rupee": ("INR", 1),
+    "rupees": ("INR", 1),
+    "chf": ("CHF", 1),
+    "franc": ("CHF", 1),
+    "francs": ("CHF", 1),
+}
+_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "m": 1e6, "mn": 1e6, "billion": 1e9, "bn": 1e9, "b": 1e9}
+
+MONTHS = {
+    m: i
+    for i, names in enumerate(
+        (
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
+            ("december", "dec"),
+        ),
+        1,
+    )
+    for m in names
+}
+
+# ---------------------------------------------------------------- tokens
+
+_NUMBER_WORDS = frozenset(
+    """zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen
+    seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million
+    billion""".split()
+)
+#: words that stand for a number on their own
+_SPECIAL_NUMBERS = {"dozen": 12.0, "twice": 2.0, "half": 0.5, "once": 1.0, "thrice": 3.0, "couple": 2.0}
+#: one of a unit: "a week", "an hour", "one month", "per day" is a rate, not a fact
+_ONE = frozenset({"a", "an", "one", "single"})
+#: words that may stand between a number and its unit ("3 extra working days", "5 unused days")
+_BETWEEN = frozenset(
+    """extra more further additional full whole consecutive clear unused paid free calendar straight
+    complete separate other late early""".split()
+)
+_LABEL_STOP = frozenset({"The", "A", "An", "This", "That", "These", "Those", "It", "In", "On", "At", "By", "For"})
+
+_TOKEN = re.compile(
+    r"""
+    (?P<time>\b\d{1,2}[:.]\d{2}(?:\s*[ap]\.?m\.?(?![a-z]))?(?![\d]))            # 9:30, 3.00 pm, 23:59
+  | (?P<ampm>\b\d{1,2}\s*[ap]\.?m\.?(?![a-z]))                          # 3 pm, 11am
+  | (?P<num>(?:(?:US)?[$€£¥₹]\s?)?\d+(?:,\d{3})*(?:\.\d+)?(?:st|nd|rd|th)?(?:%|p\b)?)  # $1,200.50, 15%, 13.5p, 21st
+  | (?P<word>[^\W\d_]+(?:['’][^\W\d_]+)*)
+  | (?P<sym>[%°$€£¥₹])
+  | (?P<dash>[-–—])
+  | (?P<punct>[,;:()!?.\[\]"“”])
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class _Tok:
+    kind: str
+    text: str
+    start: int
+    end: int
+
+    @property
+    def low(self) -> str:
+        return self.text.lower().replace("’", "'")
+
+
+def _tokens(text: str) -> list[_Tok]:
+    return [_Tok(m.lastgroup or "", m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+
+
+def _num_value(raw: str) -> tuple[float, str | None, bool, bool]:
+    """(value, currency code, percent, pence) of a numeric token such as ``$1,200``, ``15%``, ``13.5p``."""
+    cur = None
+    m = re.match(r"(?:US)?([$€£¥₹])\s?", raw)
+    if m:
+        cur = CURRENCIES[m.group(1)][0]
+        raw = raw[m.end() :]
+    pct = raw.endswith("%")
+    pence = raw.endswith("p")
+    digits = re.sub(r"(st|nd|rd|th)$", "", raw.rstrip("%p")).replace(",", "")
+    return float(digits), cur, pct, pence
+
+
+def _word_number(words: list[str]) -> float | None:
+    try:
+        return float(text2num(" ".join(words), "en"))
+    except ValueError:
+        return None
+
+
+# ---------------------------------------------------------------- extraction
+
+
+def _unit_at(toks: list[_Tok], i: int) -> tuple[str, float, int, str] | None:
+    """The unit starting at token ``i`` (skipping a few modifiers): (dim, factor, index after, noun)."""
+    j = i
+    while j < len(toks) and toks[j].kind == "dash":
+        j += 1  # "21-day"
+    k = j
+    while k < len(toks) and toks[k].kind == "word" and toks[k].low in _BETWEEN and k - j < 2:
+        k += 1
+    for start in (j, k) if k != j else (j,):
+        if start >= len(toks):
+            continue
+        t = toks[start]
+        if t.kind == "sym" and t.text == "%":
+            return "percent", 1.0, start + 1, ""
+        if t.kind != "word":
+            continue
+        if start + 1 < len(toks) and toks[start + 1].kind == "word":
+            two = f"{t.low} {toks[start + 1].low}"
+            if two in UNITS:
+                dim, f = UNITS[two]
+                return dim, f, start + 2, ""
+        if t.low in UNITS:
+            dim, f = UNITS[t.low]
+            return dim, f, start + 1, ""
+        if t.low in CURRENCIES:
+            code, f = CURRENCIES[t.low]
+            return f"money:{code}", f, start + 1, ""
+    return None
+
+
+def _noun_after(toks: list[_Tok], i: int) -> str:
+    """The first content words after a bare count ("3 graded quizzes" -> "grad quizz"): what it counts."""
+    from groundlens_core.content import STOP_WORDS, _stem
+
+    out = []
+    for t in toks[i : i + 4]:
+        if t.kind != "word" or t.low in STOP_WORDS:
+            break
+        out.append(_stem(t.low))
+    return " ".join(out[:3])
+
+
+def _time_value(text: str) -> float | None:
+    m = re.match(r"(\d{1,2})(?:[:.](\d{2}))?\s*([ap])?", text.lower())
+    if not m:
+        return None
+    h, mins = int(m.group(1)), int(m.group(2) or 0)
+    if m.group(3) == "p" and h < 12:
+        h += 12
+    if m.group(3) == "a" and h == 12:
+        h = 0
+    if h > 24 or mins > 59:
+        return None
+    return float(h * 60 + mins)
+
+
+def extract_facts(text: str, offset: int = 0) -> list[Fact]:
+    """The facts of ``text`` (one sentence), in order; offsets shifted by ``offset``."""
+    toks = _tokens(text)
+    facts: list[Fact] = []
+    used: set[int] = set()
+    i = 0
+    n = len(toks)
+
+    def add(dim: str, value: float | str, a: int, b: int, noun: str = "") -> None:
+        start, end = toks[a].start, toks[b - 1].end
+        facts.append(Fact(dim, value, text[start:end], start + offset, end + offset, noun))
+        used.update(range(a, b))
+
+    while i < n:
+        t = toks[i]
+        low = t.low
+        if i in used:
+            i += 1
+            continue
+        # ---- times of day
+        if t.kind in ("time", "ampm"):
+            v = _time_value(t.text)
+            if v is not None and (t.kind == "ampm" or ":" in t.text or re.search(r"[ap]\.?m", t.low)):
+                half_day = t.kind == "time" and not re.search(r"[ap]\.?m", t.low) and v < 780
+                if half_day and i + 2 < n and toks[i + 1].low in ("to", "and", "-", "\u2013") and toks[i + 2].kind in ("time", "ampm"):
+                    later = toks[i + 2].low  # "between 12:30 and 7:30 am": the first takes the second's am/pm
+                    if re.search(r"[ap]\.?m", later):
+                        v, half_day = _time_value(t.text + (" pm" if "p" in later else " am")) or v, False
+                add("time", v, i, i + 1, "12h" if half_day else "")
+                i += 1
+                continue
+        if t.kind == "word" and low in ("half", "quarter") and i + 2 < n and toks[i + 1].low in ("past", "to"):
+            k = i + 2
+            if toks[k].low in ("midnight", "noon", "midday"):
+                base, k = (0.0 if toks[k].low == "midnight" else 720.0), k + 1
+            else:
+                words, k = _number_words(toks, k)
+                base = _word_number(words) if words else None
+                base = None if base is None or base > 12 else base * 60
+                if base is not None and k + 2 < n and " ".join(x.low for x in toks[k : k + 3]) in (
+                    "in the afternoon",
+                    "in the evening",
+                ):
+                    base, k = base + 720, k + 3
+                elif base is not None and " ".join(x.low for x in toks[k : k + 3]) == "in the morning":
+                    k += 3
+            if base is not None:
+                delta = (30 if low == "half" else 15) * (1 if toks[i + 1].low == "past" else -1)
+                add("time", (base + delta) % 1440, i, k, "12h" if base == base % 720 and base else "")
+                i = k
+                continue
+        if t.kind == "word" and low in ("noon", "midday", "midnight"):
+            add("time", 0.0 if low == "midnight" else 720.0, i, i + 1)
+            i += 1
+            continue
+        # ---- a number, in digits or words
+        value: float | None = None
+        cur: str | None = None
+        pct = pence = False
+        j = i
+        if t.kind == "num":
+            value, cur, pct, pence = _num_value(t.text)
+            j = i + 1
+        elif t.kind == "time":  # "3.50" read as a decimal, not a time
+            value, j = float(t.text.replace(":", ".")), i + 1
+        elif t.kind == "sym" and t.text in "$€£¥₹" and i + 1 < n and toks[i + 1].kind == "word":
+            words, j = _number_words(toks, i + 1)
+            if words:
+                value, cur = _word_number(words), CURRENCIES[t.text][0]
+        elif t.kind == "word" and (low in _NUMBER_WORDS or low in _SPECIAL_NUMBERS):
+            words, j = _number_words(toks, i)
+            if words:
+                value = _word_number(words) if words[0] not in _SPECIAL_NUMBERS else None
+                if value is None and len(words) == 1 and words[0] in _SPECIAL_NUMBERS:
+                    value = _SPECIAL_NUMBERS[words[0]]
+                if low == "half" and j + 1 < n and toks[j].low in ("a", "an"):
+                    j += 1  # "half a year", "half an hour"
+                if words == ["one"] or (low in _SPECIAL_NUMBERS and low in ("once", "half", "couple")):
+                    unit = _unit_at(toks, j)
+                    if unit is None:  # "one of the options", "half the fee": no fact
+                        i = j
+                        continue
+        elif t.kind == "word" and low in _ONE and i + 1 < n and not _after_amount(toks, i, used):
+            unit = _unit_at(toks, i + 1)
+            if (
+                unit is not None
+                and unit[0] in ("duration", "month", "business day", "night")
+                and unit[2] == i + 2
+                and toks[i + 1].low not in ("second", "min")
+            ):
+                value, j = 1.0, i + 1  # "a week", "an hour"
+        if value is None:
+            _maybe_date_or_name(toks, i, text, add, used)
+            i += 1
+            continue
+        # scale words: "$1.5 million", "2 thousand"
+        if j < n and toks[j].kind == "word" and toks[j].low in _SCALES and (cur or toks[j].low in _NUMBER_WORDS):
+            value *= _SCALES[toks[j].low]
+            j += 1
+        # ---- "2 o'clock", "three in the afternoon"
+        if value <= 12 and j < n and toks[j].kind == "word":
+            nxt = " ".join(x.low for x in toks[j : j + 3])
+            if toks[j].low == "o'clock" or nxt.startswith(("in the afternoon", "in the evening", "in the morning")):
+                pm = "afternoon" in nxt or "evening" in nxt
+                k = j + 1 if toks[j].low == "o'clock" else j
+                rest = " ".join(x.low for x in toks[k : k + 3])
+                if rest.startswith(("in the afternoon", "in the evening", "in the morning")):
+                    pm, k = "morning" not in rest, k + 3
+                add("time", float(((int(value) % 12) + (12 if pm else 0)) * 60), i, k)
+                i = k
+                continue
+        # ---- dates: "30 April", "April 30" is handled when the month is met
+        if j < n and toks[j].kind == "word" and toks[j].low in MONTHS and toks[j].text[0].isupper():
+            k = j + 1
+            if k < n and toks[k].kind == "word" and toks[k].low == "of":
+                k += 1
+            year = ""
+            if k < n and toks[k].kind == "num" and re.fullmatch(r"\d{4}", toks[k].text):
+                year, k = toks[k].text, k + 1
+            add("date", f"{MONTHS[toks[j].low]:02d}-{int(value):02d}" + (f"-{year}" if year else ""), i, k)
+            i = k
+            continue
+        if pct:
+            add("percent", value, i, j)
+            i = j
+            continue
+        if cur:
+            if pence:
+                value /= 100
+            # "£9.50", "nine pounds fifty": the amount after a currency word is its minor unit
+            add(f"money:{cur}", value, i, j)
+            i = j
+            continue
+        if pence:
+            add("money:GBP", value / 100, i, j)
+            i = j
+            continue
+        # ---- a range "5 to 10 days", "3-5 working days", "between 2 and 4 weeks": the first takes the
+        # second's unit
+        unit = _unit_at(toks, j)
+        rng_end = None
+        if unit is None and j + 1 < n and (toks[j].kind == "dash" or toks[j].low in ("to", "and", "or")):
+            k = j + 1
+            if k < n and (toks[k].kind == "num" or toks[k].low in _NUMBER_WORDS):
+                words, k2 = _number_words(toks, k) if toks[k].kind == "word" else ([], k + 1)
+                unit2 = _unit_at(toks, k2)
+                if unit2 is not None:
+                    unit, rng_end = unit2, j
+        if unit is not None:
+            dim, factor, after, _ = unit
+            if dim.startswith("money:"):
+                code = dim.split(":")[1]
+                minor = 0.0
+                # "nine pounds fifty", "9 pounds 50"
+                if after < n and factor == 1 and (toks[after].kind == "num" or toks[after].low in _NUMBER_WORDS):
+                    words, k = _number_words(toks, after) if toks[after].kind == "word" else ([], after + 1)
+                    mv = _word_number(words) if words else _num_value(toks[after].text)[0]
+                    if mv is not None and mv < 100 and not _unit_at(toks, k):
+                        minor, after = mv / 100, k
+                add(dim, value * factor + minor, i, rng_end if rng_end else after)
+                if rng_end:
+                    i = rng_end
+                    continue
+                i = after
+                continue
+            add(dim, value * factor, i, rng_end if rng_end else after)
+            i = rng_end if rng_end else after
+            continue
+        # a year on its own
+        if t.kind == "num" and re.fullmatch(r"1[5-9]\d\d|20\d\d", t.text):
+            add("year", value, i, j)
+            i = j
+            continue
+        # a label: "Year 4", "Zone 2", "Go 30"
+        if i > 0 and toks[i - 1].kind == "word" and toks[i - 1].text[0].isupper() and toks[i - 1].text not in _LABEL_STOP:
+            if t.kind == "num" and (i - 1) not in used:
+                label = f"{toks[i - 1].low} {t.text}"
+                facts.append(
+                    Fact("label", label, text[toks[i - 1].start : t.end], toks[i - 1].start + offset, t.end + offset)
+                )
+                used.update({i - 1, i})
+                i = j
+                continue
+        # a bare count: "3 attempts", "18 or over"; "twice" counts times
+        noun = _noun_after([_Tok("word", "times", 0, 0)], 0) if t.low in ("once", "twice", "thrice") else _noun_after(toks, j)
+        add("count", value, i, j, noun)
+        i = j
+    facts = [_qualified(f, text, offset) if f.dim not in ("name", "label", "date") else f for f in facts]
+    facts.extend(_names(toks, text, offset, used))
+    return sorted(facts, key=lambda f: (f.start, f.end))
+
+
+_QUALIFIER = re.compile(
+    r"(?P<gt>more than|over|above|exceeding|in excess of|upwards of)"
+    r"|(?P<lt>less than|fewer than|under|below)"
+    r"|(?P<approx>about|around|approximately|roughly|nearly|almost|some|close to|circa|~)",
+)
+
+
+def _qualified(fact: Fact, text: str, offset: int) -> Fact:
+    """``fact`` with the qualifier written just before it ("more than $160 million")."""
+    before = text[: fact.start - offset].rstrip().lower()
+    for m in _QUALIFIER.finditer(before[-20:]):
+        if before.endswith(m.group(0)):
+            op = ">" if m.lastgroup == "gt" else "<" if m.lastgroup == "lt" else "~"
+            return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, op)
+    return fact
+
+
+def _names(toks: list[_Tok], text: str, offset: int, used: set[int]) -> list[Fact]:
+    """Runs of capitalised words ("Volta Boost", "Westmere Revenue Office"). The first word of the
+    sentence starts a name only in a run of two or more, since any word is capitalised there."""
+    from groundlens_core.content import DISCOURSE_WORDS, STOP_WORDS
+
+    out: list[Fact] = []
+    # words any sentence capitalises: the first one, and the first after a full stop, colon or quote
+    starts = {next((k for k, t in enumerate(toks) if t.kind == "word"), -1)}
+    starts |= {k + 1 for k, t in enumerate(toks) if t.kind == "punct" and t.text in '.!?:"“('}
+    k = 0
+    while k < len(toks):
+        t = toks[k]
+        if t.kind != "word" or k in used or not t.text[0].isupper() or len(t.text) < 2:
+            k += 1
+            continue
+        run = [k]
+        m = k + 1
+        while m < len(toks) and toks[m].kind == "word" and m not in used and toks[m].text[0].isupper():
+            run.append(m)
+            m += 1
+        words = [toks[x] for x in run]
+        if run[0] in starts:
+            if len(run) < 2 or words[0].low in STOP_WORDS or words[0].low in DISCOURSE_WORDS:
+                words = words[1:]
+                if len(words) < 1 or (len(run) < 2):
+                    k = m
+                    continue
+        words = [w for w in words if w.low not in MONTHS]
+        if words and not (len(words) == 1 and (words[0].low in STOP_WORDS or words[0].low in DISCOURSE_WORDS)):
+            start, end = words[0].start, words[-1].end
+            value = " ".join(w.low.removesuffix("'s") for w in words)
+            out.append(Fact("name", value, text[start:end], start + offset, end + offset))
+        k = m
+    return out
+
+
+def _after_amount(toks: list[_Tok], i: int, used: set[int]) -> bool:
+    """``a`` in "£2.60 a day", "20p a day", "twice a week": a rate, not a duration of one unit."""
+    k = i - 1
+    return k >= 0 and (k in used or toks[k].kind == "num" or toks[k].low in _SPECIAL_NUMBERS)
+
+
+def _number_words(toks: list[_Tok], i: int) -> tuple[list[str], int]:
+    """The longest run of number words from ``i`` ("one hundred and twenty", "forty-eight", "a dozen")."""
+    words: list[str] = []
+    j = i
+    if j < len(toks) and toks[j].low in ("a", "an") and j + 1 < len(toks) and toks[j + 1].low == "dozen":
+        return ["dozen"], j + 2
+    while j < len(toks):
+        t = toks[j]
+        if t.kind == "word" and t.low in _NUMBER_WORDS:
+            words.append(t.low)
+            j += 1
+        elif t.kind == "word" and t.low in _SPECIAL_NUMBERS and not words:
+            return [t.low], j + 1
+        elif t.kind == "dash" and words and j + 1 < len(toks) and toks[j + 1].low in _NUMBER_WORDS:
+            j += 1  # "forty-eight"
+        elif t.kind == "word" and t.low == "and" and words and j + 1 < len(toks) and toks[j + 1].low in _NUMBER_WORDS:
+            if words[-1] not in ("hundred", "thousand", "million", "billion"):
+                break
+            words.append("and")
+            j += 1
+        else:
+            break
+    return words, j
+
+
+def _maybe_date_or_name(toks: list[_Tok], i: int, text: str, add, used: set[int]) -> None:
+    """Month-first dates ("April 30", "April 30th, 2025") and capitalised names."""
+    t = toks[i]
+    if i in used or t.kind != "word":
+        return
+    if t.low in MONTHS and t.text[0].isupper() and i + 1 < len(toks) and toks[i + 1].kind == "num":
+        raw = re.sub(r"(st|nd|rd|th)$", "", toks[i + 1].text)
+        if raw.isdigit() and 1 <= int(raw) <= 31:
+            k = i + 2
+            year = ""
+            if k + 1 < len(toks) and toks[k].text == "," and re.fullmatch(r"\d{4}", toks[k + 1].text):
+                year, k = toks[k + 1].text, k + 2
+            elif k < len(toks) and re.fullmatch(r"\d{4}", toks[k].text):
+                year, k = toks[k].text, k + 1
+            add("date", f"{MONTHS[t.low]:02d}-{int(raw):02d}" + (f"-{year}" if year else ""), i, k)
+            return
