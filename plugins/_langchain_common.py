@@ -524,10 +524,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         if message_lists is not None:
             for messages in message_lists:
                 messages = list(messages or ())
-                calls.append((read_messages(messages), merge_pieces(override_ctx, tool_message_pieces(messages), collected)))
+                found = merge_pieces(override_ctx, tool_message_pieces(messages), collected)
+                calls.append((read_messages(messages), found))
         else:
             for prompt in prompts or ():
-                calls.append((read_prompt(prompt if isinstance(prompt, str) else str(prompt)), merge_pieces(override_ctx, collected)))
+                text = prompt if isinstance(prompt, str) else str(prompt)
+                calls.append((read_prompt(text), merge_pieces(override_ctx, collected)))
         bare_words = 0  # the longest prompt among this run's calls left without any context
         for reading, found in calls:
             context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found

@@ -15,14 +15,16 @@ the last place the source text can be. Two places are read:
                    when there is one, else the rest); else the last paragraph when it ends in
                    ``?`` (the last sentence ending in ``?`` when the message is one paragraph), or
                    the first paragraph when it does (the source text below it); else a leading
-                   instruction line ending in ``:`` ("Summarize the following text:"). A message
-                   whose remaining text is not substantive stays whole: all of it is the question.
+                   task line ending in ``:`` ("Summarize the following text:", "Translate this:",
+                   "Based on the report below:"). A message whose remaining text is not
+                   substantive stays whole: all of it is the question.
 
 Pure text functions, no framework imports; regular expressions only, cheap enough for a callback.
 """
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -55,15 +57,24 @@ _STOPWORDS = frozenset(
     """.split()
 )
 
-# a persona or an instruction to the model, at the start of a sentence
+# a persona or an instruction to the model, at the start of a sentence or a bullet: verbs that tell a
+# model how to behave (not ones a customer-facing policy uses too, such as "return", "contact", "send")
 _INSTRUCTION = re.compile(
     r"""^\W*(?:please\s+)?(?:
-        (?:you\s+are|you're)\s+(?:a|an|the|now|not|to|going|given|allowed|expected|helping)\b
-        | act\s+as\b | your\s+(?:role|task|job|goal|name|purpose)\b | as\s+an?\s+(?:ai|assistant|language)\b
-        | (?:i\s+am|i'm)\s+an?\s+(?:ai|assistant|language)\b
+        (?:you\s+are|you're)\s+(?:a|an|the|now|not|to|going|given|allowed|expected|helping|working)\b
+        | you\s+(?:must|should|will|may|can|need\s+to)\s+(?:not|never|always|only|answer|respond|reply|use|ask
+            |help|assist|provide|call|cite|be|keep|avoid|include|explain|refuse|greet|act)\b
+        | act\s+as\b | your\s+(?:role|task|job|goal|name|purpose|answers?|responses?|replies)\b
+        | as\s+an?\s+(?:ai|assistant|language)\b | (?:i\s+am|i'm)\s+an?\s+(?:ai|assistant|language)\b
         | always\b | never\b | do\s+not\b | don't\b | be\b | answer\b | respond\b | reply\b | use\b | keep\b
         | only\s+(?:answer|respond|reply|use)\b | make\s+sure\b | think\b | cite\b | provide\b | avoid\b
         | format\b | write\b | stay\b | say\b | refuse\b | remember\b | follow\b | ensure\b | base\b
+        | help\b | assist\b | ask\b | greet\b | confirm\b | consider\b | try\b | include\b | explain\b
+        | give\b | limit\b | output\b | summari[sz]e\b | translate\b | tell\b | mention\b | focus\b
+        | speak\b | talk\b | show\b | prefer\b | offer\b | guide\b | handle\b | treat\b | adopt\b
+        | maintain\b | call\s+(?:the|a|tools?)\b | search\b | look\s+up\b
+        | (?:if|when)\s+(?:the\s+user|asked|answering|responding|replying|you\s+(?:answer|respond|reply))\b
+        | the\s+user\b | in\s+your\s+(?:answers?|responses?|replies|reply)\b
         | if\s+(?:you|the\s+(?:answer|context|question|information))\s+(?:don't|do\s+not|does\s+not|doesn't
             |can't|cannot|are\s+(?:not|unsure)|is\s+not|isn't)\b
     )""",
@@ -73,43 +84,89 @@ _WORD = re.compile(r"[^\W\d_][\w'’-]{2,}|\d[\d.,:%]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 
-# section labels: at a line start, or (the long forms) after a sentence on the same line
+# section labels before a ":": at a line start, or (the long forms) after a sentence on the same line
 _Q_LABELS = r"question|user\s+question|query|q"
 _C_LABELS = r"context|contexts|documents?|docs|sources?|passages?|retrieved\s+context|background|policy|excerpts?"
 _A_LABELS = r"answer|a|response|helpful\s+answer"
-_LABEL = re.compile(
-    rf"(?:^|\n)[ \t]*(?:[#*>]+[ \t]*)?(?P<l1>{_Q_LABELS}|{_C_LABELS}|{_A_LABELS})[ \t]*\**[ \t]*:"
-    rf"|(?<=[.!?\s])[ \t]*(?P<l2>question|context|documents|sources)[ \t]*:",
-    re.IGNORECASE,
-)
-_TAG = re.compile(r"<(?P<tag>question|query|context|documents?|sources?|passages?)\b[^>]*>(?P<body>.*?)</(?P=tag)>",
-                  re.IGNORECASE | re.DOTALL)
+_LINE_LABEL = re.compile(rf"[ \t]*(?:[#*>]+[ \t]*)?({_Q_LABELS}|{_C_LABELS}|{_A_LABELS})[ \t]*\**[ \t]*", re.IGNORECASE)
+_INLINE_LABEL = re.compile(r"(?:^|(?<=[.!?\s]))[ \t]*(question|context|documents|sources)[ \t]*$", re.IGNORECASE)
+_TAGS = r"question|query|context|documents?|sources?|passages?"
+_Q_TAGS = ("question", "query")
+_TAG_OPEN = re.compile(rf"<({_TAGS})\b[^<>]{{0,200}}>", re.IGNORECASE)
+_TAG_CLOSE = re.compile(rf"</({_TAGS})\s*>", re.IGNORECASE)
+_TAG_ANY = re.compile(rf"</?(?:{_TAGS})\b[^<>]{{0,200}}>", re.IGNORECASE)
+_EDGE_COLONS = 256  # with more ":" than twice this, only the first and last ones are read as labels
 _HEADER = re.compile(r"^[^\n]{1,160}:[ \t]*$")  # a short line ending in ":" ("Answer using this context:")
 
 
+_Q_KIND = re.compile(_Q_LABELS, re.IGNORECASE)
+_A_KIND = re.compile(_A_LABELS, re.IGNORECASE)
+
+
 def _kind(label: str) -> str:
-    low = re.sub(r"\s+", " ", label.lower())
-    if re.fullmatch(_Q_LABELS.replace(r"\s+", " "), low):
+    """``q`` (question), ``a`` (answer) or ``c`` (context) for a section label."""
+    if _Q_KIND.fullmatch(label):
         return "q"
-    if re.fullmatch(_A_LABELS.replace(r"\s+", " "), low):
+    if _A_KIND.fullmatch(label):
         return "a"
     return "c"
 
 
-def content_words(text: str) -> int:
-    """Content words of ``text`` outside persona / instruction sentences and header lines."""
+def _edge_colons(text: str) -> list[int]:
+    """Positions of the first and the last :data:`_EDGE_COLONS` colons (all of them when fewer): a
+    template's labels sit around the pasted text, not inside it."""
+    head: list[int] = []
+    i = text.find(":")
+    while i >= 0 and len(head) < _EDGE_COLONS:
+        head.append(i)
+        i = text.find(":", i + 1)
+    if i < 0:
+        return head
+    tail: list[int] = []
+    j = text.rfind(":")
+    while j > head[-1] and len(tail) < _EDGE_COLONS:
+        tail.append(j)
+        j = text.rfind(":", 0, j)
+    return head + tail[::-1]
+
+
+def _labels(text: str) -> list[tuple[str, int, int]]:
+    """(kind ``q``/``c``/``a``, start, end after the ":") of each section label; looks back only
+    from each ":" (a regular expression tried at every position costs far more on long prompts)."""
+    out = []
+    for i in _edge_colons(text):
+        low = max(0, i - 41)
+        newline = text.rfind("\n", low, i)  # bounded: a long line with many ":" stays linear
+        line_start = newline + 1 if newline >= 0 else (0 if low == 0 else low)
+        if newline >= 0 or low == 0:
+            whole_line = _LINE_LABEL.fullmatch(text, line_start, i)
+            if whole_line:
+                out.append((_kind(whole_line.group(1)), line_start, i + 1))
+                continue
+        window = max(line_start, i - 30)
+        inline = _INLINE_LABEL.search(text[window:i])
+        if inline:
+            out.append((_kind(inline.group(1)), window + inline.start(1), i + 1))
+    return out
+
+
+def content_words(text: str, enough: int | None = None) -> int:
+    """Content words of ``text`` outside persona / instruction sentences and header lines (counting
+    stops at ``enough``)."""
     count = 0
     for sentence in _SENTENCE_END.split(text[:_SCAN_CHARS]):
         sentence = sentence.strip()
         if not sentence or _INSTRUCTION.match(sentence) or (_HEADER.match(sentence) and len(sentence.split()) <= 12):
             continue
         count += sum(1 for w in _WORD.findall(sentence) if w.lower() not in _STOPWORDS)
+        if enough is not None and count >= enough:
+            break
     return count
 
 
 def is_substantive(text: str | None) -> bool:
     """Whether ``text`` carries source text, not only a persona or instructions (see the module doc)."""
-    return bool(text) and content_words(text or "") >= SUBSTANTIVE_WORDS
+    return bool(text) and content_words(text or "", SUBSTANTIVE_WORDS) >= SUBSTANTIVE_WORDS
 
 
 def _clean(text: str) -> str:
@@ -128,28 +185,57 @@ class HumanSplit:
     context: str | None
 
 
+def _tagged(text: str) -> list[tuple[str, int, int]]:
+    """(tag, start, end) of each ``<tag>…</tag>`` section, outermost first; linear in the text
+    (each opening tag is paired with the first closing tag of its name after it)."""
+    closes: dict[str, list[tuple[int, int]]] = {}
+    for m in _TAG_CLOSE.finditer(text):
+        closes.setdefault(m.group(1).lower(), []).append((m.start(), m.end()))
+    out: list[tuple[str, int, int]] = []
+    if not closes:
+        return out
+    done = 0  # a section starts after the previous one ended: nested or unclosed tags are text
+    for m in _TAG_OPEN.finditer(text):
+        tag = m.group(1).lower()
+        if m.start() < done or tag not in closes:
+            continue
+        ends = closes[tag]
+        k = bisect.bisect_left(ends, (m.end(), 0))
+        if k < len(ends):
+            out.append((tag, m.end(), ends[k][0]))
+            done = ends[k][1]
+    return out
+
+
 def _by_tags(text: str) -> HumanSplit | None:
-    tags = list(_TAG.finditer(text))
-    questions = [m.group("body").strip() for m in tags if m.group("tag").lower() in ("question", "query")]
-    contexts = [m.group("body").strip() for m in tags if m.group("tag").lower() not in ("question", "query")]
+    sections = _tagged(text)
+    if not sections:
+        return None
+    questions = [text[a:b].strip() for tag, a, b in sections if tag in _Q_TAGS]
+    contexts = [text[a:b].strip() for tag, a, b in sections if tag not in _Q_TAGS and text[a:b].strip()]
     if questions and questions[-1]:
-        context = "\n\n".join(c for c in contexts if c) if contexts else _TAG.sub("", text)
+        context = "\n\n".join(contexts) if contexts else _TAG_ANY.sub("", text)
         return HumanSplit(questions[-1], _clean(context) or None)
     if contexts:
-        question = _clean(_TAG.sub("", text))
+        untagged, pos = [], 0
+        for _tag, a, b in sections:
+            untagged.append(text[pos:a])
+            pos = b
+        untagged.append(text[pos:])
+        question = _clean(_TAG_ANY.sub("", "".join(untagged)))
         if question:
-            return HumanSplit(question, "\n\n".join(c for c in contexts if c) or None)
+            return HumanSplit(question, "\n\n".join(contexts))
     return None
 
 
 def _by_labels(text: str) -> HumanSplit | None:
-    marks = list(_LABEL.finditer(text))
-    if not any(_kind(m.group("l1") or m.group("l2")) == "q" for m in marks):
+    marks = _labels(text)
+    if not any(kind == "q" for kind, _, _ in marks):
         return None
-    sections: list[tuple[str, str]] = [("pre", text[: marks[0].start()])]
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
-        sections.append((_kind(m.group("l1") or m.group("l2")), text[m.end() : end]))
+    sections: list[tuple[str, str]] = [("pre", text[: marks[0][1]])]
+    for i, (kind, _start, end) in enumerate(marks):
+        stop = marks[i + 1][1] if i + 1 < len(marks) else len(text)
+        sections.append((kind, text[end:stop]))
     question = next((body.strip() for kind, body in reversed(sections) if kind == "q" and body.strip()), "")
     if not question:
         return None
@@ -167,19 +253,28 @@ def _by_question_mark(text: str) -> HumanSplit | None:
     if paragraphs[-1].endswith("?"):
         question, before = paragraphs[-1], paragraphs[:-1]
         if not before:  # one paragraph: its last sentence ending in "?" is the question
-            sentences = [s for s in re.split(r"(?<=[.!?])\s+", question) if s.strip()]
-            if len(sentences) < 2:
+            tail = question[-2000:]
+            breaks = [m.end() for m in re.finditer(r"[.!?]\s+|\n", tail[:-1])]
+            if not breaks:
                 return None
-            question, before = sentences[-1].strip(), [" ".join(sentences[:-1])]
+            cut = len(question) - len(tail) + breaks[-1]
+            question, before = question[cut:].strip(), [question[:cut]]
         return HumanSplit(question, _clean("\n\n".join(before)) or None)
     if len(paragraphs) > 1 and paragraphs[0].endswith("?"):
         return HumanSplit(paragraphs[0], "\n\n".join(paragraphs[1:]))
     return None
 
 
+_TASK_LINE = re.compile(
+    r"^\W*(?:please\s+)?(?:summari[sz]e|translate|rewrite|paraphrase|classify|extract|explain|analy[sz]e|review"
+    r"|proofread|answer|describe|list|read|using|based\s+on|given|use|from)\b[^\n]*:$",
+    re.IGNORECASE,
+)
+
+
 def _by_leading_instruction(text: str) -> HumanSplit | None:
     first, _, rest = text.strip().partition("\n")
-    if _HEADER.match(first.strip()) and rest.strip():
+    if _TASK_LINE.match(first.strip()) and rest.strip():
         return HumanSplit(first.strip(), rest.strip())
     return None
 
