@@ -95,6 +95,7 @@ _Q_TAGS = ("question", "query")
 _TAG_OPEN = re.compile(rf"<({_TAGS})\b[^<>]{{0,200}}>", re.IGNORECASE)
 _TAG_CLOSE = re.compile(rf"</({_TAGS})\s*>", re.IGNORECASE)
 _TAG_ANY = re.compile(rf"</?(?:{_TAGS})\b[^<>]{{0,200}}>", re.IGNORECASE)
+_ROLE_PREFIX = re.compile(r"^(?:human|user)[ \t]*:[ \t]*", re.IGNORECASE)  # a chat prompt rendered as one string
 _EDGE_COLONS = 256  # with more ":" than twice this, only the first and last ones are read as labels
 _HEADER = re.compile(r"^[^\n]{1,160}:[ \t]*$")  # a short line ending in ":" ("Answer using this context:")
 
@@ -289,8 +290,9 @@ def split_question(text: str) -> HumanSplit:
     for reader in (_by_tags, _by_labels, _by_question_mark, _by_leading_instruction):
         split = reader(text)
         if split is not None:
-            if split.question and is_substantive(split.context):
-                return split
+            question = _ROLE_PREFIX.sub("", split.question).strip()
+            if question and is_substantive(split.context):
+                return HumanSplit(question, split.context)
             return whole
     return whole
 

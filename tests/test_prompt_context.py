@@ -66,3 +66,5 @@ def test_read_messages_and_read_prompt_label_their_sources():
     assert reading.words > 40
     completion = read_prompt(f"Context: {POLICY}\nQuestion: {Q}\nAnswer:")
     assert completion.question == Q and [(p.source, p.text) for p in completion.pieces] == [("prompt:human", POLICY)]
+    rendered = read_prompt(f"System: Answer from this policy:\n{POLICY}\nHuman: {Q}")  # a chat template as one string
+    assert rendered.question == Q and [(p.source, p.text) for p in rendered.pieces] == [("prompt:human", POLICY)]
