@@ -16,9 +16,16 @@ Where a call's context comes from, in this order (each piece keeps its source):
 ``retriever``       documents returned by retrievers earlier in the same root run and branch
 ``state:<key>``     values of the state keys ``context_keys`` the node received, or that earlier
                     graph nodes (earlier supersteps, never a parallel branch) wrote
+``prompt:system``   only when none of the above gave anything: a system message of the model's
+``prompt:human``    input that carries substantive text, and the text of the last human message
+                    beyond its question (a RAG template's pasted context); see ``_prompt_context``
+
+A call still left without context while its prompt carried long text is scored with DGI, and its
+node gets one warning (once per handler) that says how to name the context (``context_keys``).
 
 ``config={"metadata": {"groundlens_question": "..."}}`` replaces the question (by default the last
-human message of the model's input: never the system prompt or the context pasted around it).
+human message of the model's input, without the context a RAG template pasted around it: never the
+system prompt).
 
 Callback methods only translate and append; nothing here embeds text on the caller's thread, and no
 exception leaves a callback method (it is logged and recorded as an ``error`` step instead).
@@ -42,6 +49,7 @@ from groundlens_core.plugins._common import (
     pieces_from_value,
     short,
 )
+from groundlens_core.plugins._prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, parse_usage, require
 from groundlens_core.trace.model import META_TOOL, ContextPiece, Usage
 from groundlens_core.trace.recorder import CallRecord
@@ -57,6 +65,7 @@ DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
 _MODEL_KEYS = ("model", "model_name", "model_id", "deployment_name", "azure_deployment")
 _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
 _INTERRUPTS = ("GraphInterrupt", "NodeInterrupt", "Interrupt")
+_LONG_STATE_CHARS = 200  # a state value this long is named in the no-context warning as a likely context key
 
 
 # ---------------------------------------------------------------- per-run bookkeeping
@@ -72,6 +81,7 @@ class _Task:
     end_seq: int | None = None
     inputs: list[ContextPiece] = field(default_factory=list)  # state keys the node received
     outputs: list[ContextPiece] = field(default_factory=list)  # state keys the node wrote
+    long_keys: tuple[str, ...] = ()  # other state keys the node received holding long text
 
 
 @dataclass
@@ -83,6 +93,7 @@ class _Root:
     tasks: dict[str, _Task] = field(default_factory=dict)
     task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
     root_pieces: list[ContextPiece] = field(default_factory=list)  # context keys of the root input
+    root_long_keys: tuple[str, ...] = ()  # other keys of the root input holding long text
     # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
     retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
     tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
@@ -246,6 +257,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self._runs: dict[str, _Run] = {}
         self._roots: dict[str, _Root] = {}
         self.context_keys = tuple(context_keys)
+        self._warned_nodes: set[str] = set()  # nodes already warned about long prompts scored without context
         super().__init__(name=name, **shell)
 
     # ------------------------------------------------------------ bookkeeping
@@ -284,10 +296,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     step = md.get("langgraph_step")
                     task = _Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick())
                     task.inputs = self._state_pieces(inputs)
+                    task.long_keys = self._long_keys(inputs)
                     root.tasks[ns] = task
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
                     root.root_pieces = self._state_pieces(inputs)
+                    root.root_long_keys = self._long_keys(inputs)
             run = _Run(
                 root=root_key,
                 ns=ns,
@@ -355,6 +369,20 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             if item is not None:
                 out.extend(pieces_from_value(item, f"state:{key}"))
         return out
+
+    def _long_keys(self, value: Any) -> tuple[str, ...]:
+        """Keys of a state mapping, other than ``context_keys`` and ``messages``, whose value is long
+        text: named in the no-context warning as the likely place of the context."""
+        if not isinstance(value, Mapping):
+            return ()
+        out = []
+        for key, item in list(value.items())[:64]:
+            if not isinstance(key, str) or key in self.context_keys or key == "messages":
+                continue
+            text = item if isinstance(item, str) else as_text(item) if isinstance(item, (list, tuple)) else None
+            if text is not None and len(text) >= _LONG_STATE_CHARS:
+                out.append(key)
+        return tuple(out)
 
     @staticmethod
     def _earlier(root: _Root, x: str, t: str) -> bool:
@@ -487,27 +515,55 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run.model = _model_name(kwargs.get("invocation_params"), serial_kwargs) or _md_str(md, "ls_model_name")
         run.provider = _md_str(md, "ls_provider")
         override_q = md.get(QUESTION_OVERRIDE_KEY)
+        question = override_q if isinstance(override_q, str) and override_q.strip() else None
         override_ctx = pieces_from_value(md.get(CONTEXT_OVERRIDE_KEY), "override")
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
             collected = self._collected_context(self._roots.get(run.root), run.ns, ancestors)
+        calls: list[tuple[PromptReading, list[ContextPiece]]] = []
         if message_lists is not None:
             for messages in message_lists:
                 messages = list(messages or ())
-                q = override_q if isinstance(override_q, str) and override_q.strip() else None
-                if q is None:
-                    i = last_user_index(messages)
-                    q = (message_text(messages[i]).strip() or None) if i is not None else None
-                run.questions.append(q)
-                run.contexts.append(merge_pieces(override_ctx, tool_message_pieces(messages), collected))
+                found = merge_pieces(override_ctx, tool_message_pieces(messages), collected)
+                calls.append((read_messages(messages), found))
         else:
             for prompt in prompts or ():
-                q = override_q if isinstance(override_q, str) and override_q.strip() else prompt
-                run.questions.append(q)
-                run.contexts.append(merge_pieces(override_ctx, collected))
+                text = prompt if isinstance(prompt, str) else str(prompt)
+                calls.append((read_prompt(text), merge_pieces(override_ctx, collected)))
+        bare_words = 0  # the longest prompt among this run's calls left without any context
+        for reading, found in calls:
+            context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found
+            run.questions.append(question or reading.question)
+            run.contexts.append(context)
+            if not context:
+                bare_words = max(bare_words, reading.words)
+        if bare_words >= LONG_PROMPT_WORDS:
+            self._warn_no_context(run, bare_words)
         for key in ("langgraph_step", "langgraph_node"):
             if key in md:
                 run.metadata[key] = md[key]
+
+    def _warn_no_context(self, run: _Run, words: int) -> None:
+        """One warning per node: its long prompt is scored with DGI, and how to name its context."""
+        with self._lock:
+            if run.node in self._warned_nodes:
+                return
+            self._warned_nodes.add(run.node)
+            root = self._roots.get(run.root)
+            task = root.tasks.get(run.ns) if root is not None and run.ns else None
+            hints = (task.long_keys if task is not None else ()) or (root.root_long_keys if root is not None else ())
+        keys = self.context_keys + (hints or ("<your key>",))
+        self.log.warning(
+            "groundlens: node %r is scored without context (DGI, a weak signal) although its prompt carried %d words: "
+            "no retriever, tool, state or prompt context was found.%s Name the state key that holds its source text: "
+            "%s(context_keys=%r), or pass the text per call: config={'metadata': {'%s': ...}}. (Said once per node.)",
+            run.node,
+            words,
+            f" State keys with long text it received: {', '.join(hints)}." if hints else "",
+            type(self).__name__,
+            keys,
+            CONTEXT_OVERRIDE_KEY,
+        )
 
     @_guarded
     def on_chat_model_start(

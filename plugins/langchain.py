@@ -11,7 +11,8 @@
     print(cb.get_trace().summary())
 
 The evaluator scores one (question, response[, context]) per call, synchronously; the callback
-writes the same trace model as the LangGraph plugin (it is the same translation), scoring off the
+writes the same trace model as the LangGraph plugin (it is the same translation, context found in
+the same places, a prompt template's pasted context included: docs/context.md), scoring off the
 caller's thread. Scores are triage signals for ranking outputs for human review, not verdicts of
 truth. A missing question or response gives ``score=None`` with a comment, never an exception.
 Needs ``pip install "groundlens-core[langchain]"`` for the callback; the evaluator needs no LangChain.

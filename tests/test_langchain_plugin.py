@@ -161,6 +161,53 @@ def test_callback_on_a_completion_llm_and_chain_input_context():
     assert [(c.source, c.text) for c in step.context] == [("state:context", CONTEXT)]
 
 
+POLICY = ("Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
+          "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "
+          "within 5 business days.")
+RETURN_Q = "Can I return my opened laptop?"
+RETURN_A = "Opened electronics can be returned within 14 days with a 15% restocking fee."
+
+
+def test_callback_reads_the_context_a_prompt_template_pastes():
+    """``prompt | model`` with the policy under an input key the callback does not know: the
+    context is the prompt's own, in the system message or around the question in the human one."""
+    model = ScriptedModel(respond=lambda msgs: RETURN_A)
+    in_system = ChatPromptTemplate.from_messages(
+        [("system", "You are a support agent. Answer from this policy:\n{policy}"), ("human", "{question}")])
+    in_human = ChatPromptTemplate.from_messages(
+        [("system", "Be brief."), ("human", "Answer using this context:\n{policy}\n\nQuestion: {question}")])
+    cb = GroundlensCallback()
+    for prompt in (in_system, in_human):
+        (prompt | model).invoke({"policy": POLICY, "question": RETURN_Q}, config={"callbacks": [cb]})
+    system_step, human_step = (t.steps[0] for t in cb.get_traces())
+    assert [(c.source, c.text) for c in system_step.context] == [
+        ("prompt:system", "You are a support agent. Answer from this policy:\n" + POLICY)]
+    assert [(c.source, c.text) for c in human_step.context] == [("prompt:human", POLICY)]  # "Be brief." is no context
+    for step in (system_step, human_step):
+        assert step.method == "sgi" and step.question == RETURN_Q
+
+
+def test_callback_on_a_completion_llm_reads_a_context_question_template():
+    llm = FakeListLLM(responses=[RETURN_A])
+    prompt = ChatPromptTemplate.from_template("Context: {policy}\nQuestion: {question}\nAnswer:")
+    cb = GroundlensCallback()
+    (prompt | llm).invoke({"policy": POLICY, "question": RETURN_Q}, config={"callbacks": [cb]})
+    [step] = cb.get_trace().steps
+    assert step.method == "sgi" and RETURN_Q in step.question and POLICY not in step.question
+    assert [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
+
+
+def test_chain_input_context_keeps_priority_over_prompt_context():
+    model = ScriptedModel(respond=lambda msgs: GROUNDED)
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this policy:\n" + POLICY), ("human", "{question}")])
+    cb = GroundlensCallback()
+    (prompt | model).invoke({"question": QUESTION, "context": CONTEXT}, config={"callbacks": [cb]})
+    (prompt | model).invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    with_key, without = (t.steps[0] for t in cb.get_traces())
+    assert [(c.source, c.text) for c in with_key.context] == [("state:context", CONTEXT)]
+    assert [c.source for c in without.context] == ["prompt:system"]
+
+
 def test_callback_on_create_agent():
     from langchain.agents import create_agent
 

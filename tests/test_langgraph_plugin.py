@@ -263,6 +263,132 @@ def test_custom_context_keys():
     assert [c.source for c in llm_steps(cb.get_trace())[0].context] == ["state:evidence"]
 
 
+POLICY = ("Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
+          "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "
+          "within 5 business days. Express delivery costs 12 euros.")
+RETURN_Q = "Can I return my opened laptop?"
+RETURN_A = "Opened electronics can be returned within 14 days with a 15% restocking fee."
+
+
+class PolicyState(TypedDict, total=False):
+    question: str
+    policy: str
+    answer: str
+
+
+def policy_graph(model, prompt: Callable[[PolicyState], list[BaseMessage]], nodes: tuple[str, ...] = ("answer",)):
+    """A support graph whose retrieved policy sits under a state key the callback does not know
+    (``policy``); ``prompt`` builds each node's model input from the state."""
+    def node(state: PolicyState):
+        return {"answer": model.invoke(prompt(state)).content}
+
+    g = StateGraph(PolicyState)
+    prev = START
+    for name in nodes:
+        g.add_node(name, node)
+        g.add_edge(prev, name)
+        prev = name
+    g.add_edge(prev, END)
+    return g.compile()
+
+
+def test_policy_in_a_system_message_is_the_context_and_a_persona_prompt_stays_dgi(cal, caplog):
+    def prompt(state: PolicyState) -> list[BaseMessage]:
+        system = ("You are a support agent. Answer from this policy:\n" + state["policy"]) if state.get("policy") else SYSTEM
+        return [SystemMessage(system), HumanMessage(state["question"])]
+
+    graph = policy_graph(scripted(respond=lambda msgs: RETURN_A), prompt)
+    cb = GroundlensLangGraphCallback(calibration=cal)
+    with caplog.at_level("WARNING", logger="groundlens.langgraph"):
+        graph.invoke({"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [cb]})
+        graph.invoke({"question": RETURN_Q}, config={"callbacks": [cb]})
+    grounded, persona = (llm_steps(t)[0] for t in cb.get_traces())
+    assert grounded.method == "sgi" and grounded.question == RETURN_Q
+    assert [(c.source, c.text) for c in grounded.context] == [
+        ("prompt:system", "You are a support agent. Answer from this policy:\n" + POLICY)]
+    assert persona.method == "dgi" and persona.context == ()  # "You are a careful assistant..." is no context
+    assert persona.question == RETURN_Q
+    assert not [r for r in caplog.records if "without context" in r.getMessage()]  # a short prompt: no warning
+
+
+@pytest.mark.parametrize("template", [
+    "Answer using this context:\n{context}\n\nQuestion: {question}",
+    "Context: {context} Question: {question}",
+    "{context}\n\n{question}",  # a retrieved policy pasted above the question
+    "<context>\n{context}\n</context>\n\n<question>{question}</question>\nAnswer in one sentence.",
+])
+def test_rag_template_in_the_human_message_splits_question_from_context(template):
+    graph = policy_graph(scripted(respond=lambda msgs: RETURN_A),
+                         lambda s: [SystemMessage(SYSTEM), HumanMessage(template.format(context=s["policy"], question=s["question"]))])
+    cb = GroundlensLangGraphCallback()
+    graph.invoke({"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [cb]})
+    step = llm_steps(cb.get_trace())[0]
+    assert step.question == RETURN_Q  # the question alone, not the template around it
+    assert [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
+    assert step.method == "sgi"
+
+
+def test_retriever_context_keeps_priority_over_prompt_context():
+    retriever = KeywordRetriever(docs=DOCS)
+
+    class S(TypedDict, total=False):
+        question: str
+        documents: list[Document]
+        answer: str
+
+    model = scripted(respond=lambda msgs: "The Eiffel Tower is 330 metres tall.")
+
+    def retrieve(state: S):
+        return {"documents": retriever.invoke(state["question"])}
+
+    def answer(state: S):
+        return {"answer": model.invoke([SystemMessage("Answer from this policy:\n" + POLICY),
+                                        HumanMessage(state["question"])]).content}
+
+    g = StateGraph(S)
+    g.add_node("retrieve", retrieve)
+    g.add_node("answer", answer)
+    g.add_edge(START, "retrieve")
+    g.add_edge("retrieve", "answer")
+    graph = g.compile()
+    cb = GroundlensLangGraphCallback()
+    graph.invoke({"question": "How tall is the Eiffel Tower?"}, config={"callbacks": [cb]})
+    graph.invoke({"question": "Who painted it?"}, config={"callbacks": [cb]})  # the retriever finds nothing
+    found, empty = (llm_steps(t)[0] for t in cb.get_traces())
+    assert {c.source for c in found.context} == {"retriever"}  # the system prompt is not added
+    assert not any(POLICY in c.text for c in found.context)
+    assert [c.source for c in empty.context] == ["prompt:system"] and empty.method == "sgi"
+
+
+def test_long_prompt_scored_without_context_warns_once_per_node(caplog):
+    """The policy pasted without any marker the callback reads: DGI, and one warning per node
+    (two invocations, two nodes: two warnings) naming the state key and ``context_keys``."""
+    def prompt(state: PolicyState) -> list[BaseMessage]:
+        return [HumanMessage(state["policy"] + "\n\nCustomer: my laptop is opened and I want to send it back.")]
+
+    model = scripted(respond=lambda msgs: RETURN_A)
+    cb = GroundlensLangGraphCallback()
+    with caplog.at_level("WARNING", logger="groundlens.langgraph"):
+        for _ in range(2):
+            policy_graph(model, prompt, nodes=("answer", "check")).invoke(
+                {"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [cb]})
+    steps = [s for t in cb.get_traces() for s in llm_steps(t)]
+    assert len(steps) == 4 and all(s.method == "dgi" for s in steps)
+    warnings = [r.getMessage() for r in caplog.records if "without context" in r.getMessage()]
+    assert len(warnings) == 2
+    assert {"'answer'" in w for w in warnings} == {True, False}  # one for each node
+    for w in warnings:
+        assert "context_keys=('context', 'documents', 'docs', 'policy')" in w and "groundlens_context" in w
+
+    named = GroundlensLangGraphCallback(context_keys=("policy",))  # what the warning says to do
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="groundlens.langgraph"):
+        policy_graph(model, prompt).invoke({"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [named]})
+    step = llm_steps(named.get_trace())[0]
+    assert step.method == "sgi" and [c.source for c in step.context] == ["state:policy"]
+    assert not [r for r in caplog.records if "without context" in r.getMessage()]
+
+
 class FanState(TypedDict, total=False):
     topics: list[str]
     answers: Annotated[list[str], operator.add]
