@@ -182,10 +182,13 @@ def _fsync(fh) -> None:
 
 def _write_json_atomic(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, sort_keys=True)
-        _fsync(fh)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+            _fsync(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise with_path(exc, path) from None
 
 
 class _Sink:
@@ -289,7 +292,10 @@ class _Sink:
     def close(self) -> None:
         for fh in (self.fh, getattr(self, "keys", None)):
             if fh is not None:
-                fh.close()
+                try:
+                    fh.close()
+                except OSError:  # a write that failed is reported by the write; what was checkpointed is synced
+                    pass
 
 
 # ---------------------------------------------------------------- checkpoint checks
@@ -319,7 +325,14 @@ _CHECKPOINT_FIELDS: dict[str, type] = {
 
 
 def _read_checkpoint(path: Path, out_kind: str) -> dict:
-    """The checkpoint at ``path``, or :class:`_Unresumable` naming what is wrong with it."""
+    """The checkpoint at ``path``, or :class:`_Unresumable` naming it and what is wrong with it."""
+    try:
+        return _checked_checkpoint(path, out_kind)
+    except _Unresumable as exc:
+        raise _Unresumable(f"{path} {exc}") from None
+
+
+def _checked_checkpoint(path: Path, out_kind: str) -> dict:
     try:
         saved = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
@@ -359,7 +372,7 @@ def _hash_prefix(path: Path, size: int, digest: Any) -> Any:
 def _verify_resume(out_kind: str, partial: Path, paths: _Paths, state: dict, header: bytes) -> _Verified:
     """Check the written rows and their keys against the checkpoint: lengths, SHA-256 digests and
     that the keys' offsets describe ``rows_done`` rows of the partial output. Raises
-    :class:`GroundlensInputError` naming the first file that does not match."""
+    :class:`_Unresumable` naming the first file that does not match."""
     rows_done, size = int(state["rows_done"]), int(state["bytes"])
     # the partial output
     try:
@@ -387,7 +400,7 @@ def _verify_resume(out_kind: str, partial: Path, paths: _Paths, state: dict, hea
         if digest.hexdigest() != state["partial_sha256"]:
             raise _Unresumable("does not match its checkpoint (SHA-256 of the rows written; changed or damaged)")
     except (_Unresumable, OSError) as exc:
-        raise _refusal(partial, exc, paths) from None
+        raise _blame(partial, exc) from None
     # the keys
     try:
         want = rows_done * KEY_DTYPE.itemsize
@@ -412,16 +425,13 @@ def _verify_resume(out_kind: str, partial: Path, paths: _Paths, state: dict, hea
         if not ok:
             raise _Unresumable(f"does not describe {rows_done:,} rows of {partial.name}")
     except (_Unresumable, OSError) as exc:
-        raise _refusal(paths.keys, exc, paths) from None
+        raise _blame(paths.keys, exc) from None
     return _Verified(digest=digest, keys_digest=keys_digest)
 
 
-def _refusal(path: Path, exc: BaseException, paths: _Paths) -> GroundlensInputError:
+def _blame(path: Path, exc: BaseException) -> _Unresumable:
     why = str(exc) if isinstance(exc, _Unresumable) else f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
-    return GroundlensInputError(
-        f"cannot resume: {path} {why}; run again without --resume to start over "
-        f"(its {paths.partial.name}* files are then replaced)"
-    )
+    return _Unresumable(f"{path} {why}")
 
 
 def _signature(job: EvaluateJob, info, out_kind: str, emb, cal) -> dict:
@@ -525,28 +535,34 @@ def _resume_state(job: EvaluateJob, info, out_kind: str, columns: list[str], pat
         if job.resume:
             log("note: nothing to resume for this output; starting from the first row")
         return None, None
+    header = csv_header(columns) if out_kind == "csv" else b""
+    saved = verified = None
+    renamed = False
     try:
         saved = _read_checkpoint(paths.checkpoint, out_kind)
+        renamed = not paths.partial.exists() and _renamed_output_matches(paths, job.output, saved)
+        if not paths.partial.exists() and not renamed:
+            raise _Unresumable(f"the partial output {paths.partial} of the interrupted run is gone")
+        verified = _verify_resume(out_kind, job.output if renamed else paths.partial, paths, saved, header)
         problem = None
     except _Unresumable as exc:
-        saved, problem = None, str(exc)
-    renamed = saved is not None and not paths.partial.exists() and _renamed_output_matches(paths, job.output, saved)
+        problem = str(exc)
     if not job.resume:
-        if saved is not None and (paths.partial.exists() or renamed):
+        if saved is not None and problem is None:
             raise GroundlensInputError(
                 f"an interrupted run of this output left {paths.partial.name} ({saved['rows_done']:,} of "
                 f"{saved['signature']['rows']:,} rows done) beside {job.output}: "
                 "add --resume to continue it, "
                 f"or delete {paths.partial} and {paths.checkpoint.name} to start over"
             )
-        why = problem or f"its partial output {paths.partial.name} is gone"
-        log(f"note: replacing {paths.checkpoint} left by an earlier run that cannot be resumed ({why})")
+        log(
+            f"note: replacing what an earlier run left, which cannot be resumed ({problem}); "
+            "starting from the first row"
+        )
         paths.remove()
         return None, None
-    if saved is None:
-        raise GroundlensInputError(
-            f"cannot resume: {paths.checkpoint} {problem}; run again without --resume to start over"
-        )
+    if saved is None or problem is not None:
+        raise GroundlensInputError(f"cannot resume: {problem}; run again without --resume to start over")
     diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
     if diff:
         raise GroundlensInputError(
@@ -554,13 +570,6 @@ def _resume_state(job: EvaluateJob, info, out_kind: str, columns: list[str], pat
             "(the output would not match an "
             f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over"
         )
-    if not paths.partial.exists() and not renamed:
-        raise GroundlensInputError(
-            f"cannot resume: the partial output {paths.partial} of the interrupted run is gone; "
-            "run again without --resume to start over"
-        )
-    header = csv_header(columns) if out_kind == "csv" else b""
-    verified = _verify_resume(out_kind, job.output if renamed else paths.partial, paths, saved, header)
     if renamed:
         os.replace(job.output, paths.partial)  # checked: the output is exactly the partial
     return saved, verified
