@@ -348,7 +348,7 @@ def _checked_checkpoint(path: Path, out_kind: str) -> dict:
         if name not in saved:
             raise _Unresumable(f"has no {name!r}")
         value = saved[name]
-        if not isinstance(value, kind) or isinstance(value, bool) or (kind is int and value < 0):
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise _Unresumable(f"has a malformed {name!r} ({value!r})")
     rows = saved["signature"].get("rows")
     if not isinstance(rows, int) or saved["rows_done"] > rows:
