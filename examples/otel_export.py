@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--project", default="groundlens", help="Phoenix project (openinference.project.name)")
     ap.add_argument("--recorder", action="store_true", help="record a small run with a Recorder instead of the LangGraph desk")
     ap.add_argument("--live", action="store_true", help="with --recorder: export as steps are scored, not after the run")
-    ap.add_argument("--redact", action="store_true", help="send sha256+length markers instead of texts")
+    ap.add_argument("--redact", action="store_true", help="send keyed-digest+length markers instead of texts")
     ap.add_argument("--save", default=None, help="also write the trace JSON here")
     ap.add_argument("--load", default=None, help="ship this saved trace JSON instead of recording a run")
     args = ap.parse_args(argv)

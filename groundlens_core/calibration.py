@@ -60,9 +60,13 @@ class CalibrationResult:
         }
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n", encoding="utf-8")
-        return path
+        """Write the direction as JSON through the one output writer (a temporary file renamed into
+        place: a failure leaves an existing file as it was)."""
+        from groundlens_core.outputs import write_text
+
+        return write_text(
+            path, json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n", what="the calibration file"
+        )
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CalibrationResult:

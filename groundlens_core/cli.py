@@ -114,7 +114,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from groundlens_core.calibration import calibrate
+    from groundlens_core.outputs import check_target
 
+    check_target(args.output, what="the calibration file", inputs=[args.pairs])  # before any embedding
     cal = calibrate(csv_path=args.pairs)
     cal.save(args.output)
     print(
@@ -125,23 +127,31 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from groundlens_core.outputs import check_target, special_kind
     from groundlens_core.trace.html import write_html
     from groundlens_core.trace.model import Trace
 
+    check_target(args.output, what="the report", inputs=args.traces)
     traces = []  # type: ignore[var-annotated]
     for p in args.traces:
         path = Path(p)
+        kind = special_kind(path)
+        if kind is not None:
+            raise GroundlensInputError(f"trace file {path} is {kind}, not a JSON file")
         if not path.is_file():
             raise GroundlensInputError(f"trace file not found: {path}")
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
+        except RecursionError:
+            raise GroundlensInputError(f"{path} is not a groundlens trace: JSON nested too deeply") from None
         items = data if isinstance(data, list) else [data]
         try:
             traces.extend(Trace.from_dict(d) for d in items)
         except (KeyError, TypeError, ValueError) as exc:
-            raise GroundlensInputError(f"{path} is not a groundlens trace (missing {exc})") from None
+            why = f"missing the field {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise GroundlensInputError(f"{path} is not a groundlens trace: {why}") from None
     write_html(traces, args.output, title=args.title, redact=args.redact)
     print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")  # type: ignore[misc]
     return 0

@@ -6,23 +6,31 @@ model, one chunk and its output buffer; every finished chunk is on disk (fsync'd
 beside it, and the target file appears only when the run is complete (a rename of the temporary
 file beside it). ``resume=True`` continues from the last checkpoint and produces the same bytes as
 an uninterrupted run: scores are batch invariant (the packed backend), rows are written in input
-order, and the checkpoint pins everything that could change a byte (input identity, columns,
+order, and the checkpoint pins everything that could change a byte (the input's SHA-256, columns,
 chunk size, options, embedder, version).
+
+A resume proves what it continues before anything is scored: the checkpoint records the length
+and SHA-256 of the rows written so far and of their keys, and the files on disk must match them.
+A damaged, edited or missing piece, or a malformed checkpoint, is a one-line refusal that names
+the file; a run without ``--resume`` then starts over. One run writes an output at a time: a lock
+file beside it (held with ``flock``, so a killed run never leaves it blocking) names the process
+that holds it.
 
 Files beside the target ``out.csv`` while a run is going (all removed when it completes):
 ``.out.csv.groundlens-partial`` (the rows so far; a folder of Arrow parts for Parquet),
 ``….keys`` (per row: byte offset, band, method, normalized score: 18 bytes, what ``--sort`` and
-the HTML report's second pass read instead of holding rows in memory) and ``….json`` (the checkpoint).
+the HTML report's second pass read instead of holding rows in memory) and ``….json`` (the checkpoint);
+and ``.out.csv.groundlens-lock`` (the lock, removed when the run ends).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
@@ -32,13 +40,15 @@ import numpy as np
 
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns, risk_key
 from groundlens_core.errors import GroundlensInputError
+from groundlens_core.outputs import OutputLock, adopt_attributes, check_target, replacing, same_file, with_path
 from groundlens_core.results import GroundlensScore, ScoreError
 
 #: rows the HTML report of a big batch shows (the riskiest); its summary counts every row
 DEFAULT_HTML_ROWS = 1000
 #: per-row record of the keys file (see the module docstring)
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
-CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/1"
+CHECKPOINT_FORMAT = "groundlens-evaluate-checkpoint/2"
+_HASH_BLOCK = 1 << 20
 
 
 # ---------------------------------------------------------------- the Python API
@@ -144,11 +154,17 @@ class _Paths:
     partial: Path
     keys: Path
     checkpoint: Path
+    lock: Path
 
     @classmethod
     def beside(cls, output: Path) -> _Paths:
         base = output.parent / f".{output.name}.groundlens-partial"
-        return cls(partial=base, keys=Path(f"{base}.keys"), checkpoint=Path(f"{base}.json"))
+        return cls(
+            partial=base,
+            keys=Path(f"{base}.keys"),
+            checkpoint=Path(f"{base}.json"),
+            lock=output.parent / f".{output.name}.groundlens-lock",
+        )
 
     def remove(self) -> None:
         for p in (self.keys, self.checkpoint):
@@ -159,26 +175,6 @@ class _Paths:
             self.partial.unlink(missing_ok=True)
 
 
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.resolve() == b.resolve() or (a.exists() and b.exists() and os.path.samefile(a, b))
-    except OSError:
-        return False
-
-
-def _check_writable_folder(target: Path, what: str) -> None:
-    """Fail now, before any scoring, if ``target`` cannot be created (naming the target, not a temp file)."""
-    if target.is_dir():
-        raise GroundlensInputError(f"{what} {target} is a directory; give a file name")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=str(target.parent))
-        os.close(fd)
-        os.unlink(probe)
-    except OSError as exc:
-        raise GroundlensInputError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
-
-
 def _fsync(fh) -> None:
     fh.flush()
     os.fsync(fh.fileno())
@@ -186,25 +182,36 @@ def _fsync(fh) -> None:
 
 def _write_json_atomic(path: Path, data: dict) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, sort_keys=True)
-        _fsync(fh)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, sort_keys=True)
+            _fsync(fh)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise with_path(exc, path) from None
 
 
 class _Sink:
-    """Where the scored rows go while a run is going: append, fsync, truncate back on resume."""
+    """Where the scored rows go while a run is going: append, fsync, truncate back on resume.
+
+    It keeps a running SHA-256 of everything written to the partial output and to the keys file;
+    :meth:`state` is what the checkpoint records and :func:`_verify_resume` checks."""
 
     def __init__(self, kind: str, paths: _Paths, columns: list[str], schema: Any):
         self.kind, self.paths, self.columns, self.schema = kind, paths, columns, schema
         self.fh = None
         self.parts = 0
         self.bytes = 0
+        self.digest = hashlib.sha256()
+        self.keys_digest = hashlib.sha256()
 
-    def open(self, *, rows_done: int, state: dict | None) -> None:
+    def open(self, *, rows_done: int, state: dict | None, verified: _Verified | None = None) -> None:
         from groundlens_core.io_formats import csv_header
 
         p = self.paths
+        if state is not None and verified is not None:
+            self.digest, self.keys_digest = verified.digest, verified.keys_digest
+            self.bytes = int(state["bytes"])
         if self.kind == "parquet":
             if state is None:
                 if p.partial.exists():
@@ -221,7 +228,9 @@ class _Sink:
                     shutil.rmtree(p.partial)
                 self.fh = open(p.partial, "wb")  # type: ignore[assignment]
                 if self.kind == "csv":
-                    self.fh.write(csv_header(self.columns))  # type: ignore[attr-defined]
+                    header = csv_header(self.columns)
+                    self.fh.write(header)  # type: ignore[attr-defined]
+                    self.digest.update(header)
             else:
                 self.fh = open(p.partial, "r+b")  # type: ignore[assignment]
                 self.fh.truncate(int(state["bytes"]))  # type: ignore[attr-defined]  # drop a chunk written after the last checkpoint
@@ -245,42 +254,193 @@ class _Sink:
             import pyarrow as pa
 
             keys["offset"] = np.arange(first_row, first_row + len(rows))
-            part = self.paths.partial / f"part-{self.parts:07d}.arrow"
-            with pa.OSFile(str(part), "wb") as sink, pa.ipc.new_file(sink, self.schema) as w:
+            buf = pa.BufferOutputStream()
+            with pa.ipc.new_file(buf, self.schema) as w:
                 w.write_table(arrow_table(rows, self.schema))
-            fd = os.open(part, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            data = buf.getvalue().to_pybytes()
+            part = self.paths.partial / f"part-{self.parts:07d}.arrow"
+            with open(part, "wb") as fh:
+                fh.write(data)
+                _fsync(fh)
+            self.digest.update(data)
+            self.bytes += len(data)
             self.parts += 1
         else:
             blobs = encode_rows(self.kind, rows, self.columns)
             offsets = np.cumsum([0] + [len(b) for b in blobs[:-1]], dtype=np.int64) + self.bytes
             keys["offset"] = offsets
-            self.fh.write(b"".join(blobs))  # type: ignore[attr-defined]
+            data = b"".join(blobs)
+            self.fh.write(data)  # type: ignore[attr-defined]
             _fsync(self.fh)
+            self.digest.update(data)
             self.bytes = self.fh.tell()  # type: ignore[attr-defined]
-        self.keys.write(keys.tobytes())
+        key_bytes = keys.tobytes()
+        self.keys.write(key_bytes)
         _fsync(self.keys)
+        self.keys_digest.update(key_bytes)
 
     def state(self) -> dict:
-        return {"parts": self.parts} if self.kind == "parquet" else {"bytes": self.bytes}
+        out: dict[str, Any] = {
+            "bytes": self.bytes,
+            "partial_sha256": self.digest.hexdigest(),
+            "keys_sha256": self.keys_digest.hexdigest(),
+        }
+        if self.kind == "parquet":
+            out["parts"] = self.parts
+        return out
 
     def close(self) -> None:
         for fh in (self.fh, getattr(self, "keys", None)):
             if fh is not None:
-                fh.close()
+                try:
+                    fh.close()
+                except OSError:  # a write that failed is reported by the write; what was checkpointed is synced
+                    pass
+
+
+# ---------------------------------------------------------------- checkpoint checks
+
+
+class _Unresumable(Exception):
+    """Why a checkpoint (or what it describes) cannot be continued; the text follows the file's name."""
+
+
+@dataclass(frozen=True)
+class _Verified:
+    """The running digests of a partial output and its keys, as the checks left them: the resumed
+    run appends to these, so the next checkpoint covers the whole file again."""
+
+    digest: Any
+    keys_digest: Any
+
+
+_CHECKPOINT_FIELDS: dict[str, type] = {
+    "format": str,
+    "signature": dict,
+    "rows_done": int,
+    "bytes": int,
+    "partial_sha256": str,
+    "keys_sha256": str,
+}
+
+
+def _read_checkpoint(path: Path, out_kind: str) -> dict:
+    """The checkpoint at ``path``, or :class:`_Unresumable` naming it and what is wrong with it."""
+    try:
+        return _checked_checkpoint(path, out_kind)
+    except _Unresumable as exc:
+        raise _Unresumable(f"{path} {exc}") from None
+
+
+def _checked_checkpoint(path: Path, out_kind: str) -> dict:
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise _Unresumable(f"cannot be read ({exc.strerror or exc})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise _Unresumable("is not valid JSON (damaged or cut short)") from None
+    if not isinstance(saved, dict):
+        raise _Unresumable(f"is not a checkpoint (a JSON {type(saved).__name__}, not an object)")
+    if saved.get("format") != CHECKPOINT_FORMAT:
+        raise _Unresumable(f"is not a checkpoint this version can resume (format {saved.get('format')!r})")
+    fields = dict(_CHECKPOINT_FIELDS, **({"parts": int} if out_kind == "parquet" else {}))
+    for name, kind in fields.items():
+        if name not in saved:
+            raise _Unresumable(f"has no {name!r}")
+        value = saved[name]
+        if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise _Unresumable(f"has a malformed {name!r} ({value!r})")
+    rows = saved["signature"].get("rows")
+    if not isinstance(rows, int) or saved["rows_done"] > rows:
+        raise _Unresumable(f"says {saved['rows_done']:,} rows were done of {rows!r}")
+    return saved
+
+
+def _hash_prefix(path: Path, size: int, digest: Any) -> Any:
+    """``digest`` updated with the first ``size`` bytes of ``path`` (which must have them)."""
+    left = size
+    with open(path, "rb") as fh:
+        while left > 0:
+            block = fh.read(min(_HASH_BLOCK, left))
+            if not block:
+                raise _Unresumable(f"is shorter than its checkpoint says ({size - left:,} of {size:,} bytes)")
+            digest.update(block)
+            left -= len(block)
+    return digest
+
+
+def _verify_resume(out_kind: str, partial: Path, paths: _Paths, state: dict, header: bytes) -> _Verified:
+    """Check the written rows and their keys against the checkpoint: lengths, SHA-256 digests and
+    that the keys' offsets describe ``rows_done`` rows of the partial output. Raises
+    :class:`_Unresumable` naming the first file that does not match."""
+    rows_done, size = int(state["rows_done"]), int(state["bytes"])
+    # the partial output
+    try:
+        if out_kind == "parquet":
+            if not partial.is_dir():
+                raise _Unresumable("is not the folder of Arrow parts this run writes")
+            digest = hashlib.sha256()
+            total = 0
+            for k in range(int(state["parts"])):
+                part = partial / f"part-{k:07d}.arrow"
+                if not part.is_file():
+                    raise _Unresumable(f"has lost {part.name}")
+                n = part.stat().st_size
+                _hash_prefix(part, n, digest)
+                total += n
+            if total != size:
+                raise _Unresumable(f"holds {total:,} bytes of rows where the checkpoint says {size:,}")
+        else:
+            if not partial.is_file():
+                raise _Unresumable("is not a file")
+            have = partial.stat().st_size
+            if have < size:
+                raise _Unresumable(f"is shorter than its checkpoint says ({have:,} of {size:,} bytes)")
+            digest = _hash_prefix(partial, size, hashlib.sha256())
+        if digest.hexdigest() != state["partial_sha256"]:
+            raise _Unresumable("does not match its checkpoint (SHA-256 of the rows written; changed or damaged)")
+    except (_Unresumable, OSError) as exc:
+        raise _blame(partial, exc) from None
+    # the keys
+    try:
+        want = rows_done * KEY_DTYPE.itemsize
+        have = paths.keys.stat().st_size if paths.keys.is_file() else -1
+        if have < want:
+            raise _Unresumable(
+                "is missing" if have < 0 else f"is shorter than its checkpoint says ({have:,} of {want:,} bytes)"
+            )
+        keys_digest = _hash_prefix(paths.keys, want, hashlib.sha256())
+        if keys_digest.hexdigest() != state["keys_sha256"]:
+            raise _Unresumable(
+                "does not match its checkpoint (SHA-256 of the first rows_done rows' keys; changed or damaged, "
+                "or rows_done was edited)"
+            )
+        offsets = np.fromfile(paths.keys, dtype=KEY_DTYPE, count=rows_done)["offset"]
+        if out_kind == "parquet":
+            ok = bool(np.array_equal(offsets, np.arange(rows_done)))
+        else:
+            ok = rows_done == 0 or (
+                int(offsets[0]) == len(header) and bool(np.all(np.diff(offsets) > 0)) and int(offsets[-1]) < size
+            )
+        if not ok:
+            raise _Unresumable(f"does not describe {rows_done:,} rows of {partial.name}")
+    except (_Unresumable, OSError) as exc:
+        raise _blame(paths.keys, exc) from None
+    return _Verified(digest=digest, keys_digest=keys_digest)
+
+
+def _blame(path: Path, exc: BaseException) -> _Unresumable:
+    why = str(exc) if isinstance(exc, _Unresumable) else f"cannot be read ({getattr(exc, 'strerror', None) or exc})"
+    return _Unresumable(f"{path} {why}")
 
 
 def _signature(job: EvaluateJob, info, out_kind: str, emb, cal) -> dict:
     from groundlens_core._version import __version__
 
-    st = job.input.stat()
     return {
         "input": str(job.input.resolve()),
-        "input_size": st.st_size,
-        "input_mtime_ns": st.st_mtime_ns,
+        "input_size": job.input.stat().st_size,
+        "input_sha256": _file_sha256(job.input),
         "columns": list(info.columns),
         "rows": info.rows,
         "output_kind": out_kind,
@@ -291,6 +451,17 @@ def _signature(job: EvaluateJob, info, out_kind: str, emb, cal) -> dict:
         "backend": emb.backend,
         "version": __version__,
     }
+
+
+def _file_sha256(path: Path) -> str:
+    """The input's identity for a resume: its content, not its size and modification time (an
+    edit that keeps both would otherwise be continued silently). Hashing runs at about 1.7 GB/s,
+    a fraction of the pass that counts the rows."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(_HASH_BLOCK):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def _load_calibration(value: Any):
@@ -323,64 +494,94 @@ def _progress_bar(total: int, initial: int, enabled: bool | None):
 
 def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) -> JobSummary:
     """Score ``job.input`` into ``job.output`` in chunks; see the module docstring for the guarantees."""
-    from groundlens_core.io_formats import READ_ERROR, arrow_schema, output_columns, row_item, scan_table, table_kind
+    from groundlens_core.io_formats import arrow_schema, output_columns, scan_table, table_kind
 
     log = log or (lambda msg: print(msg, file=sys.stderr))
     # every check that can fail does so before the model loads or a row is scored
     out_kind, _ = table_kind(job.output, output=True)
-    if _same_file(job.input, job.output):
+    if same_file(job.input, job.output):
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
     if job.html is not None:
-        if (
-            table_kind_or_none(job.html) is not None
-            or _same_file(job.html, job.input)
-            or _same_file(job.html, job.output)
-        ):
+        for data, name in ((job.input, "the input"), (job.output, "the output")):
+            if same_file(job.html, data):
+                raise GroundlensInputError(
+                    f"the HTML report {job.html} is {name} file {data}; write the report to another file"
+                )
+        if table_kind_or_none(job.html) is not None:
             raise GroundlensInputError(f"the HTML report {job.html} would overwrite a data file; give it an .html name")
-        _check_writable_folder(job.html, "the HTML report")
+        check_target(job.html, what="the HTML report")
     info = scan_table(job.input)
-    _check_writable_folder(job.output, "the output")
+    check_target(job.output, what="the output", inputs=[job.input])
     cal = _load_calibration(job.calibration)
     columns = output_columns(info.columns)
     schema = arrow_schema(info, columns) if out_kind == "parquet" else None
     paths = _Paths.beside(job.output)
+    lock = OutputLock.acquire(paths.lock, job.output)
+    try:
+        return _run_locked(job, info, out_kind, columns, schema, cal, paths, log)
+    finally:
+        lock.release()
 
+
+def _resume_state(job: EvaluateJob, info, out_kind: str, columns: list[str], paths: _Paths, signature: dict, log):
+    """The checkpoint to continue and the checked digests of what it describes, or ``(None, None)``
+    for a fresh start. Refuses in one line what cannot be continued; a leftover that cannot be
+    resumed never blocks a run without ``--resume`` (it is replaced, with a note)."""
+    from groundlens_core.io_formats import csv_header
+
+    if not paths.checkpoint.exists():
+        if job.resume:
+            log("note: nothing to resume for this output; starting from the first row")
+        return None, None
+    header = csv_header(columns) if out_kind == "csv" else b""
+    saved = verified = None
+    renamed = False
+    try:
+        saved = _read_checkpoint(paths.checkpoint, out_kind)
+        renamed = not paths.partial.exists() and _renamed_output_matches(paths, job.output, saved)
+        if not paths.partial.exists() and not renamed:
+            raise _Unresumable(f"the partial output {paths.partial} of the interrupted run is gone")
+        verified = _verify_resume(out_kind, job.output if renamed else paths.partial, paths, saved, header)
+        problem = None
+    except _Unresumable as exc:
+        problem = str(exc)
+    if not job.resume:
+        if saved is not None and problem is None:
+            raise GroundlensInputError(
+                f"an interrupted run of this output left {paths.partial.name} ({saved['rows_done']:,} of "
+                f"{saved['signature']['rows']:,} rows done) beside {job.output}: "
+                "add --resume to continue it, "
+                f"or delete {paths.partial} and {paths.checkpoint.name} to start over"
+            )
+        log(
+            f"note: replacing what an earlier run left, which cannot be resumed ({problem}); "
+            "starting from the first row"
+        )
+        paths.remove()
+        return None, None
+    if saved is None or problem is not None:
+        raise GroundlensInputError(f"cannot resume: {problem}; run again without --resume to start over")
+    diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
+    if diff:
+        raise GroundlensInputError(
+            f"cannot resume: {', '.join(diff)} changed since the interrupted run "
+            "(the output would not match an "
+            f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over"
+        )
+    if renamed:
+        os.replace(job.output, paths.partial)  # checked: the output is exactly the partial
+    return saved, verified
+
+
+def _run_locked(job: EvaluateJob, info, out_kind, columns, schema, cal, paths: _Paths, log) -> JobSummary:
+    from groundlens_core.io_formats import READ_ERROR, row_item
     from groundlens_core.scoring import get_default_embedder
 
     emb = get_default_embedder()
     signature = _signature(job, info, out_kind, emb, cal)
-    state = None
-    if paths.checkpoint.is_file():
-        try:
-            saved = json.loads(paths.checkpoint.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            saved = None
-        if saved is not None and not job.resume:
-            raise GroundlensInputError(
-                f"an interrupted run of this output left {paths.partial.name} ({saved.get('rows_done', 0):,} of "
-                f"{saved.get('signature', {}).get('rows', '?'):,} rows done) beside {job.output}: "
-                "add --resume to continue it, "
-                f"or delete {paths.partial} and {paths.checkpoint.name} to start over"
-            )
-        if saved is not None:
-            if saved.get("format") != CHECKPOINT_FORMAT:
-                raise GroundlensInputError(
-                    f"{paths.checkpoint} is not a checkpoint this version can resume; delete it to start over"
-                )
-            diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
-            if diff:
-                raise GroundlensInputError(
-                    f"cannot resume: {', '.join(diff)} changed since the interrupted run "
-                    "(the output would not match an "
-                    f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over"
-                )
-            state = saved
-            if not paths.partial.exists():
-                _take_back_renamed_output(paths, job.output, state, info.rows)
-    elif job.resume:
-        log("note: nothing to resume for this output; starting from the first row")
+    state, verified = _resume_state(job, info, out_kind, columns, paths, signature, log)
     rows_done = int(state["rows_done"]) if state else 0
     summary = JobSummary(rows=info.rows, resumed_from=rows_done)
     if state:
@@ -392,7 +593,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     sink = _Sink(out_kind, paths, columns, schema)
     bar = None
     try:
-        sink.open(rows_done=rows_done, state=state)
+        sink.open(rows_done=rows_done, state=state, verified=verified)
         if state is None:
             _write_json_atomic(
                 paths.checkpoint, {"format": CHECKPOINT_FORMAT, "signature": signature, "rows_done": 0, **sink.state()}
@@ -426,6 +627,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
                     {"format": CHECKPOINT_FORMAT, "signature": signature, "rows_done": rows_done, **sink.state()},
                 )
             bar.update(len(rows))
+    except OSError as exc:
+        raise (exc if exc.filename else with_path(exc, paths.partial)) from None
     finally:
         if bar is not None:
             bar.close()
@@ -453,26 +656,19 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     return summary
 
 
-def _take_back_renamed_output(paths: _Paths, output: Path, state: dict, rows: int) -> None:
+def _renamed_output_matches(paths: _Paths, output: Path, state: dict) -> bool:
     """A run stopped after renaming its complete CSV/JSONL into place but before removing its
     checkpoint left the checkpoint and keys without a partial. The output is then exactly the
-    partial (same bytes, so the keys' offsets hold): move it back and let the resume finish as any
-    other (the second pass, ``--sort`` and ``--html``, then the clean-up), instead of failing on a
-    missing file. Anything else without its partial cannot be resumed."""
-    size = state.get("bytes")
-    if (
-        int(state.get("rows_done", -1)) == rows
-        and size is not None
+    partial (same bytes, so the keys' offsets hold): a resume checks it as the partial, moves it
+    back and finishes as any other (the second pass, ``--sort`` and ``--html``, then the clean-up)."""
+    rows = state["signature"]["rows"]
+    return (
+        state["rows_done"] == rows
+        and "parts" not in state
         and output.is_file()
-        and output.stat().st_size == int(size)
+        and output.stat().st_size == state["bytes"]
         and paths.keys.is_file()
         and paths.keys.stat().st_size == rows * KEY_DTYPE.itemsize
-    ):
-        os.replace(output, paths.partial)
-        return
-    raise GroundlensInputError(
-        f"cannot resume: the partial output {paths.partial} of the interrupted run is gone; delete "
-        f"{paths.checkpoint.name} and {paths.keys.name} beside {output} to start over"
     )
 
 
@@ -599,29 +795,20 @@ def _finalize(
     out_kind: str, paths: _Paths, output: Path, columns: list[str], schema, keys: np.ndarray, order: np.ndarray | None
 ) -> None:
     """Put the complete output in place: a rename for CSV/JSONL in input order; otherwise a second
-    pass into a temporary file beside the target, then a rename."""
+    pass into a temporary file beside the target, then a rename. Either way the output keeps the
+    mode and group of the file it replaces (see :mod:`groundlens_core.outputs`)."""
     if out_kind != "parquet" and order is None:
-        os.replace(paths.partial, output)
+        try:
+            adopt_attributes(paths.partial, output)
+            os.replace(paths.partial, output)
+        except OSError as exc:
+            raise with_path(exc, output) from None
         return
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=str(output.parent))
-    os.close(fd)
-    tmp = Path(tmp_name)
-    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; the output gets the usual permissions
-    try:
+    with replacing(output) as tmp:
         if out_kind == "parquet":
             _write_parquet(paths, tmp, schema, order)
         else:
             _write_sorted_text(out_kind, paths, tmp, columns, keys, order)  # type: ignore[arg-type]
-        os.replace(tmp, output)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def _write_sorted_text(

@@ -20,6 +20,7 @@ import pytest
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Step, Trace
 from groundlens_core.trace.html import render_html, write_html
+from groundlens_core.trace.model import redaction_digest
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_ATTR = '"><img src=x onerror=alert(1)>'
@@ -234,11 +235,13 @@ def test_redaction_removes_every_text(real_trace):
     for raw in (grounded.question, grounded.response, CAPITAL_CONTEXT, "Bananas are yellow", "What is the capital"):
         assert raw not in doc, raw
     assert "redacted" in doc
-    sha = hashlib.sha256(grounded.response.encode()).hexdigest()[:12]
+    keyed = redaction_digest(grounded.response)[:12]
+    unkeyed = hashlib.sha256(grounded.response.encode()).hexdigest()[:12]  # a guess could be confirmed by it
     data = step_data(doc)
     row = next(r for r in parse(doc).rows if r["data-id"] == grounded.id)
     d = detail_of(data, row)
-    assert sha in d["r"] and d["rn"] == "redacted" and d["qn"] == "redacted"
+    assert keyed in d["r"] and d["rn"] == "redacted" and d["qn"] == "redacted"
+    assert unkeyed not in doc
     assert d["ctx"][0][0] == "tool:search" and d["ctx"][0][2] == "redacted"
     assert d["meta"] == ""  # metadata may hold user text: not shown when redacting
     # the scores survive redaction

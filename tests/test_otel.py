@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import socket
@@ -15,7 +14,7 @@ import time
 import pytest
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
-from groundlens_core.trace.model import META_TOOL
+from groundlens_core.trace.model import META_TOOL, redaction_digest
 
 pytest.importorskip("opentelemetry.sdk")
 
@@ -316,7 +315,7 @@ def test_posthoc_export_of_an_unfinished_trace(calibration):
 
 
 def _marker(text: str) -> str:
-    return f"[redacted sha256={hashlib.sha256(text.encode()).hexdigest()} length={len(text)}]"
+    return f"[redacted hmac-sha256={redaction_digest(text)} length={len(text)}]"
 
 
 def test_redaction_keeps_no_raw_text_live(calibration):

@@ -27,8 +27,10 @@ CTX = "The Oberoi Group is a hotel company with its head office in Delhi."
 def _rows(n: int, start: int = 0) -> list[dict]:
     with open(DATA, encoding="utf-8", newline="") as fh:
         rows = list(csv.DictReader(fh))[start : start + n]
-    return [{"id": r["id"], "question": r["question"], "context": r["context"] if i % 4 else "", "response": r["response"]}
-            for i, r in enumerate(rows)]
+    return [
+        {"id": r["id"], "question": r["question"], "context": r["context"] if i % 4 else "", "response": r["response"]}
+        for i, r in enumerate(rows)
+    ]
 
 
 def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> Path:
@@ -138,9 +140,11 @@ def test_csv_gz_jsonl_gz_and_parquet_give_the_same_scores(tmp_path):
 def test_csv_field_over_the_csv_module_limit_is_scored_or_a_row_error_like_jsonl(tmp_path):
     long_ok = ("The Oberoi Group has its head office in Delhi. " * 3000)[:140_000]  # > 131,072
     too_long = "x " * 110_000  # 220,000 characters: over the 200,000-character limit
-    rows = [{"question": "Where is the head office?", "response": long_ok, "context": CTX},
-            {"question": "Where is the head office?", "response": too_long, "context": CTX},
-            {"question": "Where is the head office?", "response": "In Delhi.", "context": CTX}]
+    rows = [
+        {"question": "Where is the head office?", "response": long_ok, "context": CTX},
+        {"question": "Where is the head office?", "response": too_long, "context": CTX},
+        {"question": "Where is the head office?", "response": "In Delhi.", "context": CTX},
+    ]
     src = _write_csv(tmp_path / "in.csv", rows)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
     got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
@@ -188,14 +192,20 @@ def test_header_problems_and_a_directory_as_input(tmp_path, capsys):
     assert "duplicate column name(s) 'response'" in _one_line_error(capsys)
 
     ragged = tmp_path / "ragged.csv"
-    ragged.write_text("id,question,response\n1,Where is the head office?,In Delhi.\n"
-                      "2,Where is it?,In Delhi, India.,extra\n3,What is the capital of France?\n", encoding="utf-8")
+    ragged.write_text(
+        "id,question,response\n1,Where is the head office?,In Delhi.\n"
+        "2,Where is it?,In Delhi, India.,extra\n3,What is the capital of France?\n",
+        encoding="utf-8",
+    )
     assert main(["evaluate", str(ragged), "-o", str(tmp_path / "r.csv")]) == 0
     got = list(csv.DictReader(open(tmp_path / "r.csv", encoding="utf-8", newline="")))
     assert [g["id"] for g in got] == ["1", "2", "3"]
     assert got[0]["groundlens_method"] == "dgi"
     assert got[1]["groundlens_method"] == "error"
-    assert "row 2 has 5 fields but the header has 3" in got[1]["groundlens_error"] and "' India.'" in got[1]["groundlens_error"]
+    assert (
+        "row 2 has 5 fields but the header has 3" in got[1]["groundlens_error"]
+        and "' India.'" in got[1]["groundlens_error"]
+    )
     assert got[2]["groundlens_method"] == "error" and "response is missing" in got[2]["groundlens_error"]
 
     capsys.readouterr()
@@ -211,7 +221,10 @@ def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, c
     rows[3]["response"] = ""  # a blank response: an error row (a blank question with a context is scored: support)
     src = _write_csv(tmp_path / "in.csv", rows)
     html = tmp_path / "r.html"
-    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(html), "--html-rows", "3", "--sort"]) == 0
+    assert (
+        main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(html), "--html-rows", "3", "--sort"])
+        == 0
+    )
     assert "the riskiest 3 of 10 rows" in capsys.readouterr().err
     page = html.read_text(encoding="utf-8")
     assert "All 10 rows of the batch" in page and "riskiest 3 of 10 rows" in page
@@ -273,7 +286,9 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        job = stream.EvaluateJob(input=src, output=tmp_path / "o.csv", html=tmp_path / "r.html", threads=2, progress=False)
+        job = stream.EvaluateJob(
+            input=src, output=tmp_path / "o.csv", html=tmp_path / "r.html", threads=2, progress=False
+        )
         stream.run_evaluate(job, log=lambda msg: None)
         assert torch.get_num_threads() == 2
     finally:
@@ -440,8 +455,10 @@ def test_nested_jsonl_values_are_json_text_in_a_csv_output(tmp_path, capsys):
     takes; the Parquet output already wrote JSON text."""
     meta = {"k": [1, 2], "s": "é"}
     src = tmp_path / "in.jsonl"
-    src.write_text(json.dumps({"question": "What is 2+2?", "response": "It is 4.", "meta": meta, "tags": ["a", "b"]}) + "\n",
-                   encoding="utf-8")
+    src.write_text(
+        json.dumps({"question": "What is 2+2?", "response": "It is 4.", "meta": meta, "tags": ["a", "b"]}) + "\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "out.csv"
     assert main(["evaluate", str(src), "-o", str(out)]) == 0
     (row,) = list(csv.DictReader(open(out, encoding="utf-8", newline="")))
@@ -460,7 +477,10 @@ def test_engine_ray_address_with_no_cluster_is_a_one_line_error(tmp_path, capsys
         port = s.getsockname()[1]  # free once closed: nothing listens there
     src = _write_csv(tmp_path / "in.csv", _rows(2))
     t0 = time.monotonic()
-    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--engine", "ray", "--address", f"127.0.0.1:{port}"]) == 2
+    assert (
+        main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--engine", "ray", "--address", f"127.0.0.1:{port}"])
+        == 2
+    )
     assert time.monotonic() - t0 < 120
     err = _one_line_error(capsys)
     assert f"no Ray cluster answers at --address 127.0.0.1:{port}" in err
@@ -474,8 +494,17 @@ def test_jsonl_output_is_strict_json_when_a_parquet_float_is_nan(tmp_path, capsy
     import pyarrow.parquet as pq
 
     src = tmp_path / "in.parquet"
-    pq.write_table(pa.table({"question": ["What is 2+2?", "Who wrote Hamlet?"], "response": ["It is 4.", "Shakespeare."],
-                             "latency": [float("nan"), 1.5], "hist": [[float("inf"), 2.0], [1.0]]}), src)
+    pq.write_table(
+        pa.table(
+            {
+                "question": ["What is 2+2?", "Who wrote Hamlet?"],
+                "response": ["It is 4.", "Shakespeare."],
+                "latency": [float("nan"), 1.5],
+                "hist": [[float("inf"), 2.0], [1.0]],
+            }
+        ),
+        src,
+    )
     out = tmp_path / "out.jsonl"
     assert main(["evaluate", str(src), "-o", str(out)]) == 0
 
@@ -485,3 +514,226 @@ def test_jsonl_output_is_strict_json_when_a_parquet_float_is_nan(tmp_path, capsy
     rows = [json.loads(line, parse_constant=strict) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["latency"] for r in rows] == [None, 1.5] and rows[0]["hist"] == [None, 2.0]
     assert all(r["groundlens_method"] == "dgi" for r in rows)
+
+
+# ---------------------------------------------------------------- a resume proves what it continues
+
+
+def _interrupt(monkeypatch, src: Path, out: Path, *, batch: int = 3, chunks: int = 3) -> None:
+    """Run ``evaluate`` and stop it dead (as a SIGKILL would) after ``chunks`` checkpointed chunks."""
+    import groundlens_core.stream as stream
+
+    write, done = stream._Sink.write, []
+
+    def killed_after(self, rows, first_row):
+        if len(done) == chunks:
+            raise SystemExit(137)
+        done.append(first_row)
+        write(self, rows, first_row)
+
+    with monkeypatch.context() as m:
+        m.setattr(stream._Sink, "write", killed_after)
+        with pytest.raises(SystemExit):
+            main(["evaluate", str(src), "-o", str(out), "--batch-size", str(batch)])
+
+
+def _edit_checkpoint(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    path.write_text(json.dumps(change(data)))
+
+
+def _truncate(path: Path, size: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.truncate(size)
+
+
+def _flip_byte(path: Path, at: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(at)
+        b = fh.read(1)
+        fh.seek(at)
+        fh.write(bytes([b[0] ^ 0x20]))
+
+
+#: damage done to an interrupted run's files (the checkpoint ``c``, partial ``p``, keys ``k``), and a
+#: word the one-line refusal must hold (the name of the file it blames)
+DAMAGE = {
+    "partial truncated": (lambda c, p, k: _truncate(p, 200), "groundlens-partial "),
+    "partial byte changed": (lambda c, p, k: _flip_byte(p, p.stat().st_size // 2), "groundlens-partial "),
+    "rows_done +3": (lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "rows_done": d["rows_done"] + 3}), ".keys"),
+    "rows_done -3": (lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "rows_done": d["rows_done"] - 3}), ".keys"),
+    "bytes +7": (lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "bytes": d["bytes"] + 7}), "groundlens-partial "),
+    "bytes -7": (lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "bytes": d["bytes"] - 7}), "groundlens-partial "),
+    "checkpoint a JSON list": (lambda c, p, k: c.write_text("[1, 2]"), "a JSON list"),
+    "checkpoint without signature": (
+        lambda c, p, k: _edit_checkpoint(c, lambda d: {x: v for x, v in d.items() if x != "signature"}),
+        "'signature'",
+    ),
+    "checkpoint signature a string": (
+        lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "signature": "x"}),
+        "signature",
+    ),
+    "checkpoint cut short": (lambda c, p, k: _truncate(c, 40), "not valid JSON"),
+    "keys truncated": (lambda c, p, k: _truncate(k, k.stat().st_size - 5), ".keys"),
+    "keys missing": (lambda c, p, k: k.unlink(), ".keys"),
+}
+
+
+@pytest.mark.parametrize("damage", list(DAMAGE))
+def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_is_right(
+    tmp_path, capsys, monkeypatch, damage
+):
+    """The checkpoint was trusted as it stood: a cut partial gave 'scored 12/12' over NUL bytes,
+    rows_done +-N lost or repeated rows, a JSON list or a missing key was a traceback, and a cut
+    keys file failed only after the whole run."""
+    import groundlens_core.stream as stream
+
+    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    ref = tmp_path / "ref.csv"
+    assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "3"]) == 0
+    out = tmp_path / "out.csv"
+    _interrupt(monkeypatch, src, out)
+    partial = tmp_path / ".out.csv.groundlens-partial"
+    keys, checkpoint = Path(f"{partial}.keys"), Path(f"{partial}.json")
+    damage_it, blamed = DAMAGE[damage]
+    damage_it(checkpoint, partial, keys)
+    capsys.readouterr()
+
+    def boom(*a, **k):
+        raise AssertionError("scoring started before the check")
+
+    with monkeypatch.context() as m:
+        m.setattr(stream, "score_chunk", boom)
+        assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
+    err = _one_line_error(capsys)
+    assert err.startswith("groundlens: error: cannot resume: ") and blamed in err, err
+    assert "without --resume to start over" in err
+    assert not out.exists()
+    # what the message says works: a run without --resume starts over and writes the right bytes
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3"]) == 0
+    assert out.read_bytes() == ref.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv", "ref.csv"]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "parquet"])
+def test_an_undamaged_resume_still_gives_the_bytes_of_an_uninterrupted_run(tmp_path, capsys, monkeypatch, fmt):
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    ref = tmp_path / f"ref.{fmt}"
+    assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "3"]) == 0
+    out = tmp_path / f"out.{fmt}"
+    _interrupt(monkeypatch, src, out)
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 0
+    assert "resuming after row 9 of 12" in capsys.readouterr().err
+    assert out.read_bytes() == ref.read_bytes()
+
+
+def test_a_damaged_parquet_part_is_refused(tmp_path, capsys, monkeypatch):
+    pytest.importorskip("pyarrow")
+    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    out = tmp_path / "out.parquet"
+    _interrupt(monkeypatch, src, out)
+    part = tmp_path / ".out.parquet.groundlens-partial" / "part-0000001.arrow"
+    _flip_byte(part, part.stat().st_size // 2)
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
+    assert "does not match its checkpoint" in _one_line_error(capsys)
+
+
+def test_an_input_edited_with_the_same_size_and_mtime_is_not_resumed(tmp_path, capsys, monkeypatch):
+    """Size and modification time were the input's identity: an edit keeping both resumed silently,
+    mixing scores of two different files in one output."""
+    rows = _rows(12)
+    src = _write_csv(tmp_path / "in.csv", rows)
+    out = tmp_path / "out.csv"
+    _interrupt(monkeypatch, src, out)
+    st = src.stat()
+    first = rows[0]["response"].encode("utf-8")
+    src.write_bytes(src.read_bytes().replace(first, first[::-1], 1))  # same length, other text
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert src.stat().st_size == st.st_size and src.stat().st_mtime_ns == st.st_mtime_ns
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
+    assert "input_sha256 changed" in _one_line_error(capsys)
+
+
+# ---------------------------------------------------------------- one writer per output
+
+
+def test_a_second_run_on_the_same_output_is_told_which_process_holds_it(tmp_path, capsys):
+    rows = _rows(40)
+    src = _write_csv(tmp_path / "in.csv", rows)
+    ref = tmp_path / "ref.csv"
+    assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "8"]) == 0
+    out = tmp_path / "out.csv"
+    checkpoint = tmp_path / ".out.csv.groundlens-partial.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen(
+        _cli("evaluate", str(src), "-o", str(out), "--batch-size", "8", hold=16),
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and proc.poll() is None:  # the holder waits inside its run
+            try:
+                if json.loads(checkpoint.read_text())["rows_done"] >= 16:
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.02)
+        assert proc.poll() is None
+        capsys.readouterr()
+        for extra in ([], ["--resume"]):
+            assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", *extra]) == 2
+            err = _one_line_error(capsys)
+            assert f"pid {proc.pid}" in err and "interrupted" not in err, err
+        assert not out.exists()  # the second run wrote nothing, and took nothing away
+        assert json.loads(checkpoint.read_text())["rows_done"] >= 16
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+    # the lock of a killed run is stale: it never blocks, and the run it protected resumes
+    assert (tmp_path / ".out.csv.groundlens-lock").exists()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", "--resume"]) == 0
+    assert out.read_bytes() == ref.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv", "ref.csv"]
+
+
+def test_a_stray_checkpoint_never_blocks_a_later_run(tmp_path, capsys, monkeypatch):
+    """A checkpoint without its partial (left by two runs that raced on one output) made every later
+    run fail: 'an interrupted run left ... add --resume', then with --resume 'the partial is gone'."""
+    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    out = tmp_path / "out.csv"
+    _interrupt(monkeypatch, src, out, chunks=1)
+    (tmp_path / ".out.csv.groundlens-partial").unlink()
+    capsys.readouterr()
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "cannot be resumed" in err and "add --resume" not in err, err
+    assert len(list(csv.DictReader(open(out, encoding="utf-8", newline="")))) == 6
+
+
+def test_evaluate_keeps_the_mode_of_the_file_it_replaces(tmp_path, capsys):
+    """The final rename put a 0644 partial over a 0600 output, widening who may read the scores."""
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    for extra in ([], ["--sort"]):
+        out = tmp_path / f"out{len(extra)}.csv"
+        out.write_text("old\n")
+        out.chmod(0o600)
+        assert main(["evaluate", str(src), "-o", str(out), *extra]) == 0
+        assert out.stat().st_mode & 0o777 == 0o600
+        assert out.read_text().startswith("id,question")
+
+
+def test_an_html_report_that_is_the_input_is_named_as_such(tmp_path, capsys, no_scoring):
+    """The refusal said 'give it an .html name' to a report that had one (a link to the input)."""
+    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    link = tmp_path / "report.html"
+    os.link(src, link)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(link)]) == 2
+    err = _one_line_error(capsys)
+    assert "is the input file" in err and ".html name" not in err, err
+    assert src.read_text(encoding="utf-8").startswith("id,question")

@@ -85,7 +85,7 @@ def test_redaction_keeps_hash_and_length_only(trace):
     assert "Delhi" not in text and "headquartered" not in text
     step = trace.to_dict(redact=True)["steps"][1]
     assert step["response"]["redacted"] is True and step["response"]["length"] == len("The Oberoi Group's head office is in Delhi, India.")
-    assert len(step["context"][0]["text"]["sha256"]) == 64
+    assert len(step["context"][0]["text"]["hmac_sha256"]) == 64
 
 
 def test_cutting_records_full_length(trace):

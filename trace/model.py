@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import hmac
 import json
+import os
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -18,6 +20,7 @@ from typing import Any, Mapping
 
 from groundlens_core._version import __version__
 from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, risk_key, step_band
+from groundlens_core.errors import GroundlensInputError
 from groundlens_core.results import GroundlensScore, as_score
 
 SCHEMA_VERSION = "1.0"
@@ -34,9 +37,23 @@ META_SINGLE_AGENT = "single_agent"
 META_INTERNAL_ERROR = "internal_error"
 
 # A text field is either the text itself or, after redaction or cutting, a dict:
-#   {"redacted": true, "sha256": "...", "length": N}       (text dropped)
+#   {"redacted": true, "hmac_sha256": "...", "length": N}  (text dropped)
 #   {"text": "first N chars", "truncated": true, "length": N}  (text cut)
+# ``hmac_sha256`` is keyed with a random key made once per process (see :func:`redaction_digest`);
+# files written by older versions carry an unkeyed ``sha256`` instead and still load.
 Text = Any
+
+#: the key of :func:`redaction_digest`: random, never written anywhere, new in every process
+_REDACTION_KEY = os.urandom(32)
+
+
+def redaction_digest(text: str) -> str:
+    """HMAC-SHA256 of ``text`` under this process's random key.
+
+    Equal texts redacted by one process get equal digests (a report still shows which texts
+    repeat), but nobody can confirm a guess of a short redacted text by hashing it, as an unkeyed
+    SHA-256 would allow."""
+    return hmac.new(_REDACTION_KEY, text.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()
 
 
 def utc_now() -> str:
@@ -56,7 +73,9 @@ def plain_text(value: Text) -> str:
     if isinstance(value, str):
         return value
     if value.get("redacted"):
-        return f"[redacted: {value.get('length', 0)} chars, sha256 {str(value.get('sha256', ''))[:12]}]"
+        if value.get("sha256"):  # a file from an older version
+            return f"[redacted: {value.get('length', 0)} chars, sha256 {str(value.get('sha256'))[:12]}]"
+        return f"[redacted: {value.get('length', 0)} chars, id {str(value.get('hmac_sha256', ''))[:12]}]"
     return str(value.get("text", ""))
 
 
@@ -73,7 +92,9 @@ class ContextPiece:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ContextPiece:
-        return cls(text=d.get("text"), source=str(d.get("source", "")))
+        if not isinstance(d, Mapping):
+            raise GroundlensInputError(f"a context piece must be an object with source and text, got {_kind(d)}")
+        return cls(text=_text(d, "text", "a context piece"), source=str(d.get("source", "")))
 
 
 @dataclass(frozen=True)
@@ -89,6 +110,8 @@ class Usage:
     def from_dict(cls, d: Mapping[str, Any] | None) -> Usage | None:
         if d is None:
             return None
+        if not isinstance(d, Mapping):
+            raise GroundlensInputError(f"usage must be an object of token counts, got {_kind(d)}")
         return cls(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"))
 
 
@@ -168,9 +191,10 @@ class Step:
         return (*risk_key(self.band, self.rank), self.index)
 
     def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
-        """This step as every export shows it: with ``redact`` each text becomes a SHA-256 and its
-        length and the error and metadata values are hidden; ``max_text_chars`` cuts long texts
-        (recording their full length). JSON, HTML and OpenTelemetry all read this one view."""
+        """This step as every export shows it: with ``redact`` each text becomes a keyed digest
+        (:func:`redaction_digest`) and its length and the error and metadata values are hidden;
+        ``max_text_chars`` cuts long texts (recording their full length). JSON, HTML and
+        OpenTelemetry all read this one view."""
         if not redact and max_text_chars is None:
             return self
         changes: dict[str, Any] = {
@@ -217,28 +241,43 @@ class Step:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Step:
+        """A step from its JSON form; anything malformed is a one-line :class:`GroundlensInputError`
+        naming the step and the field."""
+        if not isinstance(d, Mapping):
+            raise GroundlensInputError(f"a step must be a JSON object, got {_kind(d)}")
+        where = f"step {d.get('index', d.get('id', '?'))}"
+        context = d.get("context") or ()
+        if not isinstance(context, (list, tuple)):
+            raise GroundlensInputError(f"{where}: context must be a list of pieces, got {_kind(context)}")
+        try:
+            index = int(_required(d, "index", where))
+            pieces = tuple(ContextPiece.from_dict(c) for c in context)
+            usage = Usage.from_dict(d.get("usage"))
+            score = as_score(d.get("score"))
+        except (TypeError, ValueError) as exc:
+            raise GroundlensInputError(f"{where}: {exc}") from None
         return cls(
-            id=d["id"],
-            index=int(d["index"]),
+            id=_required(d, "id", where),
+            index=index,
             parent_id=d.get("parent_id"),
-            node=d["node"],
-            kind=d["kind"],
-            method=d["method"],
-            score=as_score(d.get("score")),
+            node=_required(d, "node", where),
+            kind=_required(d, "kind", where),
+            method=_required(d, "method", where),
+            score=score,
             triage=d.get("triage"),
-            question=d.get("question"),
-            context=tuple(ContextPiece.from_dict(c) for c in d.get("context") or ()),
-            response=d.get("response"),
+            question=_text(d, "question", where),
+            context=pieces,
+            response=_text(d, "response", where),
             model=d.get("model"),
             provider=d.get("provider"),
-            usage=Usage.from_dict(d.get("usage")),
+            usage=usage,
             started_at=d.get("started_at"),
             ended_at=d.get("ended_at"),
             llm_latency_ms=d.get("llm_latency_ms"),
             scoring_latency_ms=d.get("scoring_latency_ms"),
             error=d.get("error"),
             skip_reason=d.get("skip_reason"),
-            metadata=dict(d.get("metadata") or {}),
+            metadata=_mapping(d, "metadata", where),
         )
 
 
@@ -325,7 +364,7 @@ class Trace:
         return html
 
     def to_dict(self, *, redact: bool = False, max_text_chars: int | None = None) -> dict[str, Any]:
-        """Plain data of :meth:`view`: ``redact`` keeps a SHA-256 and length instead of every text;
+        """Plain data of :meth:`view`: ``redact`` keeps a keyed digest and length instead of every text;
         ``max_text_chars`` cuts long texts, recording their full length."""
         if redact or max_text_chars is not None:
             return self.view(redact=redact, max_text_chars=max_text_chars).to_dict()
@@ -356,14 +395,21 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Trace:
+        """A trace from its JSON form (see ``schema.json``); anything malformed is a one-line
+        :class:`GroundlensInputError` (a ``ValueError``) naming the field."""
+        if not isinstance(d, Mapping):
+            raise GroundlensInputError(f"a trace must be a JSON object, got {_kind(d)}")
+        steps = d.get("steps") or ()
+        if not isinstance(steps, (list, tuple)):
+            raise GroundlensInputError(f"the trace's steps must be a list, got {_kind(steps)}")
         return cls(
-            id=d["id"],
-            name=d["name"],
-            framework=d["framework"],
-            started_at=d["started_at"],
+            id=_required(d, "id", "the trace"),
+            name=_required(d, "name", "the trace"),
+            framework=_required(d, "framework", "the trace"),
+            started_at=_required(d, "started_at", "the trace"),
             ended_at=d.get("ended_at"),
-            metadata=dict(d.get("metadata") or {}),
-            steps=[Step.from_dict(s) for s in d.get("steps") or ()],
+            metadata=_mapping(d, "metadata", "the trace"),
+            steps=[Step.from_dict(s) for s in steps],
             fingerprint=d.get("fingerprint"),
             status=d.get("status", "ok"),
             error=d.get("error"),
@@ -373,7 +419,11 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
-        return cls.from_dict(json.loads(text))
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise GroundlensInputError("not a groundlens trace: JSON nested too deeply") from None
+        return cls.from_dict(data)
 
     def save(self, path, **kwargs) -> None:
         """Write the JSON atomically: a failure never leaves a half-written or emptied file behind."""
@@ -386,27 +436,46 @@ class Trace:
         return cls.from_json(Path(path).read_text(encoding="utf-8"))
 
 
+def _kind(value: Any) -> str:
+    """How a JSON value reads in a message: ``a string``, ``a number``, ``null``."""
+    names = {str: "a string", bool: "true/false", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _required(d: Mapping[str, Any], key: str, where: str) -> Any:
+    if key not in d:
+        raise GroundlensInputError(f"{where} has no {key!r} field")
+    return d[key]
+
+
+def _text(d: Mapping[str, Any], key: str, where: str) -> Text:
+    """A text field: text, null, or a redacted/cut object."""
+    value = d.get(key)
+    if value is None or isinstance(value, (str, Mapping)):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be text, null or a redacted/cut text object, got {_kind(value)}")
+
+
+def _mapping(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:
+    value = d.get(key) or {}
+    if not isinstance(value, Mapping):
+        raise GroundlensInputError(f"{where}: {key} must be an object, got {_kind(value)}")
+    return dict(value)
+
+
 def shrink_text(value: Text, redact: bool, max_chars: int | None) -> Text:
-    """A text field after redaction (hash + length) or cutting (first ``max_chars`` + full length).
+    """A text field after redaction (keyed digest + length) or cutting (first ``max_chars`` + full length).
 
     Redaction also covers a field that was cut earlier (a trace saved with ``max_text_chars``):
     its kept part is hashed, its recorded full length kept.
     """
     if isinstance(value, Mapping) and redact and not value.get("redacted"):
         kept = str(value.get("text", ""))
-        return {
-            "redacted": True,
-            "sha256": hashlib.sha256(kept.encode("utf-8", "surrogatepass")).hexdigest(),
-            "length": int(value.get("length", len(kept))),
-        }
+        return {"redacted": True, "hmac_sha256": redaction_digest(kept), "length": int(value.get("length", len(kept)))}
     if not isinstance(value, str):
         return value
     if redact:
-        return {
-            "redacted": True,
-            "sha256": hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest(),
-            "length": len(value),
-        }
+        return {"redacted": True, "hmac_sha256": redaction_digest(value), "length": len(value)}
     if max_chars is not None and len(value) > max_chars:
         return {"text": value[:max_chars], "truncated": True, "length": len(value)}
     return value
@@ -442,52 +511,10 @@ def json_schema() -> dict[str, Any]:
     return json.loads(resources.files("groundlens_core.trace").joinpath("schema.json").read_text(encoding="utf-8"))
 
 
-def _new_file_mode(target: Any) -> int:
-    """The mode a plain ``open(path, "w")`` would give: the existing file's, else 0666 minus the umask
-    (``mkstemp`` makes 0600 files whatever the umask, which hid reports from the user's group)."""
-    import os
-    import stat
-
-    try:
-        return stat.S_IMODE(os.stat(target).st_mode)
-    except OSError:
-        pass
-    umask = None
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    umask = int(line.split()[1], 8)
-                    break
-    except (OSError, ValueError):
-        pass
-    if umask is None:  # not Linux: read it the portable way (set and restore at once)
-        umask = os.umask(0o022)
-        os.umask(umask)
-    return 0o666 & ~umask
-
-
 def atomic_write_text(path: Any, text: str) -> None:
-    """Write ``text`` as UTF-8 to a temporary file beside ``path``, then rename it over ``path``.
+    """Write ``text`` as UTF-8 through the one output writer (:func:`groundlens_core.outputs.write_text`):
+    a temporary file beside ``path`` renamed over it, keeping an existing file's mode and group; a
+    FIFO or device is refused and an OS error names ``path``."""
+    from groundlens_core.outputs import write_text
 
-    Lone surrogates (undecodable bytes that reached a trace) are written escaped, not refused. The
-    file gets the mode a plain write would give (the umask is honoured; a replaced file keeps its mode).
-    """
-    import os
-    import tempfile
-    from pathlib import Path
-
-    target = Path(path)
-    mode = _new_file_mode(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=str(target.parent or "."))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as fh:
-            fh.write(text)
-        os.chmod(tmp, mode)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_text(path, text)

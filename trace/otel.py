@@ -78,8 +78,10 @@ through the LoggerProvider passed in, else the global one (a no-op when none is 
 
 Redaction: spans are made from the same redacted view of a step as the JSON and the HTML
 (:meth:`Step.view`): ``redact=True`` replaces every question, response and context text by
-``[redacted sha256=<hex> length=<n>]`` and error messages by their length; ``max_text_chars=N``
-cuts texts to N characters and appends ``… [cut: <n> chars]``. Node, model and tool names are kept.
+``[redacted hmac-sha256=<hex> length=<n>]`` (a digest keyed once per process, so a guess of a short
+text cannot be confirmed; see :func:`~groundlens_core.trace.model.redaction_digest`) and error
+messages by their length; ``max_text_chars=N`` cuts texts to N characters and appends
+``… [cut: <n> chars]``. Node, model and tool names are kept.
 
 A tracer or logger provider that fails (``get_tracer`` / ``get_logger`` raises) costs one warning
 and falls back to OpenTelemetry's no-op tracer / logger: constructing the exporter never raises.
@@ -89,7 +91,6 @@ Requires ``pip install "groundlens-core[otel]"``; importing this module does not
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import threading
@@ -102,7 +103,7 @@ from groundlens_core._imports import require
 from groundlens_core._version import __version__
 from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.trace import semconv as sc
-from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace
+from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace, redaction_digest
 
 log = logging.getLogger("groundlens.otel")
 
@@ -132,7 +133,7 @@ def iso_to_ns(value: str | None) -> int | None:
 
 
 def render_text(value: Any, *, redact: bool = False, max_text_chars: int | None = None) -> str | None:
-    """A text field as a span attribute: itself, cut, or a sha256+length marker (never raw when redacting).
+    """A text field as a span attribute: itself, cut, or a keyed digest + length marker (never raw when redacting).
 
     Accepts the trace model's already-redacted/cut dicts too (a trace loaded from a redacted JSON).
     """
@@ -141,15 +142,16 @@ def render_text(value: Any, *, redact: bool = False, max_text_chars: int | None 
     suffix = ""
     if isinstance(value, Mapping):
         if value.get("redacted"):
-            return f"[redacted sha256={value.get('sha256', '')} length={value.get('length', 0)}]"
+            if value.get("sha256"):  # a file from an older version
+                return f"[redacted sha256={value.get('sha256')} length={value.get('length', 0)}]"
+            return f"[redacted hmac-sha256={value.get('hmac_sha256', '')} length={value.get('length', 0)}]"
         full = value.get("length")
         value = str(value.get("text", ""))
         if value and full is not None and int(full) > len(value):
             suffix = f"… [cut: {int(full)} chars]"
     text = str(value)
     if redact:
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
-        return f"[redacted sha256={digest} length={len(text)}]"
+        return f"[redacted hmac-sha256={redaction_digest(text)} length={len(text)}]"
     if max_text_chars is not None and len(text) > max_text_chars:
         return text[:max_text_chars] + f"… [cut: {len(text)} chars]"
     return text + suffix
