@@ -14,25 +14,18 @@ model per worker); raise it on a machine whose cores are yours.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
+from groundlens_core import settings
 from groundlens_core.errors import GroundlensInputError
 
 DEFAULT_THREADS = 1
 
 
 def default_threads() -> int:
-    value = os.environ.get("GROUNDLENS_THREADS", "").strip()
-    if not value:
-        return DEFAULT_THREADS
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise GroundlensInputError(f"GROUNDLENS_THREADS must be a whole number of at least 1, got {value!r}")
-    return n
+    """``GROUNDLENS_THREADS``, else one (a bad value: one warning, then one thread; the scores are the
+    same bits whatever the thread count, so running on is safe)."""
+    return settings.whole_number("GROUNDLENS_THREADS", DEFAULT_THREADS)
 
 
 def use_threads(threads: int | None = None) -> int:

