@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Iterator
 
 from groundlens_core import settings
+from groundlens_core.embedding.first_load import import_torch
 from groundlens_core.errors import GroundlensInputError
 
 DEFAULT_THREADS = 1
@@ -34,8 +35,7 @@ def use_threads(threads: int | None = None) -> int:
     n = default_threads() if threads is None else int(threads)
     if n < 1:
         raise GroundlensInputError(f"threads must be at least 1, got {n}")
-    import torch
-
+    torch = import_torch()
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     return n
@@ -57,8 +57,7 @@ def scoring_threads(threads: int | None) -> Iterator[None]:
     n = 1 if threads is None else max(1, min(int(threads), usable_cpus()))
     before = None
     if n > 1:
-        import torch
-
+        torch = import_torch()
         before = torch.get_num_threads()
         if before != 1:
             torch.set_num_threads(1)
@@ -67,6 +66,4 @@ def scoring_threads(threads: int | None) -> Iterator[None]:
             yield
     finally:
         if before is not None and before != 1:
-            import torch
-
-            torch.set_num_threads(before)
+            import_torch().set_num_threads(before)

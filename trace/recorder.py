@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
 from groundlens_core import settings
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
@@ -514,9 +515,8 @@ class Recorder:
         if not self._worker_torch_threads:
             return
         try:
-            import torch
-
-            torch.set_num_threads(self._worker_torch_threads)  # this thread's OpenMP/MKL setting only
+            # the worker's first import of torch: under the load lock, so a fork() meanwhile waits for it
+            first_load.import_torch().set_num_threads(self._worker_torch_threads)  # this thread's setting only
         except Exception as exc:  # torch missing or odd: scoring still works with its defaults
             log.debug("groundlens: could not set the worker's torch threads: %s", exc)
 
@@ -725,8 +725,8 @@ class Recorder:
             return out
         t0 = time.perf_counter()
         try:
-            from groundlens_core.scoring import evaluate_batch
-
+            # under the load lock while it is imported (a fork meanwhile waits: see first_load)
+            evaluate_batch = first_load.import_module("groundlens_core.scoring").evaluate_batch
             kwargs = dict(self.scoring_options(), errors="record")
             items = [
                 {
