@@ -7,14 +7,18 @@ DGI without one), turns each into a :class:`Step` and notifies listeners (the li
 exporter). Nothing raised by scoring or by a listener ever reaches the agent: failures become
 ``error`` steps and log warnings.
 
-Overload policy. The calls waiting for the model are bounded, in steps (``max_pending_steps``) and
-in UTF-8 bytes of their text (``max_pending_bytes``). A call that arrives while either bound is
-reached is not queued for scoring: it is recorded at once as a ``skipped`` step with
-``skip_reason="overload"`` (its texts kept, so a human can still review it), counted in the trace
-(``Trace.unscored()``, the summary, the HTML report, the OTel attribute ``groundlens.count.overload``)
-and announced by one warning per trace. So the agent is never blocked, memory stays flat, and no
-step goes missing. Events that need no model (trace start and end, tool and retriever steps,
-overload steps) pass through the same queue, in order, and are drained with every batch.
+Overload policy. Everything queued for the worker is bounded: the calls waiting for the model in
+steps (``max_pending_steps``), every queued event (trace start and end, tool, retriever and LLM
+steps) in number (``max_pending_events``), and the text of every queued call in UTF-8 bytes
+(``max_pending_bytes``). A call that needs the model and arrives while a bound is reached is not
+scored: it is recorded as a ``skipped`` step with ``skip_reason="overload"`` (its texts kept, so a
+human can still review it), counted in the trace (``Trace.unscored()``, the summary, the HTML report,
+the OTel attribute ``groundlens.count.overload``). An event that finds the queue full is held with
+its trace instead (``_held``: one list per trace, dropped with the trace when ``max_traces`` evicts
+it, so it is bounded by the traces kept) and delivered, in order, when the worker reaches the place
+in the queue where holding began; a trace's end is never lost. So the agent is never blocked,
+memory stays flat, and no step goes missing. Warnings are rate-limited: one when the bounds are
+first reached, then at most one per ``OVERLOAD_WARN_SECONDS`` with the counts since the last.
 ``get_trace(timeout=...)`` returns what is scored so far, the rest marked ``skip_reason="pending"``.
 """
 
@@ -58,6 +62,10 @@ _BATCH_MAX = 16  # calls to score per batch (events that need no model ride alon
 #: steps with contexts of ~30 KB each.
 MAX_PENDING_STEPS = settings.whole_number("GROUNDLENS_MAX_PENDING_STEPS", 256)
 MAX_PENDING_BYTES = settings.whole_number("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
+#: every queued event of any kind: 4096 is a few hundred agent calls' worth, a few MiB at most
+MAX_PENDING_EVENTS = settings.whole_number("GROUNDLENS_MAX_PENDING_EVENTS", 4096)
+#: at most one overload warning per this many seconds (each with the counts since the last)
+OVERLOAD_WARN_SECONDS = 10.0
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
 OVERLOAD = "overload"  # the backlog was full when the call arrived
 PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
@@ -233,6 +241,7 @@ class Recorder:
         worker_lanes: int | None = None,
         max_pending_steps: int | None = None,
         max_pending_bytes: int | None = None,
+        max_pending_events: int | None = None,
     ):
         self.framework = framework
         self.name = name or framework
@@ -258,13 +267,23 @@ class Recorder:
         #: bounds of the scoring backlog (public: a plugin's ``cb.recorder.max_pending_steps = ...``)
         self.max_pending_steps = max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps))
         self.max_pending_bytes = max(1, int(MAX_PENDING_BYTES if max_pending_bytes is None else max_pending_bytes))
+        self.max_pending_events = max(1, int(MAX_PENDING_EVENTS if max_pending_events is None else max_pending_events))
         self._queued_steps = 0  # calls in the queue that need the model
-        self._queued_bytes = 0  # their text, UTF-8 bytes
+        self._queued_bytes = 0  # the text of every call in the queue, UTF-8 bytes
+        self._queued_events = 0  # start, call and end events in the queue (not flush or held markers)
         self._flushes = 0  # flush markers in the queue
+        #: events that found the queue full, by trace key, in order; delivered when the worker reaches
+        #: the ("held",) marker queued when holding began (see the module docstring)
+        self._held: dict[str, list[tuple]] = {}
+        self._held_events = 0
+        self._holding = False  # the held marker is in the queue: new events join the held ones
         self._inflight: list[tuple] = []  # the batch the worker is on
-        self._overloaded: set[str] = set()  # trace keys already warned about
-        #: calls not scored because of the load, since the recorder started
+        #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
+        #: reached them, since the recorder started
         self.stats = {"overload": 0, "evicted": 0}
+        self._clock = time.monotonic  # for the warnings' interval
+        self._warned_at: float | None = None
+        self._unwarned = {"overload": 0, "held": 0, "evicted": 0}  # counts since the last warning
         with _ALL_LOCK:
             _ALL.add(self)
 
@@ -290,11 +309,13 @@ class Recorder:
                 self._pending -= 1  # done by the parent's worker before the fork
                 continue
             self._items.appendleft(it)
-            if it[0] == "call" and it[4]:
-                self._queued_steps += 1
-                self._queued_bytes += it[5]
-            elif it[0] == "flush":
+            if it[0] == "flush":
                 self._flushes += 1
+                continue
+            self._queued_events += 1
+            if it[0] == "call":
+                self._queued_bytes += it[5]
+                self._queued_steps += 1 if it[4] else 0
         self._inflight = []
 
     # ------------------------------------------------------------ caller side (cheap)
@@ -335,8 +356,15 @@ class Recorder:
                 old = self._order.pop(0)
                 self._traces.pop(old, None)
                 self._next_index.pop(old, None)
-                self._overloaded.discard(old)
+                held = self._held.pop(old, None)
+                if held:  # never reached by the worker: gone with their trace
+                    self._pending -= len(held)
+                    self._held_events -= len(held)
+                    dropped = sum(1 for it in held if it[0] == "call")
+                    self.stats["evicted"] += dropped
+                    self._unwarned["evicted"] += dropped
             self._submit(("start", key))  # under the lock: before any call of the trace another thread queues
+        self._warn_if_due()
         return True
 
     def annotate_trace(self, key: str, metadata: dict[str, Any]) -> None:
@@ -351,8 +379,7 @@ class Recorder:
         try:
             self.start_trace(call.trace_key)
             heavy = self._needs_model(call)
-            size = _text_bytes(call) if heavy else 0
-            warn = False
+            size = _text_bytes(call)
             step_id = call.step_id or new_id()
             # the index and the place in the queue under one lock: else two threads recording into one
             # trace (parallel branches) could queue their steps in the other order than their indexes
@@ -370,21 +397,9 @@ class Recorder:
                 ):
                     heavy, reason = False, OVERLOAD
                     self.stats["overload"] += 1
-                    if call.trace_key not in self._overloaded:
-                        self._overloaded.add(call.trace_key)
-                        warn = True
-                elif heavy:
-                    self._queued_steps += 1
-                    self._queued_bytes += size
+                    self._unwarned["overload"] += 1
                 self._submit(("call", call, index, step_id, heavy, size, reason))
-            if warn:
-                log.warning(
-                    "groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
-                    "of trace %s are recorded unscored with skip_reason='overload' until scoring catches up",
-                    self.max_pending_steps,
-                    self.max_pending_bytes,
-                    call.trace_key,
-                )
+            self._warn_if_due()
             return step_id
         except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
             log.exception("groundlens: could not record a call")
@@ -396,6 +411,7 @@ class Recorder:
             if key not in self._traces:
                 return
             self._submit(("end", key, error, utc_now()))
+        self._warn_if_due()
 
     def _needs_model(self, call: CallRecord) -> bool:
         """Whether the worker will have to embed this call (not already scored, not skipped)."""
@@ -403,14 +419,43 @@ class Recorder:
             return False
         return call.score is None  # else scored in line by the adapter already (kept, or an error step)
 
+    def _admits(self, size: int) -> bool:
+        """Whether one more event with ``size`` bytes of text fits in the queue now (lock held). Once
+        events are held, the next ones join them until the worker takes them: a trace's events are
+        then delivered in the order they came. A call is queued when no other call's text is, however
+        large (so one call bigger than the byte bound is still scored)."""
+        if self._holding or self._queued_events >= self.max_pending_events:
+            return False
+        return self._queued_bytes == 0 or self._queued_bytes + size <= self.max_pending_bytes
+
     def _submit(self, item: tuple) -> None:
-        """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
-        on every event hands it the GIL in the middle of the agent's own work."""
+        """Queue for the worker, within the bounds, or hold with its trace (see the module docstring).
+        Only the first item after an idle spell wakes the worker: waking a thread on every event
+        hands it the GIL in the middle of the agent's own work."""
         with self._lock:
             self._pending += 1
-            self._items.append(item)
-            if item[0] == "flush":
+            kind = item[0]
+            if kind == "flush":  # never held: a flush waits for everything before it, held events too
                 self._flushes += 1
+                self._items.append(item)
+            elif not self._admits(item[5] if kind == "call" else 0):
+                if kind == "call" and item[4]:  # no room to wait for the model: recorded unscored
+                    item = (*item[:4], False, item[5], OVERLOAD)
+                    self.stats["overload"] += 1
+                    self._unwarned["overload"] += 1
+                self._held.setdefault(item[1].trace_key if kind == "call" else item[1], []).append(item)
+                self._held_events += 1
+                self._unwarned["held"] += 1
+                marker = not self._holding  # one marker, where holding began
+                self._holding = True
+                if marker:
+                    self._items.append(("held",))
+            else:
+                self._queued_events += 1
+                if kind == "call":
+                    self._queued_bytes += item[5]
+                    self._queued_steps += 1 if item[4] else 0
+                self._items.append(item)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
@@ -418,6 +463,40 @@ class Recorder:
             if self._worker_idle or item[0] == "flush":
                 self._worker_idle = False
                 self._wake.set()  # under the lock, so the worker's clear in _take cannot come before it
+
+    def _warn_if_due(self) -> None:
+        """One warning when the bounds are first reached, then at most one per
+        ``OVERLOAD_WARN_SECONDS`` with the counts since the last (logged outside the lock)."""
+        if not any(self._unwarned.values()):  # the common case, without the lock
+            return
+        with self._lock:
+            now = self._clock()
+            if self._warned_at is not None and now - self._warned_at < OVERLOAD_WARN_SECONDS:
+                return
+            first, since = self._warned_at is None, now - (self._warned_at or now)
+            counts = dict(self._unwarned)
+            self._unwarned = dict.fromkeys(counts, 0)
+            self._warned_at = now
+        if not any(counts.values()):
+            return
+        parts = [
+            f"{counts['overload']:,} step(s) recorded unscored (skip_reason='overload')" if counts["overload"] else "",
+            f"{counts['held']:,} event(s) held with their traces" if counts["held"] else "",
+            f"{counts['evicted']:,} step(s) dropped with traces past max_traces={self._max_traces}"
+            if counts["evicted"]
+            else "",
+        ]
+        log.warning(
+            "groundlens: the %s recorder's queue %s: %s (bounds: %s steps, %s events, %s bytes of text; "
+            "GROUNDLENS_MAX_PENDING_STEPS, _EVENTS, _BYTES)%s",
+            self.framework,
+            "is full" if first else f"was full in the last {since:.0f} s",
+            "; ".join(p for p in parts if p),
+            f"{self.max_pending_steps:,}",
+            f"{self.max_pending_events:,}",
+            f"{self.max_pending_bytes:,}",
+            f"; counts follow at most every {OVERLOAD_WARN_SECONDS:g} s while it lasts" if first else "",
+        )
 
     # ------------------------------------------------------------ reading
 
@@ -472,7 +551,7 @@ class Recorder:
 
     def backlog(self) -> dict[str, int]:
         """What waits for the worker now: calls to score (queued, and in the batch being scored),
-        the queued ones' text bytes, and all queued events."""
+        the queued calls' text bytes, all queued events, and the events held with their traces."""
         with self._lock:
             scoring = sum(1 for it in self._inflight if it[0] == "call" and it[4])
             return {
@@ -480,12 +559,14 @@ class Recorder:
                 "bytes": self._queued_bytes,
                 "events": len(self._items),
                 "in_flight": scoring,
+                "held": self._held_events,
             }
 
     def _pending_steps(self) -> dict[str, list[Step]]:
         """Steps recorded but not yet on their trace, as ``pending`` steps, by trace key (lock held)."""
         out: dict[str, list[Step]] = {}
-        for it in list(self._inflight) + list(self._items):
+        held = [it for items in self._held.values() for it in items]
+        for it in list(self._inflight) + list(self._items) + held:
             if it[0] == "call":
                 call, index, step_id = it[1], it[2], it[3]
                 method, reason = ("skipped", it[6] or PENDING) if it[4] or it[6] else self.decide(call)
@@ -559,13 +640,25 @@ class Recorder:
                         break
                     heavy += 1
                     self._queued_steps -= 1
-                    self._queued_bytes -= it[5]
-                taken.append(self._items.popleft())
+                self._items.popleft()
+                if it[0] == "held":  # where holding began: the held events, in order, none needing the model
+                    taken += self._take_held()
+                    continue
+                taken.append(it)
                 if it[0] == "flush":
                     self._flushes -= 1
                     break
+                self._queued_events -= 1
+                if it[0] == "call":
+                    self._queued_bytes -= it[5]
             self._inflight = taken
         return taken
+
+    def _take_held(self) -> list[tuple]:
+        """The held events, trace by trace (each trace's in order); new events go to the queue again."""
+        held = [it for items in self._held.values() for it in items]
+        self._held, self._held_events, self._holding = {}, 0, False
+        return held
 
     def _lower_priority(self) -> None:
         if WORKER_NICE is None or not hasattr(os, "setpriority"):
@@ -609,10 +702,12 @@ class Recorder:
         items: list[tuple] = []
         try:
             with self._lock:
-                items = list(self._items)
+                items = []
+                for it in self._items:
+                    items += self._take_held() if it[0] == "held" else [it]
                 self._items.clear()
                 self._inflight = items
-                self._queued_steps = self._queued_bytes = self._flushes = 0
+                self._queued_steps = self._queued_bytes = self._queued_events = self._flushes = 0
             items = [(*it[:4], False, 0, it[6] or PENDING) if it[0] == "call" and it[4] else it for it in items]
             late = sum(1 for it in items if it[0] == "call" and it[6] == PENDING)
             if late:
