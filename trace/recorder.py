@@ -137,7 +137,11 @@ def _before_fork() -> None:
     """Hold every recorder's lock across ``fork()``: a lock the worker held at that moment would stay
     held for good in the child (there is no worker there to release it), so the child's first
     ``record`` would hang; and the state it guards is whole when nobody holds it. The worker only
-    ever holds it briefly (never while it embeds), so the fork waits at most that long."""
+    ever holds it briefly (never while it embeds), so the fork waits at most that long.
+
+    First, the fork waits for a model load in progress (``first_load``), before it holds any
+    recorder's lock: the agent's threads go on recording meanwhile."""
+    first_load.before_fork()
     _ALL_LOCK.acquire()
     _HELD[:] = list(_ALL)
     for recorder in _HELD:
@@ -149,6 +153,7 @@ def _after_fork_in_parent() -> None:
         recorder._lock.release()
     _HELD.clear()
     _ALL_LOCK.release()
+    first_load.after_fork()
 
 
 def _after_fork_in_child() -> None:
@@ -159,6 +164,7 @@ def _after_fork_in_child() -> None:
     for recorder in _HELD:
         recorder._reset_after_fork()
     _HELD.clear()
+    first_load.after_fork()
 
 
 if hasattr(os, "register_at_fork"):

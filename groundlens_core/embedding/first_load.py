@@ -69,19 +69,24 @@ def own_lock(owner: Any) -> threading.Lock:
     return threading.Lock()
 
 
-def _before_fork() -> None:
+def before_fork() -> None:
+    """Wait for a load in progress and hold the lock across ``fork()`` (a fork hook; other modules'
+    hooks that hold their own locks across a fork call it first, so they do not hold those while
+    waiting here). Each call is paired with one :func:`after_fork`."""
     _LOCK.acquire()
 
 
-def _after_fork_in_parent() -> None:
+def after_fork() -> None:
+    """Let go of the lock taken by :func:`before_fork`; the thread that forked holds it, in the child
+    as in the parent."""
     _LOCK.release()
 
 
-def _after_fork_in_child() -> None:
-    _LOCK.release()  # the thread that forked holds it, in the child as in the parent
+def _renew_locks_in_child() -> None:
     for owner in list(_OWNERS):
         owner._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent, after_in_child=_after_fork_in_child)
+    os.register_at_fork(before=before_fork, after_in_parent=after_fork, after_in_child=after_fork)
+    os.register_at_fork(after_in_child=_renew_locks_in_child)
