@@ -34,6 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from groundlens_core import settings
 from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.metrics import auroc, length_baseline, overlap_baseline
@@ -60,10 +61,12 @@ def faithbench_path(explicit: str | os.PathLike[str] | None = None) -> Path | No
     of one of its parents, or of the working directory (a git worktree sits one level deeper)."""
     if explicit:
         return Path(explicit)
-    if os.environ.get("GROUNDLENS_FAITHBENCH"):
-        return Path(os.environ["GROUNDLENS_FAITHBENCH"])
-    if os.environ.get("GROUNDLENS_SHARED_DATA"):
-        return Path(os.environ["GROUNDLENS_SHARED_DATA"]) / FAITHBENCH_FILE
+    named = settings.path("GROUNDLENS_FAITHBENCH")
+    if named is not None:
+        return named
+    shared = settings.path("GROUNDLENS_SHARED_DATA")
+    if shared is not None:
+        return shared / FAITHBENCH_FILE
     root = Path(__file__).resolve().parent.parent
     for base in (root, Path.cwd().resolve()):
         for parent in list(base.parents)[:3]:

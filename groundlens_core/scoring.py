@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from groundlens_core import settings
 from groundlens_core._version import __version__
 from groundlens_core.bands import (
     EPSILON,
@@ -49,7 +50,7 @@ from groundlens_core.text import is_blank
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
 DEFAULT_LONG_CONTEXT = "mean"
-MAX_TEXT_CHARS = int(os.environ.get("GROUNDLENS_MAX_CHARS", "200000"))
+MAX_TEXT_CHARS = settings.whole_number("GROUNDLENS_MAX_CHARS", 200_000)
 
 # ---------------------------------------------------------------- input checks
 

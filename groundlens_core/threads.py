@@ -14,25 +14,19 @@ model per worker); raise it on a machine whose cores are yours.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections.abc import Iterator
 
+from groundlens_core import settings
+from groundlens_core.embedding.first_load import import_torch
 from groundlens_core.errors import GroundlensInputError
 
 DEFAULT_THREADS = 1
 
 
 def default_threads() -> int:
-    value = os.environ.get("GROUNDLENS_THREADS", "").strip()
-    if not value:
-        return DEFAULT_THREADS
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise GroundlensInputError(f"GROUNDLENS_THREADS must be a whole number of at least 1, got {value!r}")
-    return n
+    """``GROUNDLENS_THREADS``, else one (a bad value: one warning, then one thread; the scores are the
+    same bits whatever the thread count, so running on is safe)."""
+    return settings.whole_number("GROUNDLENS_THREADS", DEFAULT_THREADS)
 
 
 def use_threads(threads: int | None = None) -> int:
@@ -41,8 +35,7 @@ def use_threads(threads: int | None = None) -> int:
     n = default_threads() if threads is None else int(threads)
     if n < 1:
         raise GroundlensInputError(f"threads must be at least 1, got {n}")
-    import torch
-
+    torch = import_torch()
     if torch.get_num_threads() != 1:
         torch.set_num_threads(1)
     return n
@@ -64,8 +57,7 @@ def scoring_threads(threads: int | None) -> Iterator[None]:
     n = 1 if threads is None else max(1, min(int(threads), usable_cpus()))
     before = None
     if n > 1:
-        import torch
-
+        torch = import_torch()
         before = torch.get_num_threads()
         if before != 1:
             torch.set_num_threads(1)
@@ -74,6 +66,4 @@ def scoring_threads(threads: int | None) -> Iterator[None]:
             yield
     finally:
         if before is not None and before != 1:
-            import torch
-
-            torch.set_num_threads(before)
+            import_torch().set_num_threads(before)

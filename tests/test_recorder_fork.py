@@ -200,3 +200,137 @@ def test_a_child_forked_while_an_exporter_holds_its_lock_can_export():
         holder.join(60)
     assert got.get("hung") is not True, "the child hung on the exporter's lock"
     assert got == {"steps": 1, "spans": 2}, got  # the root span and the tool step's span
+
+
+_FIRST_LOAD_PROGRAM = r'''
+import importlib.abc, json, os, select, signal, sys, threading
+
+from groundlens_core.trace.recorder import CallRecord, Recorder
+
+assert "torch" not in sys.modules, "torch was imported before the worker's first batch"
+GATED = sys.argv[1]
+entered, release = threading.Event(), threading.Event()
+
+
+class Gate(importlib.abc.MetaPathFinder):
+    """Holds the recorder's worker inside its first import of GATED until a fork() begins."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == GATED and threading.current_thread().name.startswith("groundlens-") and not release.is_set():
+            entered.set()
+            release.wait(120)
+        return None
+
+
+sys.meta_path.insert(0, Gate())
+# registered after groundlens's own hooks, so it runs before them: the fork begins, the gate opens,
+# and only then may groundlens make the fork wait
+os.register_at_fork(before=release.set)
+
+
+def call(i):
+    return CallRecord(trace_key="k", node="answer", question=f"When does the shop open on day {i}?",
+                      context=["The shop opens at nine every weekday."], response="It opens at nine.")
+
+
+rec = Recorder("test")
+rec.record(call(0))
+rec.flush(0)  # the worker starts its first batch now
+assert entered.wait(120), "the worker never reached the gated import"
+read, write = os.pipe()
+pid = os.fork()
+if pid == 0:
+    out = {"hung": True}
+    try:
+        signal.alarm(100)
+        rec.record(call(1))
+        trace = rec.get_trace("k", timeout=90)
+        out = {"steps": [[s.index, s.method, s.error] for s in trace.steps]}
+    except BaseException as exc:
+        out = {"error": repr(exc)}
+    finally:
+        os.write(write, json.dumps(out).encode())
+        os._exit(0)
+os.close(write)
+child = {"hung": True}
+if select.select([read], [], [], 120)[0]:
+    data = os.read(read, 65536)
+    child = json.loads(data) if data else {"hung": True}
+if os.waitpid(pid, os.WNOHANG) == (0, 0):
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+parent = rec.get_trace("k", timeout=120)
+print(json.dumps({"child": child, "parent": [[s.index, s.method, s.error] for s in parent.steps]}))
+'''
+
+
+@pytest.mark.parametrize(
+    "gated",
+    [
+        "torch._tensor",  # inside the worker's first ``import torch`` ("partially initialized module 'torch'")
+        "safetensors.torch",  # inside the model load, with the embedder's lock held (the child hung on it)
+    ],
+)
+def test_a_child_forked_during_the_first_model_load_scores(gated):
+    """A pre-fork server forks soon after start-up, while the worker may still be importing torch or
+    loading the model. The child must score: the fork waits for the load in progress. The gate holds
+    the worker inside the import until the fork begins (a fork hook opens it), so without that wait
+    the child is forked with the import half done."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_LOAD_PROGRAM, gated],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["child"] == {"steps": [[0, "sgi", None], [1, "sgi", None]]}, (got, done.stderr[-3000:])
+    assert got["parent"] == [[0, "sgi", None]], got
+
+
+def test_a_child_forked_while_the_worker_encodes_scores(monkeypatch, dgi_calibration):
+    """The embedder holds its lock while it encodes; a fork then (any batch, not only the first)
+    left that lock held for good in the child, whose first encode hung."""
+    from groundlens_core import get_embedder
+
+    inner = get_embedder().inner
+    parent = os.getpid()
+    entered, gate = threading.Event(), threading.Event()
+    forward = inner._forward
+
+    def gated(*args, **kwargs):  # the parent's forward passes wait until the child has answered
+        if os.getpid() == parent and not gate.is_set():
+            entered.set()
+            gate.wait(120)
+        return forward(*args, **kwargs)
+
+    monkeypatch.setattr(inner, "_forward", gated)
+    tag = os.urandom(6).hex()  # texts no earlier test embedded: the cache must not answer for them
+
+    def call(i: int) -> CallRecord:
+        return CallRecord(trace_key="k", node="answer", question=f"Which plan suits team {tag} number {i}?",
+                          context=[f"Team {tag} has {i} members and needs the annual plan."],
+                          response=f"The annual plan suits team {tag}.")
+
+    rec = Recorder("test", calibration=dgi_calibration, quiet_seconds=3600)
+    rec.record(call(0))
+    assert rec.flush(0) is False
+    assert entered.wait(120)
+
+    def child() -> dict:
+        rec.record(call(1))
+        trace = rec.get_trace("k", timeout=90)
+        return {"steps": [[s.index, s.method] for s in trace.steps]}
+
+    try:
+        got = _in_child(child)
+    finally:
+        gate.set()
+    assert got.get("hung") is not True, "the child hung on the embedder's lock"
+    assert got == {"steps": [[0, "sgi"], [1, "sgi"]]}, got
+    assert [s.method for s in rec.get_trace("k").steps] == ["sgi"]

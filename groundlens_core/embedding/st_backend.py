@@ -7,13 +7,13 @@ scores. This backend is the yardstick the faster packed backend is checked again
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from groundlens_core import _offline  # noqa: F401  (offline flags before any HF import)
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.resolve import fingerprint_for
 from groundlens_core.embedding.tokens import TokenSplitter
 
@@ -30,7 +30,7 @@ class SentenceTransformerEmbedder:
         self.dim = int(self._model.get_sentence_embedding_dimension() or 0)
         self.max_tokens = int(self._model.max_seq_length or 0) - 2
         self._splitter = TokenSplitter.from_file(self._path / "tokenizer.json", self.max_tokens)
-        self._lock = threading.Lock()
+        self._lock = first_load.own_lock(self)  # renewed in a forked child
         self._fingerprint: str | None = None
 
     @property
