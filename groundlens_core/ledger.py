@@ -200,9 +200,7 @@ def write_keypair(folder: str | os.PathLike[str]) -> tuple[Path, Path, str]:
     except OSError as exc:
         raise GroundlensInputError(f"cannot create {out}: {exc.strerror or exc}") from None
     key = ed25519.Ed25519PrivateKey.generate()
-    pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     pub = key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     _write_new(private, pem, 0o600)
     try:
@@ -463,8 +461,9 @@ class Ledger:
         *,
         include_text: bool = False,
     ):
-        key = signing_key if isinstance(signing_key, SigningKey) else None
-        if key is None:
+        if isinstance(signing_key, SigningKey):
+            key = signing_key
+        else:
             key = load_signing_key(signing_key if signing_key is not None else os.environ.get(ENV_SIGNING_KEY))
         self.writer = LedgerWriter(path, key)
         self.include_text = include_text
@@ -567,8 +566,9 @@ class LedgerVerdict:
 class _Line:
     number: int
     raw: bytes
-    record: dict[str, Any] | None
+    record: dict[str, Any] | None  # None unless the line is a JSON object in canonical form
     hash: str
+    parsed: Any = None  # the line's JSON, canonical or not (to name a changed record's id)
 
 
 def _read_lines(path: Path) -> tuple[list[_Line], bool]:
@@ -584,12 +584,11 @@ def _read_lines(path: Path) -> tuple[list[_Line], bool]:
     for n, raw in enumerate(parts, 1):
         rec: dict[str, Any] | None
         try:
-            rec = json.loads(raw)
-            if not isinstance(rec, dict) or canonical_bytes(rec) != raw:
-                rec = None
+            parsed = json.loads(raw)
+            rec = parsed if isinstance(parsed, dict) and canonical_bytes(parsed) == raw else None
         except (ValueError, UnicodeDecodeError):
-            rec = None
-        lines.append(_Line(n, raw, rec, sha256_hex(raw)))
+            parsed = rec = None
+        lines.append(_Line(n, raw, rec, sha256_hex(raw), parsed))
     return lines, ends_whole
 
 
@@ -608,11 +607,13 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any) -> LedgerVerdic
     by_hash = {ln.hash: ln.number for ln in lines if ln.record is not None}
     seen: dict[str, int] = {}
     prev_hash, prev_seq, prev_line = GENESIS, -1, 0
-    count, segments, cuts = 0, 0, []
+    count, segments = 0, 0
+    cuts: list[int] = []
     after_cut = False
 
     def bad(ln: _Line, problem: str, detail: str) -> LedgerVerdict:
-        rid = ln.record.get("id") if ln.record else None
+        found = ln.record if ln.record is not None else ln.parsed
+        rid = found.get("id") if isinstance(found, dict) else None
         return LedgerVerdict(
             False, count, None, problem, ln.number, str(rid) if rid else None, detail, segments, tuple(cuts)
         )
@@ -630,7 +631,7 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any) -> LedgerVerdic
         cut = (nxt.record or {}).get("cut") if nxt is not None and (nxt.record or {}).get("type") == "segment" else None
         if isinstance(cut, dict) and cut.get("sha256") == ln.hash and cut.get("bytes") == len(ln.raw):
             if cut.get("line") != ln.number:
-                return bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, but the cut line is {ln.number}")  # type: ignore[arg-type]
+                return bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, not line {ln.number}")  # type: ignore[arg-type]
             cuts.append(ln.number)
             after_cut = True
             i += 1

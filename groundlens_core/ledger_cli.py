@@ -42,11 +42,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
-def add_commands(sub: Any) -> None:
+def add_ledger_commands(sub: Any) -> None:
     """Register ``keygen`` and ``verify`` on the ``groundlens`` parser's subcommands."""
     s = sub.add_parser("keygen", help="make an Ed25519 key pair for signed decision ledgers")
     s.add_argument(
-        "--out", required=True, help=f"folder for {PRIVATE_KEY_NAME} (owner-only) and {PUBLIC_KEY_NAME}; never overwrites"
+        "--out",
+        required=True,
+        help=f"folder for {PRIVATE_KEY_NAME} (owner-only) and {PUBLIC_KEY_NAME} (never overwritten)",
     )
     s.set_defaults(func=cmd_keygen)
 
@@ -57,7 +59,7 @@ def add_commands(sub: Any) -> None:
     s.set_defaults(func=cmd_verify)
 
 
-def add_evaluate_options(s: argparse.ArgumentParser) -> None:
+def add_ledger_options(s: argparse.ArgumentParser) -> None:
     """``evaluate --ledger L --signing-key K [--ledger-text]``."""
     s.add_argument("--ledger", default=None, help="append one signed decision record per row to this JSONL ledger")
     s.add_argument(
