@@ -284,12 +284,12 @@ def decision_record(
 
 
 def _score_values(score: Any) -> dict[str, Any]:
-    """value, normalized, rank, support, fingerprint and the reason of a score, its dict or a row's cells."""
+    """value, normalized, rank, support, fingerprint and the reason of a score object, its dict or a
+    row's cells. A score object is read field by field: its ``to_dict()`` copies the whole evidence
+    and would be most of the ledger's cost on the worker."""
     if score is None:
         return {}
-    if not isinstance(score, Mapping):
-        score = score.to_dict() if hasattr(score, "to_dict") else {}
-    if "groundlens_method" in score:  # a row's cells (a Ray worker sends only these)
+    if isinstance(score, Mapping) and "groundlens_method" in score:  # a row's cells (all a Ray worker sends)
         return {
             "value": _number(score.get("groundlens_value")),
             "normalized": _number(score.get("groundlens_normalized")),
@@ -297,26 +297,33 @@ def _score_values(score: Any) -> dict[str, Any]:
             "support": _number(score.get("groundlens_support")),
             "reason": score.get("groundlens_error") or None,
         }
+    get = score.get if isinstance(score, Mapping) else lambda name: getattr(score, name, None)
+    support = get("support")
+    evidence = get("evidence")
+    if support is None and evidence is not None:  # a support score: its value is the support
+        support = evidence.get("support") if isinstance(evidence, Mapping) else getattr(evidence, "support", None)
     return {
-        "value": _number(score.get("value")),
-        "normalized": _number(score.get("normalized")),
-        "rank": _number(score.get("rank")),
-        "support": _number(score.get("support")),
-        "fingerprint": score.get("fingerprint"),
-        "reason": _reason(score),
+        "value": _number(get("value")),
+        "normalized": _number(get("normalized")),
+        "rank": _number(get("rank")),
+        "support": _number(support),
+        "fingerprint": get("fingerprint"),
+        "reason": _reason(get("explanation"), evidence) if get("explanation") is not None else get("error"),
     }
 
 
-def _reason(score: Mapping[str, Any]) -> str | None:
-    """The explanation without the caller's text: each quoted sentence becomes ``[redacted]``."""
-    expl = score.get("explanation")
-    if not isinstance(expl, str):
-        return score.get("error") if isinstance(score.get("error"), str) else None
-    from groundlens_core.results import redact_score_dict
+def _reason(explanation: Any, evidence: Any) -> str | None:
+    """The explanation without the caller's text: a quoted response sentence becomes ``"[redacted]"``."""
+    if not isinstance(explanation, str):
+        return None
+    from groundlens_core.results import REDACTED, quote_sentence
 
-    if isinstance(score.get("evidence"), dict):
-        expl = redact_score_dict(dict(score)).get("explanation", expl)
-    return expl
+    sentences = evidence.get("sentences", ()) if isinstance(evidence, Mapping) else getattr(evidence, "sentences", ())
+    for s in sentences or ():
+        text = s.get("text") if isinstance(s, Mapping) else getattr(s, "text", None)
+        if isinstance(text, str) and text:
+            explanation = explanation.replace(f'"{quote_sentence(text)}"', f'"{REDACTED}"')
+    return explanation
 
 
 # ---------------------------------------------------------------- the writer
@@ -371,7 +378,7 @@ class LedgerWriter:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view) :]
-                os.fsync(fd)
+                getattr(os, "fdatasync", os.fsync)(fd)  # the lines and the file's new length on disk
                 self._head.size = st.st_size + len(data)
                 return records
             except BaseException:

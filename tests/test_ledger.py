@@ -378,6 +378,11 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
         assert rec["sha256"]["question"] == hashlib.sha256(step.question.encode()).hexdigest()
         assert rec["sha256"]["context"] == hashlib.sha256("\n\n".join(p.text for p in step.context).encode()).hexdigest()
         assert rec["reason"] and "text" not in rec
+    # an explanation that quotes the response keeps its reason in the ledger, the quote taken out
+    quoting = [(rec, s) for rec, (_, s) in zip(recs, steps) if '"' + s.response + '"' in s.explanation]
+    assert quoting
+    for rec, step in quoting:
+        assert rec["reason"] == step.explanation.replace('"' + step.response + '"', '"[redacted]"')
     text = path.read_text()
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):
         assert raw not in text  # hashes only, by default
