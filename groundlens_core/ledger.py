@@ -552,7 +552,8 @@ class LedgerVerdict:
                 text += f" ({len(self.cut_lines)} line(s) cut by a crash, each closed by a segment record: {lines})"
             return text
         rid = f" (record {self.record_id})" if self.record_id else ""
-        return f"line {self.line}{rid}: {self.problem.replace('_', ' ') if self.problem else 'bad'}: {self.detail}"
+        where = f"line {self.line}{rid}" if self.line is not None else "the ledger"
+        return f"{where}: {self.problem.replace('_', ' ') if self.problem else 'bad'}: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -599,13 +600,15 @@ def _read_lines(path: Path) -> tuple[list[_Line], bool]:
     return lines, ends_whole
 
 
-def verify_ledger(path: str | os.PathLike[str], public_key: Any) -> LedgerVerdict:
+def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | None = None) -> LedgerVerdict:
     """Check every line of a ledger: signature, chain link, sequence, uniqueness.
 
     ``public_key`` is a path to the PEM public key or a loaded Ed25519 public key. Returns the
     verdict for the whole file, naming the first bad line (1-based) and what is wrong with it:
     ``changed``, ``deleted`` (records missing before it), ``inserted``, ``reordered``, ``replayed``,
     ``cut_short`` (an incomplete last line) or ``other_key`` (signed by a key other than this one).
+    ``head``: a chain head kept elsewhere earlier (:attr:`LedgerVerdict.head`); it must still be a
+    record of the chain, which catches whole records cut off the end and a chain rewritten since.
     """
     _, _, invalid_signature = _crypto()
     pub = public_key if hasattr(public_key, "verify") else load_public_key(public_key)
@@ -616,6 +619,7 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any) -> LedgerVerdic
     prev_hash, prev_seq, prev_line = GENESIS, -1, 0
     count, segments = 0, 0
     cuts: list[int] = []
+    good: set[str] = set()  # hashes of the records checked so far
     after_cut = False
 
     def bad(ln: _Line, problem: str, detail: str) -> LedgerVerdict:
@@ -680,9 +684,21 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any) -> LedgerVerdic
                 return bad(ln, "changed", "it names a cut line that is not before it")
         after_cut = False
         seen[rid] = ln.number
+        good.add(ln.hash)
         prev_hash, prev_seq, prev_line = ln.hash, int(rec["seq"]), ln.number
         count += 1
         i += 1
+    if head is not None and head.strip().lower() not in good:
+        return LedgerVerdict(
+            False,
+            count,
+            prev_hash if count else None,
+            "deleted",
+            detail=f"the chain head {head.strip()[:16]}… kept earlier is not in the ledger: records were "
+            "cut off its end, or the chain was rewritten since",
+            segments=segments,
+            cut_lines=tuple(cuts),
+        )
     return LedgerVerdict(True, count, prev_hash if count else None, segments=segments, cut_lines=tuple(cuts))
 
 

@@ -32,7 +32,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 def cmd_verify(args: argparse.Namespace) -> int:
     if not os.path.isfile(args.ledger):
         raise GroundlensInputError(f"ledger not found: {args.ledger}")
-    verdict = verify_ledger(args.ledger, args.public_key)
+    verdict = verify_ledger(args.ledger, args.public_key, head=args.head)
     if args.json:
         print(json.dumps(verdict.to_dict(), sort_keys=True))
     else:
@@ -55,6 +55,11 @@ def add_ledger_commands(sub: Any) -> None:
     s = sub.add_parser("verify", help="check a decision ledger's signatures and chain")
     s.add_argument("ledger", help="the ledger (JSONL) to check")
     s.add_argument("--public-key", required=True, help=f"the public key file ({PUBLIC_KEY_NAME})")
+    s.add_argument(
+        "--head",
+        default=None,
+        help="a chain head (SHA-256) printed by an earlier verify and kept elsewhere: must still be in the chain",
+    )
     s.add_argument("--json", action="store_true", help="print the verdict as JSON")
     s.set_defaults(func=cmd_verify)
 

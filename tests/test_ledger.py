@@ -512,3 +512,20 @@ def test_writer_refuses_a_ledger_whose_last_whole_line_is_not_a_record(tmp_path,
     with pytest.raises(GroundlensInputError, match="groundlens verify"):
         LedgerWriter(path, load_signing_key(keys[0])).append(_bodies(1))
     assert path.read_text() == "not a record\n"
+
+
+def test_a_kept_head_catches_records_cut_off_the_end_and_a_rewritten_chain(tmp_path, keys, capsys):
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0])
+    head = verify_ledger(path, keys[1]).head
+    Ledger(path, keys[0]).append(_bodies(2, "later"))  # the ledger grows: the kept head is still in it
+    assert verify_ledger(path, keys[1], head=head).ok
+    _write(path, lines[:4])  # whole records cut off the end: a shorter chain that verifies on its own
+    assert verify_ledger(path, keys[1]).ok
+    v = verify_ledger(path, keys[1], head=head)
+    assert (v.ok, v.problem, v.line) == (False, "deleted", None) and head[:16] in v.message()
+    assert main(["verify", str(path), "--public-key", str(keys[1]), "--head", head]) == 1
+    assert "kept earlier is not in the ledger" in capsys.readouterr().out
+    path.unlink()
+    _ledger(path, keys[0])  # the whole chain written again by the key holder
+    assert verify_ledger(path, keys[1]).ok and not verify_ledger(path, keys[1], head=head).ok
