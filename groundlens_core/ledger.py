@@ -30,6 +30,7 @@ import os
 import stat
 import threading
 import uuid
+import weakref
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -352,7 +353,23 @@ class LedgerWriter:
         self.key = key
         self._head = _Head()
         self._lock = threading.Lock()
+        self._fd: int | None = None  # the ledger, while an append has it open
         check_ledger_path(self.path)
+        _WRITERS.add(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock (one a parent's thread held at the fork stays held for
+        good), the head read again (the parent goes on appending), and the child's copy of a ledger
+        the parent had open for an append closed: the file lock belongs to the open file, so that
+        copy would keep the lock held, and both processes waiting, for as long as the child lives."""
+        self._lock = threading.Lock()
+        self._head = _Head()
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
     def append(self, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Sign ``bodies`` into records chained to the current head and append them; returns the records."""
@@ -361,7 +378,8 @@ class LedgerWriter:
         if not bodies:
             return []
         with self._lock:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+            with _FD_LOCK:  # a fork never comes between the open and the note of it (see _writers_after_fork)
+                fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 st = os.fstat(fd)
@@ -385,7 +403,9 @@ class LedgerWriter:
                 self._head = _Head()  # read the head again next time
                 raise
             finally:
-                os.close(fd)  # also lets go of the lock
+                with _FD_LOCK:
+                    os.close(fd)  # also lets go of the file lock
+                    self._fd = None
 
     def _sign(self, body: dict[str, Any]) -> dict[str, Any]:
         rec = dict(body)
@@ -401,6 +421,25 @@ class LedgerWriter:
         self._head.seq = rec["seq"]
         self._head.hash = sha256_hex(canonical_bytes(rec))
         return rec
+
+
+_WRITERS: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()
+_FD_LOCK = threading.Lock()  # held around each open and close of a ledger, and across fork()
+
+
+def _writers_after_fork() -> None:
+    global _FD_LOCK
+    _FD_LOCK = threading.Lock()
+    for writer in list(_WRITERS):
+        writer._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: _FD_LOCK.acquire(),
+        after_in_parent=lambda: _FD_LOCK.release(),
+        after_in_child=_writers_after_fork,
+    )
 
 
 def check_ledger_path(path: Path) -> None:

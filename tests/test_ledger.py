@@ -529,3 +529,37 @@ def test_a_kept_head_catches_records_cut_off_the_end_and_a_rewritten_chain(tmp_p
     path.unlink()
     _ledger(path, keys[0])  # the whole chain written again by the key holder
     assert verify_ledger(path, keys[1]).ok and not verify_ledger(path, keys[1], head=head).ok
+
+
+def _append_once(path: str, led: Ledger) -> None:
+    led.append(_bodies(2, "child"))
+
+
+def test_a_child_forked_while_the_parent_appends_can_append_too(tmp_path, keys):
+    import fcntl
+
+    path = tmp_path / "l.jsonl"
+    led = Ledger(path, keys[0])
+    led.append(_bodies(1, "first"))
+    blocker = os.open(path, os.O_RDONLY)
+    fcntl.flock(blocker, fcntl.LOCK_EX)  # the parent's next append waits for the file lock, holding its own
+    parent = threading.Thread(target=led.append, args=(_bodies(2, "parent"),))
+    parent.start()
+    for _ in range(10_000):  # bounded: until the parent's append holds the writer's lock
+        if led.writer._lock.locked():
+            break
+        threading.Event().wait(0.001)
+    assert led.writer._lock.locked()
+    child = multiprocessing.get_context("fork").Process(target=_append_once, args=(str(path), led))
+    child.start()
+    fcntl.flock(blocker, fcntl.LOCK_UN)
+    os.close(blocker)
+    parent.join(timeout=60)
+    child.join(timeout=60)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    v = verify_ledger(path, keys[1])
+    assert v.ok and v.records == 5, v.message()
+    assert sorted(r["step_id"][:5] for r in iter_records(path)) == ["child", "child", "first", "paren", "paren"]

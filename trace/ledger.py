@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import weakref
 from typing import Any
 
 from groundlens_core.bands import SCORED_METHODS
@@ -47,6 +48,7 @@ class LedgerListener:
         self.ledger = ledger
         self._bodies: list[dict[str, Any]] = []
         self._warned = False
+        _LISTENERS.add(self)
 
     def on_trace_start(self, trace: Trace) -> None:
         pass
@@ -73,6 +75,19 @@ class LedgerListener:
                     self.ledger.path,
                     exc,
                 )
+
+
+_LISTENERS: weakref.WeakSet[LedgerListener] = weakref.WeakSet()
+
+
+def _listeners_after_fork() -> None:
+    """A forked child drops the records its parent's worker had gathered: the parent appends them."""
+    for listener in list(_LISTENERS):
+        listener._bodies = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_listeners_after_fork)
 
 
 def ledger_listeners(ledger: Any) -> list[LedgerListener]:
