@@ -344,8 +344,9 @@ class LedgerWriter:
     """Appends signed records to one ledger file; safe across threads and processes.
 
     Each :meth:`append` is one batch: open, ``flock``, read the head (unless the file is as this
-    writer left it), sign and write the whole lines, ``fsync``, unlock, close. The file is opened
-    per batch, so a forked child never shares a lock with its parent.
+    writer left it), sign and write the whole lines, ``fdatasync``, unlock, close. The file is
+    opened per batch, and a forked child closes its copy of one open at the fork, so the child and
+    its parent never share a file lock.
     """
 
     def __init__(self, path: str | os.PathLike[str], key: SigningKey):
