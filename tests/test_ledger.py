@@ -354,7 +354,14 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     question = "How tall is the Eiffel Tower?"
     grounded = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris."
     ungrounded = "My favourite pasta recipe uses garlic, basil and plenty of parmesan cheese."
-    cb = GroundlensLangGraphCallback(name="rag")
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    cb = GroundlensLangGraphCallback(name="rag", tracer_provider=provider)
     graph = rag_graph(scripted(grounded, ungrounded), KeywordRetriever(docs=DOCS))
     graph.invoke({"question": question}, config={"callbacks": [cb]})
     graph.invoke({"question": question}, config={"callbacks": [cb]})
@@ -387,6 +394,10 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):
         assert raw not in text  # hashes only, by default
     logged = "\n".join(r.getMessage() for r in caplog.records) + json.dumps([t.to_dict() for t in traces])
+    exported = spans.get_finished_spans()
+    assert exported
+    logged += json.dumps([{**dict(sp.attributes), "events": [dict(e.attributes) for e in sp.events]} for sp in exported],
+                         default=str)
     assert not _leaks(keys[0], logged) and not _leaks(keys[0], text)
 
 
