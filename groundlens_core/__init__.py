@@ -20,6 +20,7 @@ from groundlens_core.errors import (
     GroundlensInputError,
     ModelNotFoundError,
 )
+from groundlens_core.ledger import Ledger, LedgerVerdict, verify_ledger
 from groundlens_core.results import (
     DGIResult,
     Evidence,
@@ -48,6 +49,8 @@ __all__ = [
     "GroundlensError",
     "GroundlensInputError",
     "GroundlensScore",
+    "Ledger",
+    "LedgerVerdict",
     "ModelNotFoundError",
     "SGIResult",
     "ScoreError",
@@ -61,4 +64,5 @@ __all__ = [
     "get_embedder",
     "normalize",
     "triage",
+    "verify_ledger",
 ]

@@ -19,6 +19,7 @@ from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError
+from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
 # ---------------------------------------------------------------- commands
 
@@ -94,6 +95,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         address=args.address,
         workers=args.workers,
         threads=threads,
+        ledger=evaluate_ledger(args),
     )
     summary = run_evaluate(job)
     counts = summary.counts
@@ -310,6 +312,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)"
     )
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    add_ledger_options(s)
     s.set_defaults(func=cmd_evaluate)
 
     s = sub.add_parser("calibrate", help="build a DGI direction from your verified grounded (question, response) pairs")
@@ -342,6 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--title", default=None)
     s.add_argument("--redact", action="store_true", help="show hashes and lengths instead of text")
     s.set_defaults(func=cmd_report)
+    add_ledger_commands(sub)
     return p
 
 

@@ -138,6 +138,7 @@ class EvaluateJob:
     address: str | None = None
     workers: int | None = None
     threads: int | None = None
+    ledger: Any = None  # a groundlens_core.ledger.Ledger: one signed decision record per row
 
 
 @dataclass
@@ -612,6 +613,8 @@ def _run_locked(job: EvaluateJob, info, out_kind, columns, schema, cal, paths: _
                     results[i] = ScoreError(index=rows_done + i, error=r.pop(READ_ERROR))
             for i, res in zip(todo, scorer.score([row_item(rows[i], info.has_context) for i in todo], rows_done)):
                 results[i] = res
+            if job.ledger is not None:  # signed records of the rows, before the checkpoint counts them done
+                job.ledger.record_rows([row_item(r, info.has_context) for r in rows], results, rows_done, signature)
             out = []
             for r, res in zip(rows, results):
                 o = dict(r)

@@ -41,6 +41,7 @@ from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import encode_lanes, usable_cpus
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
+from groundlens_core.trace.ledger import ledger_listeners
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Trace, Usage, new_id, to_iso, utc_now
 
 # Why concurrent.futures.thread above: the worker imports torch on its first batch. In a short
@@ -248,13 +249,14 @@ class Recorder:
         max_pending_steps: int | None = None,
         max_pending_bytes: int | None = None,
         max_pending_events: int | None = None,
+        ledger: Any = None,
     ):
         self.framework = framework
         self.name = name or framework
         self._embedder = embedder
         self._calibration = calibration
         self._long_context = long_context
-        self._listeners = list(listeners)
+        self._listeners = [*listeners, *ledger_listeners(ledger)]  # ledger: signed records (GROUNDLENS_LEDGER)
         self._max_traces = max_traces
         self._quiet = quiet_seconds
         self._worker_torch_threads = worker_torch_threads
@@ -768,6 +770,7 @@ class Recorder:
                     if error:
                         trace.status, trace.error = "error", error
                 self._notify("on_trace_end", trace)
+        self._notify("on_batch_end")  # listeners that buffer (the ledger) write once per batch
 
     def _notify(self, method: str, *args: Any) -> None:
         if args and args[0] is None:

@@ -1,0 +1,105 @@
+"""The recorder's side of the decision ledger: scored steps become signed records.
+
+A :class:`LedgerListener` is a trace listener, so it runs on the recorder's worker thread, never on
+the agent's: ``on_step`` turns a scored or failed step into a record body (hashes of its texts, no
+texts unless asked for) and ``on_batch_end`` signs the batch's records and appends them under the
+ledger's file lock, with one ``fsync`` per batch (groundlens_core/ledger.py holds the format).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import weakref
+from typing import Any
+
+from groundlens_core.bands import SCORED_METHODS
+from groundlens_core.ledger import Ledger, decision_record
+from groundlens_core.trace.model import Step, Trace
+
+log = logging.getLogger("groundlens.ledger")
+
+#: the step methods that get a decision record: scored, or failed (tool results and skipped turns do not)
+RECORDED_METHODS = (*SCORED_METHODS, "error")
+
+
+def step_record(trace: Trace, step: Step, *, include_text: bool = False) -> dict[str, Any]:
+    """The body of the decision record of one step (the ledger's writer chains and signs it)."""
+    return decision_record(
+        method=step.method,
+        band=step.band,
+        question=step.question,
+        context=[p.text for p in step.context] if step.context else None,
+        response=step.response,
+        score=step.score,
+        reason=step.error if step.method == "error" else None,
+        step_id=step.id,
+        trace_id=trace.id,
+        node=step.node,
+        fingerprint=trace.fingerprint,
+        include_text=include_text,
+    )
+
+
+class LedgerListener:
+    """Appends one signed record per scored or failed step, one locked, fsync'd append per batch."""
+
+    def __init__(self, ledger: Ledger):
+        self.ledger = ledger
+        self._bodies: list[dict[str, Any]] = []
+        self._warned = False
+        _LISTENERS.add(self)
+
+    def on_trace_start(self, trace: Trace) -> None:
+        pass
+
+    def on_step(self, trace: Trace, step: Step) -> None:
+        if step.method in RECORDED_METHODS:
+            self._bodies.append(step_record(trace, step, include_text=self.ledger.include_text))
+
+    def on_trace_end(self, trace: Trace) -> None:
+        pass
+
+    def on_batch_end(self) -> None:
+        bodies, self._bodies = self._bodies, []
+        if not bodies:
+            return
+        try:
+            self.ledger.append(bodies)
+        except Exception as exc:  # the agent goes on; the ledger's owner is told, once, what failed
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "groundlens: could not append %d record(s) to the ledger %s: %s",
+                    len(bodies),
+                    self.ledger.path,
+                    exc,
+                )
+
+
+_LISTENERS: weakref.WeakSet[LedgerListener] = weakref.WeakSet()
+
+
+def _listeners_after_fork() -> None:
+    """A forked child drops the records its parent's worker had gathered: the parent appends them."""
+    for listener in list(_LISTENERS):
+        listener._bodies = []
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_listeners_after_fork)
+
+
+def ledger_listeners(ledger: Any) -> list[LedgerListener]:
+    """The listeners for ``Recorder(ledger=...)``: a :class:`Ledger`, a ledger path (signed with the
+    key ``GROUNDLENS_SIGNING_KEY`` names), None for ``GROUNDLENS_LEDGER`` (unset: none), False: none.
+    A missing or unreadable key raises a one-line error now, before anything is scored."""
+    if ledger is None:
+        ledger = Ledger.from_env()
+    elif isinstance(ledger, (str, os.PathLike)):
+        ledger = Ledger(ledger)
+    if ledger is None or ledger is False:
+        return []
+    if not isinstance(ledger, Ledger):
+        raise TypeError(f"ledger must be a groundlens Ledger or a path, got {type(ledger).__name__}")
+    return [LedgerListener(ledger)]
