@@ -1,6 +1,6 @@
 # groundlens: two commands do everything on a fresh machine with Python 3.11 and make.
 #   make demo   - set up .venv, run the offline LangGraph RAG example, write out/report.html + out/trace.json
-#   make test   - set up .venv (and Chromium + a Phoenix server venv for the end-to-end tests), run every test
+#   make test   - set up .venv (and Chromium + a Phoenix server venv for the end-to-end tests), lint, build the docs, run every test
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.groundlens-installed
 PYTEST_ARGS ?=
 
-.PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck
+.PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck docs
 
 setup: $(STAMP)
 
@@ -30,8 +30,13 @@ browser:
 phoenix:
 	bash .ci/install-phoenix.sh
 
-test: setup lint browser phoenix
+test: setup lint docs browser phoenix
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the documentation site (mkdocs.yml, docs/) into site/: --strict fails on a broken link or anchor, a
+# missing page or a page left out of the nav. Offline: no theme plugin reaches the network.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 # ruff (lint + format check) and mypy. mypy reads the package as it installs: plugins/ and trace/
 # are linked into .typecheck/groundlens_core, where setuptools puts them (package-dir).
@@ -63,4 +68,4 @@ bench-stream: setup
 	$(BIN)/python benchmarks/bench_stream.py
 
 clean:
-	rm -rf out test-artifacts build dist *.egg-info
+	rm -rf out test-artifacts build dist site *.egg-info

@@ -34,6 +34,14 @@ def test_langgraph_react_agent():
     assert "tool_call skipped" in out and "SGI=" in out and "DGI=" in out
 
 
+def test_langgraph_react_agent_needs_only_the_langgraph_extra():
+    """`[langgraph]` installs langgraph and langchain-core, not `langchain`: the example runs with it unimportable."""
+    block = ("import runpy, sys; sys.modules['langchain'] = None; sys.argv = ['langgraph_react_agent.py']; "
+             "runpy.run_path('examples/langgraph_react_agent.py', run_name='__main__')")
+    out = run(["-c", block]).stdout
+    assert "tool_call skipped" in out and "SGI=" in out and "DGI=" in out
+
+
 def test_crewai_self_check_revises_after_a_flag(tmp_path):
     out = run(["examples/crewai_self_check.py", "--out", str(tmp_path)],
               CREWAI_DISABLE_TELEMETRY="true", CREWAI_TRACING_ENABLED="false", CREWAI_DISABLE_VERSION_CHECK="true").stdout
