@@ -147,33 +147,23 @@ def rank_value(method: str, raw: float, support: float | None) -> float:
 
 _SENTENCES = {
     ("sgi", "flagged"): (
-        "SGI {v:.2f} < 0.95: the response is no closer to its context than to the question; "
-        "it may ignore the context."
+        "SGI {v:.2f} < 0.95: the response is no closer to its context than to the question; it may ignore the context."
     ),
-    ("sgi", "review"): (
-        "SGI {v:.2f} in [0.95, 1.20]: the response leans toward its context, but only weakly."
-    ),
+    ("sgi", "review"): ("SGI {v:.2f} in [0.95, 1.20]: the response leans toward its context, but only weakly."),
     ("sgi", "trusted"): "SGI {v:.2f} > 1.20: the response moved well toward its context (strong pass).",
     ("dgi", "flagged"): (
         "DGI {v:.2f} <= 0.30: the question-to-response step does not point the way grounded answers go."
     ),
-    ("dgi", "review"): (
-        "DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go."
-    ),
+    ("dgi", "review"): ("DGI {v:.2f} in (0.30, 0.50]: the step points roughly the way grounded answers go."),
     ("dgi", "trusted"): "DGI {v:.2f} > 0.50: the step points the way grounded answers go (strong pass).",
     (
         "support",
         "flagged",
-    ): (
-        "Support {v:.2f} < 0.80: {absent} of the response's {total} content words {are} not in the context. "
-        ""
-    ),
+    ): ("Support {v:.2f} < 0.80: {absent} of the response's {total} content words {are} not in the context."),
     (
         "support",
         "review",
-    ): (
-        "Support {v:.2f} in [0.80, 0.95]: {absent} of the response's {total} content words {are} not in the context. "
-    ),
+    ): ("Support {v:.2f} in [0.80, 0.95]: {absent} of the response's {total} content words {are} not in the context."),
     (
         "support",
         "trusted",

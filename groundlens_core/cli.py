@@ -62,9 +62,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(res.to_json())
     else:
-        line = f"{res.method.upper()} {res.value:.4f}  normalized {res.normalized:.3f}  {res.triage.upper()}"
+        line = f"score {res.rank:.3f}  {res.triage.upper()}" + (
+            "  (no context: weak signal)" if res.method == "dgi" else ""
+        )
+        line += f"  |  {res.method.upper()} {res.value:.4f}, normalized {res.normalized:.3f}"
         if getattr(res, "support", None) is not None and res.method != "support":
-            line += f"  (support {res.support:.3f}, ranking value {res.rank:.3f})"  # type: ignore[attr-defined]
+            line += f", support {res.support:.3f}"  # type: ignore[attr-defined]
         print(line)
         print(res.explanation)
         for text in evidence_lines(res, args.response):
@@ -227,14 +230,21 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         t0 = time.perf_counter()
         good = evaluate(
             "Where is the Oberoi Group's head office?",
-            "Its head office is in Delhi.",
-            "The Oberoi Group is a hotel company with its head office in Delhi.",
+            "The Oberoi Group, a hotel company, has its head office in Delhi.",
+            "The Oberoi Group is a hotel company with its head office in Delhi. It was founded in 1934.",
         )
-        dgi = evaluate("What is the capital of France?", "The capital of France is Paris.")
+        wrong = evaluate(
+            "When was the Oberoi Group founded?",
+            "The Oberoi Group was founded in 1954.",
+            "The Oberoi Group is a hotel company with its head office in Delhi. It was founded in 1934.",
+        )
+        status = "ok" if good.triage == "trusted" and wrong.triage == "flagged" else "FAIL"
+        ok = ok and status == "ok"
         line(
-            "ok",
+            status,
             "quick score",
-            f"SGI {good.value:.3f} ({good.triage}), DGI {dgi.value:.3f} ({dgi.triage}) "
+            f"a grounded answer scores {good.rank:.2f} ({good.triage}: its facts are in its source and it moves "
+            f"toward it, SGI {good.value:.2f}); one with a changed year scores {wrong.rank:.2f} ({wrong.triage}) "
             f"in {time.perf_counter() - t0:.2f}s",
         )
     except Exception as exc:  # noqa: BLE001

@@ -6,8 +6,10 @@ and nothing else changes. Order matters: it is the order of the appended columns
 
 Besides method, value, normalized, flagged, triage and error:
 
-- ``groundlens_rank``: the value triage sorts by within a band (lower = review first; SGI with
-  evidence: the mean of normalized SGI and support);
+- ``groundlens_score``: the score shown and ranked by, in [0, 1] (higher = better grounded); the band
+  is a function of it (see decision.py). ``groundlens_rank`` holds the same value, for older readers;
+- ``groundlens_facts``: the facts the source does not support, ``; ``-separated
+  ("25% — the source says 15%");
 - ``groundlens_support``: share of the response's content the context contains (empty without context);
 - ``groundlens_weakest_sentence``: the sentence stating the most the context lacks (empty when none);
 - ``groundlens_unsupported``: the absent numbers, dates, names and words, ``; ``-separated, first
@@ -27,11 +29,13 @@ OUT_COLUMNS: tuple[str, ...] = (
     "groundlens_normalized",
     "groundlens_flagged",
     "groundlens_triage",
+    "groundlens_score",
     "groundlens_error",
     "groundlens_rank",
     "groundlens_support",
     "groundlens_weakest_sentence",
     "groundlens_unsupported",
+    "groundlens_facts",
 )
 
 #: value type of each appended column in typed formats (Parquet/Arrow): "string", "float64", "bool".
@@ -42,11 +46,13 @@ OUT_COLUMN_TYPES: dict[str, str] = {
     "groundlens_normalized": "float64",
     "groundlens_flagged": "bool",
     "groundlens_triage": "string",
+    "groundlens_score": "float64",
     "groundlens_error": "string",
     "groundlens_rank": "float64",
     "groundlens_support": "float64",
     "groundlens_weakest_sentence": "string",
     "groundlens_unsupported": "string",
+    "groundlens_facts": "string",
 }
 
 #: review order of the bands, riskiest first (rows that could not be scored come before all)
@@ -71,11 +77,13 @@ def result_columns(res: Any) -> dict[str, Any]:
             "groundlens_normalized": None,
             "groundlens_flagged": None,
             "groundlens_triage": "error",
+            "groundlens_score": None,
             "groundlens_error": res.error,
             "groundlens_rank": None,
             "groundlens_support": None,
             "groundlens_weakest_sentence": None,
             "groundlens_unsupported": None,
+            "groundlens_facts": None,
         }
     ev = getattr(res, "evidence", None)
     weakest = ev.weakest_sentence if ev is not None else None
@@ -85,11 +93,13 @@ def result_columns(res: Any) -> dict[str, Any]:
         "groundlens_normalized": res.normalized,
         "groundlens_flagged": res.flagged,
         "groundlens_triage": res.triage,
+        "groundlens_score": getattr(res, "rank", res.normalized),
         "groundlens_error": None,
         "groundlens_rank": getattr(res, "rank", res.normalized),
         "groundlens_support": None if ev is None else ev.support,
         "groundlens_weakest_sentence": None if weakest is None else weakest.text,
         "groundlens_unsupported": None if ev is None else unsupported_text(ev),
+        "groundlens_facts": None if ev is None else "; ".join(f.describe() for f in ev.failed_facts()),
     }
 
 

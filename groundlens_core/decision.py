@@ -81,6 +81,8 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
         }[sgi_band]
         return Decision(sgi_band, _score(sgi_band, normalize("sgi", raw)), reason)
     base = (normalize("sgi", raw) + normalize("support", ev.support)) / 2.0
+    if raw == 0.0:  # the response embeds like the question: it restates it, whatever its words
+        return Decision("flagged", _score("flagged", base), "the response restates the question")
     failed = len(ev.failed_facts())
     if failed:
         return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
@@ -107,8 +109,12 @@ def decide_support(ev: Evidence) -> Decision:
     if ev.support < IGNORES_SOURCE:
         return Decision("flagged", _score("flagged", ev.support), _words_reason(ev))
     if ev.support > STRONG_SUPPORT_ALONE:
-        return Decision("trusted", _score("trusted", ev.support), "its facts and nearly all its words are in the source")
-    return Decision("review", _score("review", ev.support), "its facts are in the source, but some of its words are not")
+        return Decision(
+            "trusted", _score("trusted", ev.support), "its facts and nearly all its words are in the source"
+        )
+    return Decision(
+        "review", _score("review", ev.support), "its facts are in the source, but some of its words are not"
+    )
 
 
 def decide_dgi(raw: float) -> Decision:

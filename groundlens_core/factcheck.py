@@ -32,7 +32,9 @@ from groundlens_core.sentences import TextSpan
 
 __all__ = ["ContextFacts", "context_facts", "check_facts"]
 
-_CLAUSE_BREAK = re.compile(r"[;()\[\]\u2013\u2014]|[,:](?=\s)|\s-\s|\b(?:but|unless|while|whereas|although|though|except)\b", re.I)
+_CLAUSE_BREAK = re.compile(
+    r"[;()\[\]\u2013\u2014]|[,:](?=\s)|\s-\s|\b(?:but|unless|while|whereas|although|though|except)\b", re.I
+)
 _JOIN = re.compile(r"\b(?:and|or)\b", re.I)
 _NOT_ANCHOR = frozenset(UNITS) | frozenset(MONTHS) | {"per", "cent", "percent", "o'clock"}
 _NOT_ANCHOR |= {"but", "unless", "while", "whereas", "although", "though", "except"}

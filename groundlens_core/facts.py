@@ -298,7 +298,12 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
             v = _time_value(t.text)
             if v is not None and (t.kind == "ampm" or ":" in t.text or re.search(r"[ap]\.?m", t.low)):
                 half_day = t.kind == "time" and not re.search(r"[ap]\.?m", t.low) and v < 780
-                if half_day and i + 2 < n and toks[i + 1].low in ("to", "and", "-", "\u2013") and toks[i + 2].kind in ("time", "ampm"):
+                if (
+                    half_day
+                    and i + 2 < n
+                    and toks[i + 1].low in ("to", "and", "-", "\u2013")
+                    and toks[i + 2].kind in ("time", "ampm")
+                ):
                     later = toks[i + 2].low  # "between 12:30 and 7:30 am": the first takes the second's am/pm
                     if re.search(r"[ap]\.?m", later):
                         v, half_day = _time_value(t.text + (" pm" if "p" in later else " am")) or v, False
@@ -313,9 +318,14 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
                 words, k = _number_words(toks, k)
                 base = _word_number(words) if words else None
                 base = None if base is None or base > 12 else base * 60
-                if base is not None and k + 2 < n and " ".join(x.low for x in toks[k : k + 3]) in (
-                    "in the afternoon",
-                    "in the evening",
+                if (
+                    base is not None
+                    and k + 2 < n
+                    and " ".join(x.low for x in toks[k : k + 3])
+                    in (
+                        "in the afternoon",
+                        "in the evening",
+                    )
                 ):
                     base, k = base + 720, k + 3
                 elif base is not None and " ".join(x.low for x in toks[k : k + 3]) == "in the morning":
@@ -425,7 +435,6 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
         if unit is not None:
             dim, factor, after, _ = unit
             if dim.startswith("money:"):
-                code = dim.split(":")[1]
                 minor = 0.0
                 # "nine pounds fifty", "9 pounds 50"
                 if after < n and factor == 1 and (toks[after].kind == "num" or toks[after].low in _NUMBER_WORDS):
@@ -448,7 +457,12 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
             i = j
             continue
         # a label: "Year 4", "Zone 2", "Go 30"
-        if i > 0 and toks[i - 1].kind == "word" and toks[i - 1].text[0].isupper() and toks[i - 1].text not in _LABEL_STOP:
+        if (
+            i > 0
+            and toks[i - 1].kind == "word"
+            and toks[i - 1].text[0].isupper()
+            and toks[i - 1].text not in _LABEL_STOP
+        ):
             if t.kind == "num" and (i - 1) not in used:
                 label = f"{toks[i - 1].low} {t.text}"
                 facts.append(
@@ -458,7 +472,11 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
                 i = j
                 continue
         # a bare count: "3 attempts", "18 or over"; "twice" counts times
-        noun = _noun_after([_Tok("word", "times", 0, 0)], 0) if t.low in ("once", "twice", "thrice") else _noun_after(toks, j)
+        noun = (
+            _noun_after([_Tok("word", "times", 0, 0)], 0)
+            if t.low in ("once", "twice", "thrice")
+            else _noun_after(toks, j)
+        )
         add("count", value, i, j, noun)
         i = j
     facts = [_qualified(f, text, offset) if f.dim not in ("name", "label", "date") else f for f in facts]

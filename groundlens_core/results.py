@@ -22,9 +22,9 @@ def quote_sentence(text: str, limit: int = 160) -> str:
 
 
 def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
-    """A score dict without any of the caller's text: evidence sentences, passages and unsupported
-    tokens become ``[redacted]`` (offsets, counts and numbers stay), and the explanation stops quoting
-    the weakest sentence."""
+    """A score dict without any of the caller's text: evidence sentences, passages, unsupported
+    tokens and facts become ``[redacted]`` (offsets, counts and numbers stay), and the explanation
+    stops quoting the weakest sentence and the facts."""
     ev = score.get("evidence")
     if not isinstance(ev, dict):
         return score
@@ -42,7 +42,12 @@ def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
                 "unsupported": [{**u, "text": REDACTED} for u in s.get("unsupported", ())],
             }
         )
-    out["evidence"] = {**ev, "sentences": sentences}
+    facts = []
+    for f in ev.get("facts", ()):
+        if isinstance(expl, str) and isinstance(f.get("text"), str):
+            expl = expl.replace(FactFinding(**f).describe(), REDACTED)
+        facts.append({**f, "text": REDACTED, "source": None if f.get("source") is None else REDACTED})
+    out["evidence"] = {**ev, "sentences": sentences, "facts": facts}
     out["explanation"] = expl
     return out
 

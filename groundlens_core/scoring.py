@@ -31,10 +31,10 @@ from groundlens_core.bands import (
     triage,
 )
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
+from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
-from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support
 from groundlens_core.errors import GroundlensError, GroundlensInputError
 from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_context_facts, plan_evidence
 from groundlens_core.results import (

@@ -35,7 +35,7 @@ def test_check_json(capsys):
 def test_check_text_without_context(capsys):
     assert main(["check", "-q", "What is the capital of France?", "-r", "Paris."]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("DGI ") and "not a verdict of truth" in out
+    assert out.startswith("score ") and "(no context: weak signal)  |  DGI " in out and "not a verdict of truth" in out
 
 
 def test_evaluate_csv_keeps_columns_appends_scores_and_sorts(tmp_path, capsys):

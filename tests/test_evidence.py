@@ -94,18 +94,24 @@ def test_supported_summary_passes_and_blank_question_is_no_question():
         assert res.evidence.weakest is None
 
 
-def test_sgi_with_evidence_combines_bands_and_ranks_by_the_mean():
+def test_sgi_with_evidence_bands_on_facts_and_shows_the_ranked_score():
+    from groundlens_core.decision import band_of_score
+
     q = "How much did Poseidon gross?"
     wrong = "Poseidon grossed $95 million and won an Oscar."
     res = gl.evaluate(q, wrong, SOURCE)
     plain = gl.evaluate(q, wrong, SOURCE, evidence=False)
     assert res.method == plain.method == "sgi" and res.value == plain.value  # SGI itself is unchanged
-    assert plain.evidence is None and plain.support is None and plain.rank == plain.normalized
-    assert res.support == res.evidence.support < 0.8
-    assert res.triage == "flagged"  # support below 0.80 flags, whatever SGI's band
-    paraphrase = gl.evaluate("How much did Poseidon gross?", "Poseidon earned $181,674,817 at the worldwide box office.", SOURCE)
-    assert 0.8 <= paraphrase.support < 0.95 and paraphrase.triage == triage("sgi", paraphrase.value)  # cannot promote or demote
-    assert res.rank == pytest.approx((res.normalized + res.support) / 2)
+    assert plain.evidence is None and plain.support is None and plain.normalized == res.normalized
+    assert band_of_score(plain.rank) == plain.triage == triage("sgi", plain.value)  # without evidence: SGI's bands
+    failed = [f.describe() for f in res.evidence.failed_facts()]
+    assert any(d.startswith("$95 million \u2014 the source says $") and "181,674,817" in d for d in failed)
+    assert res.triage == "flagged" and res.rank < 1 / 3  # a wrong amount flags, whatever SGI says
+    assert res.explanation.startswith(f"Score {res.rank:.2f}, flagged: ")  # the first clause is the ranked score
+    assert "$95 million" in res.explanation.split(".")[0] + res.explanation
+    paraphrase = gl.evaluate(q, "Poseidon earned $181,674,817 at the worldwide box office.", SOURCE)
+    assert all(not f.failed for f in paraphrase.evidence.facts) and paraphrase.triage != "flagged"
+    assert paraphrase.rank > res.rank and band_of_score(paraphrase.rank) == paraphrase.triage
     assert "SGI" in res.explanation and "Support" in res.explanation
 
 
@@ -189,7 +195,7 @@ def test_check_without_question_prints_sentences_and_marks_unsupported_words(cap
 
     assert main(["check", "-c", SOURCE, "-r", SUMMARY]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("SUPPORT ") and "FLAGGED" in out.splitlines()[0]
+    assert out.startswith("score ") and "FLAGGED" in out.splitlines()[0] and "SUPPORT " in out.splitlines()[0]
     assert "It [[won]] [[three]] [[Academy]] [[Awards]] in [[2007]].  <- weakest" in out
     assert "[[181,674,817]]" not in out and "best passage (similarity" in out
     assert main(["check", "-r", SUMMARY]) == 2  # neither question nor context: the one-line error
@@ -298,7 +304,7 @@ def test_otel_carries_support_and_weakest_sentence_cut_and_redacted():
         (span,) = [s for s in spans_out.get_finished_spans() if s.attributes.get("groundlens.node") == "summarise"]
         a = span.attributes
         assert a["gen_ai.evaluation.name"] == "groundlens.support" and a["groundlens.support"] < 0.8
-        assert a["groundlens.rank"] == a["groundlens.support"]
+        assert a["groundlens.score"] == a["groundlens.rank"] == trace.steps[-1].rank  # the score ranked is the one shown
         weakest = a["groundlens.weakest_sentence"]
         (log,) = [r.log_record for r in logs_out.get_finished_logs()]
         assert log.attributes["groundlens.weakest_sentence"] == weakest

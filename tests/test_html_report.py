@@ -245,7 +245,7 @@ def test_redaction_removes_every_text(real_trace):
     assert d["ctx"][0][0] == "tool:search" and d["ctx"][0][2] == "redacted"
     assert d["meta"] == ""  # metadata may hold user text: not shown when redacting
     # the scores survive redaction
-    assert float(row["data-score"]) == pytest.approx(grounded.normalized, abs=1e-5)
+    assert float(row["data-score"]) == pytest.approx(grounded.rank, abs=1e-5)  # the score shown is the score ranked
 
 
 def test_max_text_chars_cuts_long_texts():
@@ -301,7 +301,7 @@ def test_histogram_counts_scored_steps_by_band():
     bars = [r for r in p.svg_rects if "gl-bar" in r.get("class", "")]
     assert {b["data-band"] for b in bars} == {"flagged", "review", "trusted"}
     doc = render_html(hand_trace(steps))
-    titles = re.findall(r"<title>normalized [0-9.]+-[0-9.]+: (\d+) (\w+)</title>", doc)
+    titles = re.findall(r"<title>score [0-9.]+-[0-9.]+: (\d+) (\w+)</title>", doc)
     totals: dict[str, int] = {}
     for n, band in titles:
         totals[band] = totals.get(band, 0) + int(n)

@@ -55,13 +55,16 @@ def test_summary_counts_and_riskiest(trace):
     counts = trace.counts()
     assert sum(counts.values()) == 6 and counts["error"] == 1 and counts["skipped"] == 2
     line = trace.summary()
-    assert line.startswith("6 steps | ") and "answer [SGI=" in line and "chat [DGI=" in line
+    assert line.startswith("6 steps | ") and "answer [score=" in line and ", SGI=" in line
+    assert "chat [score=" in line and "(no context), DGI=" in line  # no context: a weak signal, said so
     risky = trace.riskiest()
     assert risky[0].method == "error"
     scored = trace.riskiest(scored_only=True)
     order = {"flagged": 0, "review": 1, "trusted": 2}
-    keys = [(order[s.triage], s.normalized) for s in scored]
+    keys = [(order[s.triage], s.rank) for s in scored]
     assert keys == sorted(keys)
+    shown = [s.rank for s in scored]  # the score shown is the score ranked: it rises along the order
+    assert shown == sorted(shown)
 
 
 def test_json_round_trip_and_schema(trace):

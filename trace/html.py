@@ -150,7 +150,8 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
 
 
 def _norm(step: Step) -> float | None:
-    return _num(step.normalized) if step.method in SCORED_METHODS else None
+    """The score a row shows: the risk value it is ranked by (never normalized SGI/DGI)."""
+    return _num(step.rank) if step.method in SCORED_METHODS else None
 
 
 def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
@@ -449,7 +450,7 @@ def _histogram_svg_model(bins: list[dict[str, int]]) -> dict[str, Any]:
                     "w": f"{bar_w - 2:.1f}",
                     "h": f"{h:.1f}",
                     "band": band,
-                    "title": f"normalized {lo:.2f}-{hi:.2f}: {n} {band}",
+                    "title": f"score {lo:.2f}-{hi:.2f}: {n} {band}",
                 }
             )
     xticks = [{"x": f"{left + plot_w * t / 4:.1f}", "label": f"{t / 4:.2f}"} for t in range(5)]

@@ -177,14 +177,16 @@ class Step:
 
     @property
     def label(self) -> str:
-        """``SGI=1.30 trusted``, ``skipped``, ``error``: what summaries print."""
-        if self.method in ("sgi", "dgi") and self.value is not None:
-            return f"{self.method.upper()}={self.value:.2f} {self.triage}"
+        """``score=0.82 trusted, SGI=1.30``, ``score=0.45 review (no context), DGI=0.35``, ``skipped``,
+        ``error``: what summaries print. The score is the value the step is ranked by."""
+        if self.method in SCORED_METHODS and self.value is not None and self.rank is not None:
+            weak = " (no context)" if self.method == "dgi" else ""
+            return f"score={self.rank:.2f} {self.triage}{weak}, {self.method.upper()}={self.value:.2f}"
         return self.method
 
     @property
     def rank(self) -> float | None:
-        """The value triage sorts by within a band (SGI with evidence: mean of normalized SGI and support)."""
+        """The step's score: the value triage sorts by and every report shows (the band is a function of it)."""
         return None if self.score is None else self.score.rank
 
     def risk_key(self) -> tuple[int, float, int]:

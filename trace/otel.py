@@ -505,7 +505,9 @@ def _evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dic
     if step.explanation:
         out[sc.GEN_AI_EVALUATION_EXPLANATION] = step.explanation
     if step.rank is not None:
-        out[sc.GL_RANK] = float(step.rank)
+        out[sc.GL_RANK] = out[sc.GL_SCORE] = float(step.rank)
+    if step.method == "dgi":
+        out[sc.GL_WEAK_SIGNAL] = True  # no context: DGI is a weak signal
     ev = getattr(step.score, "evidence", None)
     if ev is not None:
         limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)

@@ -54,7 +54,9 @@ GL_VALUE = "groundlens.value"
 GL_NORMALIZED = "groundlens.normalized"
 GL_FLAGGED = "groundlens.flagged"
 GL_NODE = "groundlens.node"
-GL_RANK = "groundlens.rank"  # the value triage sorts by (lower = review first)
+GL_RANK = "groundlens.rank"  # the value triage sorts by (lower = review first); same as groundlens.score
+GL_SCORE = "groundlens.score"  # the score shown and ranked by, in [0, 1]; the band is a function of it
+GL_WEAK_SIGNAL = "groundlens.weak_signal"  # true for a step scored without context (DGI)
 GL_SUPPORT = "groundlens.support"  # share of the response's content the context contains
 GL_WEAKEST_SENTENCE = "groundlens.weakest_sentence"  # the response sentence stating most that the context lacks
 GL_UNSUPPORTED = "groundlens.unsupported"  # the absent numbers, dates, names, words ("; "-joined)
