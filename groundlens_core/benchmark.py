@@ -42,6 +42,7 @@ from groundlens_core.metrics import auroc, length_baseline, overlap_baseline
 QA_FILE = "halueval_qa.csv"
 GENERAL_FILE = "halueval_general_heldout.csv"
 FAITHBENCH_FILE = "faithbench_dev.csv"
+CLAIMS_FILE = "claims_dev.csv"
 BOOTSTRAP = 1000
 SEED = 20261129
 
@@ -111,9 +112,21 @@ def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
                 "response": r.get("response"),
                 "label": label,
                 "spans": spans if isinstance(spans, list) else None,
+                "kind": str(r.get("kind") or ""),
             }
         )
     return out
+
+
+def claims_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
+    """The claim set (correct paraphrases beside answers with one fact changed, by ``kind``): ``explicit``
+    or ``$GROUNDLENS_SHARED_DATA/claims_dev.csv``; None when neither is there."""
+    if explicit:
+        return Path(explicit)
+    shared = os.environ.get("GROUNDLENS_SHARED_DATA")
+    if shared and (Path(shared) / CLAIMS_FILE).is_file():
+        return Path(shared) / CLAIMS_FILE
+    return None
 
 
 # ---------------------------------------------------------------- statistics
@@ -254,6 +267,10 @@ def score_set(
         lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
         for lab, v in (("grounded", 1), ("hallucinated", 0))
     }
+    by_kind: dict[str, list[bool]] = {}
+    for r, x in zip(rows, res):
+        if r.get("kind") and x.method != "error":
+            by_kind.setdefault(str(r["kind"]), []).append(bool(x.flagged))
     out: dict[str, Any] = {
         "data": name,
         "rows": len(rows),
@@ -262,6 +279,8 @@ def score_set(
         "methods": sorted({x.method for x in res}),
         "auroc": table,
         "flag_rate": flagged,
+        # per kind of row (a claim set's paraphrase, number, date ...): flagged share and row count
+        "flag_rate_by_kind": {k: {"flagged": sum(v), "rows": len(v)} for k, v in sorted(by_kind.items())},
         "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"),
         "seconds": seconds,
     }
@@ -307,6 +326,7 @@ def run_benchmark(
     data: str | None = None,
     faithbench: str | None = None,
     bootstrap: int = BOOTSTRAP,
+    claims: str | None = None,
 ) -> dict[str, Any]:
     sets: list[dict[str, Any]] = []
     if data:
@@ -338,6 +358,19 @@ def run_benchmark(
                     rows,
                     f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
                     "{grounded} grounded; summaries, no question",
+                    long_context=long_context,
+                    bootstrap=bootstrap,
+                )
+            )
+        cl = claims_path(claims)
+        if cl is not None and cl.is_file():
+            rows = read_labelled(cl)
+            rows = rows[:limit] if limit else rows
+            sets.append(
+                score_set(
+                    rows,
+                    f"Claims dev ({cl.name}), {{n}} rows, {{grounded}} grounded; correct paraphrases beside "
+                    "answers that keep the source's words and change one fact",
                     long_context=long_context,
                     bootstrap=bootstrap,
                 )
@@ -377,6 +410,14 @@ def format_report(out: dict[str, Any]) -> str:
             f"{s['flag_rate']['hallucinated']:.1%} of hallucinated rows"
             f"; {s['rows_per_second']:.0f} rows/s ({', '.join(s['methods'])})"
         )
+        kinds = s.get("flag_rate_by_kind")
+        if kinds:
+            lines.append(
+                "  flagged by kind: "
+                + ", ".join(
+                    f"{k} {v['flagged']}/{v['rows']} ({v['flagged'] / v['rows']:.0%})" for k, v in kinds.items()
+                )
+            )
         loc = s.get("localisation")
         if loc:
             lines.append(f"  localisation ({loc['weakest sentence']['rows']} {loc['what']}):")

@@ -171,6 +171,7 @@ def cmd_benchmark(args: argparse.Namespace) -> int:
         data=args.data,
         faithbench=args.faithbench,
         bootstrap=args.bootstrap,
+        claims=args.claims,
     )
     print(json.dumps(report, indent=2) if args.json else report["text"])
     return 0
@@ -342,6 +343,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--faithbench",
         default=None,
         help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)",
+    )
+    s.add_argument(
+        "--claims",
+        default=None,
+        help="a claim set with a kind column, flag rates by kind (default: claims_dev.csv in $GROUNDLENS_SHARED_DATA)",
     )
     s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
     s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")
