@@ -293,11 +293,15 @@ def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
             links.append(found)
         if any(links):
             out[step.id] = links
-        resp = norm(step.response)
-        if len(resp) >= MIN_CHARS or (resp and step.kind in ("tool", "retrieval")):
-            exact[resp] = step.id
-            recent.append((resp, step.id))
-            del recent[:-PRODUCER_WINDOW]
+        # what a step hands on: its response; a tool or retriever step's result may sit in its context
+        outputs = [norm(step.response)]
+        if step.kind in ("tool", "retrieval"):
+            outputs += [norm(p.text) for p in step.context]
+        for out_text in outputs:
+            if len(out_text) >= MIN_CHARS or (out_text and step.kind in ("tool", "retrieval")):
+                exact.setdefault(out_text, step.id)
+                recent.append((out_text, step.id))
+        del recent[:-PRODUCER_WINDOW]
     return out
 
 
@@ -462,7 +466,9 @@ def _build_context(
                 "rate": f"{flagged / scored:.0%}" if scored else "-",
             }
         )
-    node_rows.sort(key=lambda n: (-n["rate_value"], *risk_key(n["worst"], n["mean_value"]), n["name"]))
+    node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
+    # "which node misbehaves most": the flagged share of each node's scored steps, across traces
+    rate_rows = sorted(node_rows, key=lambda n: (-n["rate_value"], -n["flagged"], n["name"]))
 
     trace_rows = []
     for ti, trace in enumerate(shown):
@@ -519,6 +525,7 @@ def _build_context(
         "unscored": {k: sum(t.unscored()[k] for t in traces) for k in ("overload", "pending")},
         "page_size": PAGE_SIZE,
         "nodes": node_rows[:MAX_NODE_ROWS],
+        "rates": rate_rows[:MAX_NODE_ROWS],
         "more_nodes": max(0, len(node_rows) - MAX_NODE_ROWS),
         "node_names": sorted(nodes)[:2000],
         "histogram": _histogram_svg_model(histogram),
