@@ -10,15 +10,14 @@ import jsonschema
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langgraph.graph import END, START, StateGraph
+from test_html_report import parse
+from test_langgraph_plugin import scripted
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 from groundlens_core.trace import ContextPiece, Step, Trace
 from groundlens_core.trace.html import render_html
 from groundlens_core.trace.lineage import annotate, cascade_order
 from groundlens_core.trace.model import SCHEMA_VERSION, json_schema
-
-from test_html_report import parse
-from test_langgraph_plugin import scripted
 
 pytest.importorskip("opentelemetry.sdk")
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -108,7 +107,7 @@ def test_langgraph_cascade_row_is_marked_and_linked_in_html(run):
 
 def test_langgraph_cascade_span_link_in_otel(run):
     trace, spans = run
-    research, write = trace.steps[1], trace.steps[2]
+    research = trace.steps[1]
     chats = [s for s in spans if s.name.startswith("chat")]
     assert len(chats) == 3
     origin, later = chats[1], chats[2]

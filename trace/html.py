@@ -267,7 +267,7 @@ def _tokens(step: Step) -> str:
     if u is None:
         return ""
     if u.input_tokens is not None or u.output_tokens is not None:
-        return f"{u.input_tokens if u.input_tokens is not None else '-'}/{u.output_tokens if u.output_tokens is not None else '-'}"
+        return "/".join("-" if n is None else str(n) for n in (u.input_tokens, u.output_tokens))
     return "" if u.total_tokens is None else str(u.total_tokens)
 
 

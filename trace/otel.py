@@ -102,8 +102,8 @@ from typing import Any, Mapping
 from groundlens_core._imports import require
 from groundlens_core._version import __version__
 from groundlens_core.bands import SCORED_METHODS
-from groundlens_core.trace import semconv as sc
 from groundlens_core.trace import lineage
+from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace, redaction_digest
 
 log = logging.getLogger("groundlens.otel")
