@@ -26,9 +26,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from groundlens_core.trace.otel import OTelExporter  # noqa: E402
 
-POLICY = ("Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
-          "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "
-          "within 5 business days.")
+POLICY = (
+    "Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
+    "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "
+    "within 5 business days."
+)
 QUESTION = "Can I return my opened laptop?"
 REPLIES = {
     "plan": "Opened electronics can be returned within 14 days with a 15% restocking fee.",
@@ -48,10 +50,13 @@ class S(TypedDict, total=False):
 def three_node_graph():
     def node(name):
         def run(state: S):
-            msg = scripted(REPLIES[name]).invoke([SystemMessage("Context:\n" + state["context"]), HumanMessage(state["question"])])
+            msg = scripted(REPLIES[name]).invoke(
+                [SystemMessage("Context:\n" + state["context"]), HumanMessage(state["question"])]
+            )
             if name == "research":  # its notes join the state's context, which the next node reads
                 return {"context": state["context"] + "\n\nResearch notes: " + msg.content}
             return {"plan": msg.content} if name == "plan" else {"answer": msg.content}
+
         return run
 
     g = StateGraph(S)
@@ -117,11 +122,30 @@ def test_langgraph_cascade_span_link_in_otel(run):
 
 
 def step(i, node, triage, response, context=(), **kw):
-    score = {"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": triage, "flagged": triage == "flagged",
-             "rank": {"flagged": 0.1, "review": 0.5, "trusted": 0.9}[triage], "explanation": "x", "fingerprint": "fp",
-             "version": "0"}
-    return Step(id=f"s{i}", index=i, node=node, kind="llm", method="sgi", score=score, triage=triage, question="q",
-                response=response, context=tuple(ContextPiece(c, "state:notes") for c in context), **kw)
+    score = {
+        "method": "sgi",
+        "value": 1.0,
+        "normalized": 0.5,
+        "triage": triage,
+        "flagged": triage == "flagged",
+        "rank": {"flagged": 0.1, "review": 0.5, "trusted": 0.9}[triage],
+        "explanation": "x",
+        "fingerprint": "fp",
+        "version": "0",
+    }
+    return Step(
+        id=f"s{i}",
+        index=i,
+        node=node,
+        kind="llm",
+        method="sgi",
+        score=score,
+        triage=triage,
+        question="q",
+        response=response,
+        context=tuple(ContextPiece(c, "state:notes") for c in context),
+        **kw,
+    )
 
 
 CLAIM = "The warranty covers accidental damage for five full years."
@@ -130,8 +154,13 @@ CLAIM = "The warranty covers accidental damage for five full years."
 def test_rule_sentence_whitespace_case_short_and_unflagged():
     steps = [
         step(0, "a", "flagged", "Yes. " + CLAIM),
-        step(1, "b", "trusted", "Something else entirely that is long enough.", ["Intro.\n  THE warranty covers  accidental "
-                                                                                  "damage for five full years. More."]),
+        step(
+            1,
+            "b",
+            "trusted",
+            "Something else entirely that is long enough.",
+            ["Intro.\n  THE warranty covers  accidental damage for five full years. More."],
+        ),
         step(2, "c", "trusted", "Yes.", ["yes. nothing else"]),  # "Yes." is too short to link
         step(3, "d", "review", "Another long enough sentence here.", ["Something else entirely that is long enough."]),
     ]
@@ -144,8 +173,14 @@ def test_recorder_path_adds_cascade_as_steps_arrive_and_redacted_context_never_l
     t.add_step(step(0, "a", "flagged", CLAIM))
     added = t.add_step(step(1, "b", "review", "Fine.", [f"Notes: {CLAIM}"]))
     assert added.cascade_from == ("s0",) and t.steps[1] is added
-    redacted = Step(id="s2", index=2, node="c", kind="llm", method="skipped",
-                    context=(ContextPiece({"redacted": True, "hmac_sha256": "ab", "length": 60}, "state:notes"),))
+    redacted = Step(
+        id="s2",
+        index=2,
+        node="c",
+        kind="llm",
+        method="skipped",
+        context=(ContextPiece({"redacted": True, "hmac_sha256": "ab", "length": 60}, "state:notes"),),
+    )
     assert t.add_step(redacted).cascade_from == ()
 
 
@@ -162,13 +197,44 @@ def test_cascade_order_nests_chains_and_keeps_the_rest():
 
 
 def test_files_of_schema_1_0_still_read(tmp_path):
-    old = {"schema_version": "1.0", "package_version": "0.1.0", "id": "t", "name": "old", "framework": "langgraph",
-           "started_at": "2025-01-01T00:00:00Z", "ended_at": None, "status": "ok", "error": None, "fingerprint": None,
-           "metadata": {}, "steps": [{"id": "s0", "index": 0, "parent_id": None, "node": "n", "kind": "llm",
-                                      "method": "skipped", "score": None, "triage": None, "question": "q", "context": [],
-                                      "response": "r", "model": None, "provider": None, "usage": None, "started_at": None,
-                                      "ended_at": None, "llm_latency_ms": None, "scoring_latency_ms": None, "error": None,
-                                      "skip_reason": "no question", "metadata": {}}]}
+    old = {
+        "schema_version": "1.0",
+        "package_version": "0.1.0",
+        "id": "t",
+        "name": "old",
+        "framework": "langgraph",
+        "started_at": "2025-01-01T00:00:00Z",
+        "ended_at": None,
+        "status": "ok",
+        "error": None,
+        "fingerprint": None,
+        "metadata": {},
+        "steps": [
+            {
+                "id": "s0",
+                "index": 0,
+                "parent_id": None,
+                "node": "n",
+                "kind": "llm",
+                "method": "skipped",
+                "score": None,
+                "triage": None,
+                "question": "q",
+                "context": [],
+                "response": "r",
+                "model": None,
+                "provider": None,
+                "usage": None,
+                "started_at": None,
+                "ended_at": None,
+                "llm_latency_ms": None,
+                "scoring_latency_ms": None,
+                "error": None,
+                "skip_reason": "no question",
+                "metadata": {},
+            }
+        ],
+    }
     jsonschema.validate(old, json_schema())
     path = tmp_path / "old.json"
     path.write_text(json.dumps(old))

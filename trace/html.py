@@ -361,7 +361,9 @@ def _build_context(
         producers.append(_producers(trace.steps))
     entries.sort(key=lambda e: e[0])
     # a step carrying a flagged step's output comes right after it (see lineage.cascade_order)
-    entries = cascade_order(entries, key=lambda e: (e[1], str(e[2].id)))
+    entries = cascade_order(
+        entries, key=lambda e: (e[1], str(e[2].id)), origins_of=lambda e: [(e[1], o) for o in e[2].cascade_from]
+    )
     position = {(ti, str(step.id)): k for k, (_, ti, step) in enumerate(entries)}
 
     rows: list[dict[str, Any]] = []

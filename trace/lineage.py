@@ -118,21 +118,19 @@ def annotate(trace: Any) -> Any:
     return trace
 
 
-def cascade_order(ordered: Sequence[Any], key: Any = None) -> list[Any]:
+def cascade_order(ordered: Sequence[Any], key: Any = None, origins_of: Any = None) -> list[Any]:
     """``ordered`` (riskiest first) with each cascade step moved right after its origin (the origin
     ranked first, when it has several); cascade steps of one origin keep their relative order, and
     a chain (a cascade step that is flagged and an origin itself) nests. ``key(step)`` names a step
-    (default its id; across traces a ``(trace, id)`` pair); a step whose origins are not in
-    ``ordered`` stays where it is."""
+    (default its id; across traces a ``(trace, id)`` pair) and ``origins_of(step)`` the names of its
+    origins (default its ``cascade_from``); a step whose origins are not in ``ordered`` stays put."""
     name = key or (lambda s: s.id)
     pos = {name(s): k for k, s in enumerate(ordered)}
 
     def origin_keys(s: Any) -> list[Any]:
-        cf = getattr(s, "cascade_from", ())
-        if key is None:
-            return list(cf)
-        own = name(s)
-        return [(*own[:-1], o) for o in cf] if isinstance(own, tuple) else list(cf)
+        if origins_of is not None:
+            return list(origins_of(s))
+        return list(getattr(s, "cascade_from", ()) or ())
 
     children: dict[Any, list[Any]] = {}
     attached = set()
