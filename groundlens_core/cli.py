@@ -99,6 +99,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         workers=args.workers,
         threads=threads,
         ledger=evaluate_ledger(args),
+        keep_columns=tuple(c.strip() for c in (args.keep_columns or "").split(",") if c.strip()),
+        group_by=args.group_by,
     )
     summary = run_evaluate(job)
     counts = summary.counts
@@ -300,6 +302,15 @@ def build_parser() -> argparse.ArgumentParser:
         type=_positive_int,
         default=1000,
         help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)",
+    )
+    s.add_argument(
+        "--keep-columns",
+        default=None,
+        metavar="COL,COL",
+        help="input columns the HTML report shows with each row (the id column is always kept)",
+    )
+    s.add_argument(
+        "--group-by", default=None, metavar="COL", help="the input column the HTML report groups rows by (its nodes)"
     )
     s.add_argument("--resume", action="store_true", help="continue an interrupted run from its last written chunk")
     s.add_argument("--calibration", default=None)

@@ -37,6 +37,22 @@ def population_summary(keys: np.ndarray) -> dict[str, Any]:
     return {"rows": int(len(keys)), "counts": counts, "methods": methods, "histogram": hist}
 
 
+def _cell(value: Any) -> Any:
+    """A kept column's value as the report shows it (JSON-able)."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
+def _row_label(row: dict, index: int) -> str:
+    """The row's own id (its ``id`` column) when it has one, else ``row <n>`` counted from 1."""
+    value = row.get("id")
+    return f"row {index + 1}" if value is None or str(value) == "" else str(value)
+
+
+def _group(row: dict, group_by: str | None) -> str:
+    value = row.get(group_by or "node")
+    return "(none)" if group_by and (value is None or value == "") else str(value or "rows")
+
+
 def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, *, emb, calibration) -> int:
     """Write ``job.html``; returns how many rows it shows."""
     from groundlens_core.io_formats import output_columns, row_item
@@ -65,14 +81,21 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
         for i, res in zip(part, scored):
             results[i] = res
     trace = trace_from_batch(rows, items, results, name=job.input.name)
-    # name each step after its row in the file, not its place in the report
+    group_by = getattr(job, "group_by", None)
+    if group_by and group_by not in info.columns:
+        from groundlens_core.errors import GroundlensInputError
+
+        raise GroundlensInputError(f"--group-by {group_by}: {job.input} has no such column")
+    kept = [c for c in ("id", *getattr(job, "keep_columns", ())) if c in info.columns]
+    # name each step after its row in the file (its id column when it has one), not its place in
+    # the report; its node is the --group-by column (else the file's node column), never the row
     trace.steps[:] = [
         dataclasses.replace(
             s,
-            id=f"row-{int(indices[k])}",
+            id=_row_label(rows[k], int(indices[k])),
             index=int(indices[k]),
-            node=str(rows[k].get("node") or f"row {int(indices[k]) + 1}"),
-            metadata={"row": int(indices[k])},
+            node=_group(rows[k], group_by),
+            metadata={"row": int(indices[k]) + 1, **{c: _cell(rows[k].get(c)) for c in kept}},
         )
         for k, s in enumerate(trace.steps)
     ]

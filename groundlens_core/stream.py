@@ -139,6 +139,8 @@ class EvaluateJob:
     workers: int | None = None
     threads: int | None = None
     ledger: Any = None  # a groundlens_core.ledger.Ledger: one signed decision record per row
+    keep_columns: tuple[str, ...] = ()  # input columns the HTML report shows with each row (``id`` always)
+    group_by: str | None = None  # the input column the HTML report's nodes are (default ``node``)
 
 
 @dataclass

@@ -1,6 +1,6 @@
-/* groundlens report: sort, filter, page and expand the steps table. Data reaches the DOM through
-   textContent only; the rows are rendered once by the server (the first page in the table, the rest
-   in an inert <template>) and are only moved here, one page at a time. */
+/* groundlens report: an index of traces, the steps table (sorted, filtered, paged, expandable) and
+   the flow of a trace. Every row is built here from the embedded JSON, only when it is shown, and
+   every text reaches the DOM through textContent only. */
 (function () {
   "use strict";
   var t0 = performance.now();
@@ -8,27 +8,101 @@
   var DEFAULT_DIR = { rank: 1, band: 1, score: 1, node: 1, trace: 1, latency: -1, index: 1 };
   var $ = function (id) { return document.getElementById(id); };
 
-  var DATA = JSON.parse($("gl-data").textContent || "{\"steps\":[]}");
+  var DATA = JSON.parse($("gl-data").textContent || "{}");
+  var ROWS = DATA.rows || [], STEPS = DATA.steps || [], TRACES = DATA.traces || [];
+  var multi = TRACES.length > 1;
   var tbody = $("gl-rows");
   var table = $("gl-table");
   var ncols = table.tHead.rows[0].cells.length;
-  var more = $("gl-more");
-  var rowEls = Array.prototype.slice.call(tbody.rows);
-  if (more && more.content) rowEls = rowEls.concat(Array.prototype.slice.call(more.content.querySelectorAll("tr.gl-row")));
-  var items = rowEls.map(function (tr) {
-    var d = tr.dataset;
+  var items = ROWS.map(function (r, k) {
     return {
-      tr: tr, i: +d.rank - 1, rank: +d.rank, band: d.band, method: d.method, node: d.node, trace: d.trace || "",
-      score: d.score === "" ? null : +d.score, latency: d.latency === "" ? null : +d.latency, index: +d.index,
-      detail: null, open: false, hay: null
+      r: r, i: k, rank: r.rank, band: r.band, method: r.method, node: r.node, trace: r.trace, t: r.t,
+      score: r.score === null ? null : r.score, latency: r.latency === null ? null : r.latency, index: r.index,
+      tr: null, detail: null, open: false, hay: null
     };
   });
+  var byPos = items.slice();  // by row position (= risk rank - 1), whatever the sort
   var matched = items.slice();   // the steps that pass the filters, in table order
   var page = 0;
   var pageSize = +$("gl-page-size").value;  // 0: all
   var sortState = { key: "rank", dir: 1 };
-  var timings = { init: 0, lastSort: 0, lastFilter: 0, lastRender: 0 };
+  var onlyCascade = false;
+  var timings = { init: 0, lastSort: 0, lastFilter: 0, lastRender: 0, lastIndex: 0 };
   window.__glTimings = timings;
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function badge(band) { return el("span", "gl-badge gl-band-" + band, band); }
+
+  // ------------------------------------------------------------ a row, built when first shown
+
+  function cascadeMark(r) {
+    var box = el("div", "gl-casc-line");
+    box.appendChild(el("span", "gl-casc", "\u21b3 carries flagged output of"));
+    r.casc.forEach(function (pos) {
+      var o = ROWS[pos];
+      var b = el("button", "gl-link gl-goto", "#" + o.rank + " " + o.node);
+      b.type = "button";
+      b.dataset.goto = String(pos);
+      b.title = "Go to the flagged step whose output this step's context carries";
+      box.appendChild(document.createTextNode(" "));
+      box.appendChild(b);
+    });
+    return box;
+  }
+
+  function makeRow(it) {
+    var r = it.r;
+    var tr = el("tr", "gl-row gl-row-" + r.band);
+    var d = tr.dataset;
+    d.id = r.id; d.rank = String(r.rank); d.band = r.band; d.method = r.method; d.node = r.node;
+    d.trace = r.trace; d.score = r.score === null ? "" : String(r.score);
+    d.latency = r.latency === null ? "" : String(r.latency); d.index = String(r.index);
+    if (r.casc.length) d.cascade = r.casc.map(function (p) { return ROWS[p].id; }).join(" ");
+    var td = el("td");
+    var tog = el("button", "gl-toggle");
+    tog.type = "button"; tog.setAttribute("aria-expanded", "false"); tog.setAttribute("aria-label", "Details");
+    td.appendChild(tog); tr.appendChild(td);
+    tr.appendChild(el("td", "gl-c-rank", r.rank));
+    td = el("td"); td.appendChild(badge(r.band)); tr.appendChild(td);
+    td = el("td");
+    if (r.norm) {
+      td.appendChild(el("b", "gl-score", r.norm));
+      var meter = el("span", "gl-meter"), bar = el("i", "gl-bg-" + r.band);
+      bar.style.width = Math.round(Math.max(0, Math.min(1, r.score)) * 100) + "%";
+      meter.appendChild(bar); td.appendChild(meter);
+      td.appendChild(el("span", "gl-raw", r.raw));
+      if (r.weak) td.appendChild(el("span", "gl-pill gl-weak", "no context: weak signal"));
+    } else {
+      td.appendChild(el("span", "gl-none", r.method === "error" ? "error" : "\u2013"));
+    }
+    tr.appendChild(td);
+    td = el("td", "gl-c-node", r.node);
+    if (r.kind !== "llm") { td.appendChild(document.createTextNode(" ")); td.appendChild(el("span", "gl-pill", r.kind)); }
+    tr.appendChild(td);
+    if (multi) tr.appendChild(el("td", "gl-c-trace", r.trace));
+    td = el("td");
+    td.appendChild(el("div", "gl-why gl-why-" + r.band, r.reason));
+    if (r.casc.length) td.appendChild(cascadeMark(r));
+    td.appendChild(el("div", "gl-resp", r.response || ""));
+    if (r.question) td.appendChild(el("div", "gl-q", "Q: " + r.question));
+    if (r.note) td.appendChild(el("span", "gl-pill", r.note));
+    tr.appendChild(td);
+    tr.appendChild(el("td", "gl-c-model", r.model));
+    tr.appendChild(el("td", "gl-num", r.tok));
+    tr.appendChild(el("td", "gl-num", r.lat));
+    tr.appendChild(el("td", "gl-num", r.index));
+    return tr;
+  }
+
+  function rowOf(it) {
+    if (!it.tr) { it.tr = makeRow(it); byRow.set(it.tr, it); }
+    return it.tr;
+  }
 
   // ------------------------------------------------------------ paging: only one page is in the DOM
 
@@ -41,7 +115,7 @@
     var frag = document.createDocumentFragment();
     for (var k = start; k < end; k++) {
       var it = matched[k];
-      frag.appendChild(it.tr);
+      frag.appendChild(rowOf(it));
       if (it.detail && it.open) frag.appendChild(it.detail);
     }
     while (tbody.lastChild) tbody.removeChild(tbody.lastChild);
@@ -104,11 +178,16 @@
   var form = $("gl-filters");
   var bandBoxes = Array.prototype.slice.call(form.querySelectorAll("input[name=band]"));
   var nodeSel = $("gl-f-node"), methodSel = $("gl-f-method"), traceSel = $("gl-f-trace"), textBox = $("gl-f-text");
+  if (traceSel) {
+    var opts = document.createDocumentFragment();
+    TRACES.forEach(function (t) { var o = el("option", null, t.label); o.value = t.label; opts.appendChild(o); });
+    traceSel.appendChild(opts);
+  }
 
   function haystack(it) {
     if (it.hay === null) {
-      var s = DATA.steps[it.i] || {};
-      var parts = [it.node, it.trace, s.q || "", s.r || "", s.err || "", s.skip || ""];
+      var s = STEPS[it.i] || {};
+      var parts = [it.node, it.trace, it.r.reason, s.q || "", s.r || "", s.err || "", s.skip || ""];
       (s.ctx || []).forEach(function (c) { parts.push(c[0], c[1]); });
       it.hay = parts.join("\n").toLowerCase();
     }
@@ -123,14 +202,16 @@
     var text = textBox.value.trim().toLowerCase();
     matched = items.filter(function (it) {
       return bands[it.band] && (!node || it.node === node) && (!method || it.method === method) &&
-        (!trace || it.trace === trace) && (!text || haystack(it).indexOf(text) >= 0);
+        (!trace || it.trace === trace) && (!onlyCascade || it.r.casc.length > 0) &&
+        (!text || haystack(it).indexOf(text) >= 0);
     });
     page = 0;
     render();
+    if (multi) showFlow(trace ? traceIndex(trace) : -1);
     timings.lastFilter = performance.now() - s;
   }
 
-  form.addEventListener("change", applyFilters);
+  form.addEventListener("change", function () { onlyCascade = false; applyFilters(); });
   form.addEventListener("submit", function (ev) { ev.preventDefault(); });
   var typing = null;
   textBox.addEventListener("input", function () {
@@ -142,6 +223,7 @@
     bandBoxes.forEach(function (b) { b.checked = true; });
     nodeSel.value = ""; methodSel.value = ""; textBox.value = "";
     if (traceSel) traceSel.value = "";
+    onlyCascade = false;
   }
   $("gl-reset").addEventListener("click", function () { resetFilters(); applyFilters(); });
 
@@ -150,29 +232,45 @@
     if (target && target.scrollIntoView) target.scrollIntoView({ block: "start" });
   }
 
-  document.addEventListener("click", function (ev) {
-    var el = ev.target.closest("[data-filter-band],[data-filter-method],[data-filter-node],[data-filter-trace]");
-    if (!el) return;
+  function traceIndex(label) {
+    for (var k = 0; k < TRACES.length; k++) if (TRACES[k].label === label) return k;
+    return -1;
+  }
+
+  // go to a row: show it whatever the filters, on its page, opened, highlighted
+  function goTo(pos) {
+    var it = byPos[pos];
+    if (!it) return;
     resetFilters();
-    var d = el.dataset;
+    if (traceSel) traceSel.value = it.trace;
+    applyFilters();
+    var k = matched.indexOf(it);
+    if (pageSize && k >= 0) { page = Math.floor(k / pageSize); render(); }
+    if (!it.open) toggle(it);
+    it.tr.classList.add("gl-target");
+    setTimeout(function () { it.tr.classList.remove("gl-target"); }, 2000);
+    if (it.tr.scrollIntoView) it.tr.scrollIntoView({ block: "center" });
+  }
+
+  document.addEventListener("click", function (ev) {
+    var go = ev.target.closest("[data-goto]");
+    if (go) { ev.stopPropagation(); goTo(+go.dataset.goto); return; }
+    var e = ev.target.closest("[data-filter-band],[data-filter-method],[data-filter-node],[data-filter-trace],[data-filter-cascade]");
+    if (!e) return;
+    resetFilters();
+    var d = e.dataset;
     if (d.filterBand && d.filterBand !== "all") {
       bandBoxes.forEach(function (b) { b.checked = b.value === d.filterBand; });
     }
     if (d.filterMethod) methodSel.value = d.filterMethod;
     if (d.filterNode !== undefined) nodeSel.value = d.filterNode;
     if (d.filterTrace !== undefined && traceSel) traceSel.value = d.filterTrace;
+    if (d.filterCascade) onlyCascade = true;
     applyFilters();
-    if (!el.classList.contains("gl-card")) showTable();
+    if (!e.classList.contains("gl-card")) showTable();
   });
 
   // ------------------------------------------------------------ details, built on first expand
-
-  function el(tag, cls, text) {
-    var e = document.createElement(tag);
-    if (cls) e.className = cls;
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    return e;
-  }
 
   function textBlock(title, text, note, cls) {
     var box = el("div", "gl-block " + (cls || ""));
@@ -198,7 +296,7 @@
     var pre = el("pre", "gl-text gl-resp-ev");
     var pos = 0;
     var list = el("ol", "gl-evidence");
-    s.ev.forEach(function (e, k) {
+    s.ev.forEach(function (e) {
       if (e[0] > pos) pre.appendChild(document.createTextNode(text.slice(pos, e[0])));
       var span = el("span", "gl-sent " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
       span.dataset.support = String(e[2]);
@@ -228,8 +326,17 @@
     return box;
   }
 
+  function goButton(pos, label) {
+    var o = ROWS[pos];
+    var b = el("button", "gl-link gl-goto", label + " #" + o.rank + " " + o.node + " (" + o.band + ")");
+    b.type = "button";
+    b.dataset.goto = String(pos);
+    return b;
+  }
+
   function buildDetail(it) {
-    var s = DATA.steps[it.i] || {};
+    var s = STEPS[it.i] || {};
+    var r = it.r;
     var tr = el("tr", "gl-detail");
     var td = el("td");
     td.colSpan = ncols;
@@ -237,9 +344,32 @@
     var main = el("div", "gl-detail-main");
     var side = el("div", "gl-detail-side");
 
+    if (r.casc.length) {
+      var cb = el("div", "gl-block gl-block-casc");
+      cb.appendChild(el("h4", null, "Cascade"));
+      var p = el("p", null, "This step's context carries the output of a flagged step. Its own band (" + r.band +
+        ") is measured against that context, which already holds the error: review it with its origin. ");
+      r.casc.forEach(function (pos) { p.appendChild(goButton(pos, "origin")); p.appendChild(document.createTextNode(" ")); });
+      cb.appendChild(p);
+      main.appendChild(cb);
+    }
     if (s.err) main.appendChild(textBlock("Error", s.err, "", "gl-block-error"));
     if (s.skip) main.appendChild(textBlock("Skipped", s.skip, "", "gl-block-skip"));
     if (s.ex) main.appendChild(textBlock("Explanation", s.ex, "", "gl-block-ex"));
+    if (s.ff && s.ff.length) {
+      var fb = el("div", "gl-block");
+      fb.appendChild(el("h4", null, "Facts checked (" + s.ff.length + ")"));
+      var ul = el("ul", "gl-factlist");
+      s.ff.forEach(function (f) {
+        var li = el("li", "gl-fact gl-fact-" + f[0]);
+        li.appendChild(el("span", "gl-fact-st", f[0]));
+        li.appendChild(document.createTextNode(" " + f[1] + " "));
+        li.appendChild(el("span", "gl-sub", f[2]));
+        ul.appendChild(li);
+      });
+      fb.appendChild(ul);
+      main.appendChild(fb);
+    }
     main.appendChild(textBlock("Question", s.q || "", s.qn));
     var ctx = s.ctx || [];
     var cbox = el("div", "gl-block");
@@ -250,6 +380,7 @@
       var head = el("div", "gl-ctx-src");
       head.appendChild(el("span", "gl-src", c[0] || "context"));
       if (c[2]) { head.appendChild(document.createTextNode(" ")); head.appendChild(el("span", "gl-pill", c[2])); }
+      if (c[3] !== null && c[3] !== undefined) { head.appendChild(document.createTextNode(" ")); head.appendChild(goButton(c[3], "from")); }
       piece.appendChild(head);
       piece.appendChild(el("pre", "gl-text", c[1]));
       cbox.appendChild(piece);
@@ -264,6 +395,7 @@
     });
     side.appendChild(el("h4", null, "Details"));
     side.appendChild(dl);
+    if (r.parent !== null && r.parent !== undefined) side.appendChild(goButton(r.parent, "parent"));
     if (s.meta) side.appendChild(textBlock("Metadata", s.meta, "", "gl-block-meta"));
 
     wrap.appendChild(main);
@@ -277,7 +409,7 @@
     it.open = !it.open;
     if (it.open && !it.detail) {
       it.detail = buildDetail(it);
-      it.tr.parentNode.insertBefore(it.detail, it.tr.nextSibling);
+      if (it.tr.parentNode) it.tr.parentNode.insertBefore(it.detail, it.tr.nextSibling);
     }
     if (it.detail) it.detail.hidden = !it.open;
     it.tr.classList.toggle("gl-open", it.open);
@@ -285,15 +417,161 @@
   }
 
   var byRow = new Map();
-  items.forEach(function (it) { byRow.set(it.tr, it); });
   tbody.addEventListener("click", function (ev) {
     var tr = ev.target.closest("tr.gl-row");
-    if (!tr || !byRow.has(tr)) return;
+    if (!tr || !byRow.has(tr) || ev.target.closest("[data-goto]")) return;
     var sel = window.getSelection && window.getSelection();
     if (sel && String(sel) && !ev.target.closest(".gl-toggle")) return; // selecting text, not expanding
     toggle(byRow.get(tr));
   });
 
+  // ------------------------------------------------------------ the flow of one trace
+
+  var flowBox = $("gl-flow"), flowPanel = $("gl-flow-panel");
+  var MAX_FLOW = 3000;
+
+  function flowNode(pos) {
+    var r = ROWS[pos];
+    var li = el("li", "gl-fnode gl-fnode-" + r.band);
+    var line = el("div", "gl-fline");
+    line.appendChild(badge(r.band));
+    var b = el("button", "gl-link gl-goto gl-fname", r.node);
+    b.type = "button"; b.dataset.goto = String(pos);
+    line.appendChild(b);
+    line.appendChild(el("span", "gl-pill", r.kind));
+    if (r.norm) line.appendChild(el("span", "gl-fscore", r.norm));
+    if (r.casc.length) {
+      var c = el("span", "gl-casc", "\u21b3 carries flagged output of " + r.casc.map(function (p) { return ROWS[p].node; }).join(", "));
+      line.appendChild(c);
+    }
+    line.appendChild(el("span", "gl-freason", r.reason));
+    li.appendChild(line);
+    return li;
+  }
+
+  function showFlow(t) {
+    if (!flowPanel) return;
+    if (t < 0) { flowPanel.hidden = multi; if (multi) return; t = 0; }
+    flowPanel.hidden = false;
+    var s = performance.now();
+    var rows = byPos.filter(function (it) { return it.t === t; }).map(function (it) { return it.i; });
+    rows.sort(function (a, b) { return ROWS[a].index - ROWS[b].index; });
+    var inTrace = {};
+    rows.forEach(function (p) { inTrace[p] = true; });
+    var inputsOf = {}, usedBy = {}, kids = {}, roots = [];
+    rows.forEach(function (p) {  // a tool or retriever result sits with the step that consumed it
+      (STEPS[p].ctx || []).forEach(function (c) {
+        var q = c[3];
+        if (q === null || q === undefined || !inTrace[q] || usedBy[q] !== undefined) return;
+        if (ROWS[q].kind === "tool" || ROWS[q].kind === "retrieval") { usedBy[q] = p; (inputsOf[p] = inputsOf[p] || []).push(q); }
+      });
+    });
+    rows.forEach(function (p) {
+      if (usedBy[p] !== undefined) return;
+      var par = ROWS[p].parent;
+      if (par !== null && par !== undefined && inTrace[par] && par !== p) (kids[par] = kids[par] || []).push(p);
+      else roots.push(p);
+    });
+    var count = 0, seen = {};
+    function build(list, cls) {
+      var ul = el("ul", cls);
+      list.forEach(function (p) {
+        if (count >= MAX_FLOW || seen[p]) return;
+        seen[p] = true; count++;
+        var li = flowNode(p);
+        if (inputsOf[p]) li.appendChild(build(inputsOf[p], "gl-finputs"));
+        if (kids[p]) li.appendChild(build(kids[p], "gl-ftree"));
+        ul.appendChild(li);
+      });
+      return ul;
+    }
+    while (flowBox.lastChild) flowBox.removeChild(flowBox.lastChild);
+    flowBox.appendChild(build(roots, "gl-ftree gl-froot"));
+    if (count >= MAX_FLOW) flowBox.appendChild(el("p", "gl-sub", "The first " + MAX_FLOW + " steps are shown."));
+    $("gl-flow-name").textContent = TRACES[t] ? TRACES[t].label : "";
+    timings.lastFlow = performance.now() - s;
+  }
+
+  // ------------------------------------------------------------ the index of traces
+
+  var tRows = $("gl-t-rows");
+  var tMatched = TRACES.map(function (t, k) { return k; });
+  var tPage = 0, T_PAGE = 50;
+
+  function traceRow(k) {
+    var t = TRACES[k];
+    var tr = el("tr", "gl-trow");
+    tr.dataset.trace = t.label;
+    var td = el("td");
+    var b = el("button", "gl-link", t.label);
+    b.type = "button"; b.dataset.filterTrace = t.label; b.title = "Show this trace's steps and flow";
+    td.appendChild(b);
+    if (t.status === "error") { td.appendChild(document.createTextNode(" ")); td.appendChild(badge("error")); }
+    td.appendChild(el("div", "gl-sub", t.framework + (t.duration ? " \u00b7 " + t.duration : "")));
+    tr.appendChild(td);
+    tr.appendChild(el("td", null, t.started));
+    tr.appendChild(el("td", "gl-num", t.steps));
+    td = el("td");
+    ["error", "flagged", "review", "trusted", "skipped"].forEach(function (band) {
+      if (t.counts[band]) { td.appendChild(el("span", "gl-badge gl-band-" + band, t.counts[band] + " " + band)); td.appendChild(document.createTextNode(" ")); }
+    });
+    if (t.cascades) td.appendChild(el("span", "gl-casc", "\u21b3 " + t.cascades + " cascade"));
+    tr.appendChild(td);
+    td = el("td");
+    if (t.worst !== null && t.worst !== undefined) {
+      td.appendChild(goButton(t.worst, ""));
+      td.appendChild(el("div", "gl-why", t.worst_reason));
+    }
+    tr.appendChild(td);
+    return tr;
+  }
+
+  function renderIndex() {
+    if (!tRows) return;
+    var pages = Math.max(1, Math.ceil(tMatched.length / T_PAGE));
+    if (tPage >= pages) tPage = pages - 1;
+    var start = tPage * T_PAGE, end = Math.min(tMatched.length, start + T_PAGE);
+    var frag = document.createDocumentFragment();
+    for (var k = start; k < end; k++) frag.appendChild(traceRow(tMatched[k]));
+    while (tRows.lastChild) tRows.removeChild(tRows.lastChild);
+    tRows.appendChild(frag);
+    $("gl-t-page").textContent = (tMatched.length ? start + 1 : 0) + "\u2013" + end + " of " + tMatched.length;
+    $("gl-t-prev").disabled = tPage <= 0;
+    $("gl-t-next").disabled = end >= tMatched.length;
+    $("gl-t-shown").textContent = tMatched.length + " of " + TRACES.length;
+    $("gl-t-shown").setAttribute("data-matched", String(tMatched.length));
+  }
+
+  function filterIndex() {
+    var s = performance.now();
+    var band = $("gl-t-band").value, fw = $("gl-t-fw") ? $("gl-t-fw").value : "";
+    var text = $("gl-t-text").value.trim().toLowerCase();
+    tMatched = [];
+    for (var k = 0; k < TRACES.length; k++) {
+      var t = TRACES[k];
+      if (band === "cascade" ? !t.cascades : (band && !t.counts[band])) continue;
+      if (fw && t.framework !== fw) continue;
+      if (text && (t.label + "\n" + t.worst_node).toLowerCase().indexOf(text) < 0) continue;
+      tMatched.push(k);
+    }
+    tPage = 0;
+    renderIndex();
+    timings.lastIndex = performance.now() - s;
+  }
+
+  if (tRows) {
+    $("gl-t-filters").addEventListener("change", filterIndex);
+    $("gl-t-filters").addEventListener("submit", function (ev) { ev.preventDefault(); });
+    var tTyping = null;
+    $("gl-t-text").addEventListener("input", function () { clearTimeout(tTyping); tTyping = setTimeout(filterIndex, 120); });
+    $("gl-t-prev").addEventListener("click", function () { tPage = Math.max(0, tPage - 1); renderIndex(); });
+    $("gl-t-next").addEventListener("click", function () { tPage += 1; renderIndex(); });
+    window.__glFilterIndex = filterIndex;
+    renderIndex();
+  }
+
+  render();
+  if (!multi) showFlow(0);
   timings.init = performance.now() - t0;
   document.documentElement.setAttribute("data-gl-ready", "1");
 })();

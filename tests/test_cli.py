@@ -152,7 +152,7 @@ def test_evaluate_html_and_report_from_a_saved_trace(tmp_path, capsys):
     assert main(["evaluate", str(src), "-o", str(tmp_path / "out.csv"), "--html", str(html)]) == 0
     page = html.read_text(encoding="utf-8")
     assert "<script>alert(1)</script>" not in page and "not verdicts of truth" in page
-    assert page.count('data-band="error"') >= 1
+    assert page.count('"band":"error"') >= 1
 
     # a saved agent trace -> report
     from groundlens_core.trace import CallRecord, Recorder
@@ -168,6 +168,29 @@ def test_evaluate_html_and_report_from_a_saved_trace(tmp_path, capsys):
     assert Trace.load(trace_path).steps[0].method == "sgi"
     (tmp_path / "junk.json").write_text('{"hello": 1}')
     assert main(["report", str(tmp_path / "junk.json"), "-o", str(out)]) == 2
+
+
+def test_batch_report_keeps_id_and_named_columns_and_groups_by_a_column(tmp_path):
+    from test_html_report import parse
+
+    rows = [
+        {"id": "q-17", "note": "from the pilot", "team": "red", "question": Q, "context": CTX,
+         "response": "The Oberoi Group's head office is in Delhi, India."},
+        {"id": "q-18", "note": "second", "team": "red", "question": Q, "context": CTX,
+         "response": "The head office is in Mumbai, with 900 staff."},
+        {"id": "q-19", "note": "third", "team": "blue", "question": Q, "context": CTX, "response": ""},
+    ]
+    src = _write_csv(tmp_path / "in.csv", rows, ["id", "note", "team", "question", "response", "context"])
+    html = tmp_path / "batch.html"
+    argv = ["evaluate", str(src), "-o", str(tmp_path / "out.csv"), "--html", str(html)]
+    assert main([*argv, "--keep-columns", "note", "--group-by", "team"]) == 0
+    p = parse(html.read_text(encoding="utf-8"))
+    assert {r["data-id"] for r in p.rows} == {"q-17", "q-18", "q-19"}  # labelled by the user's id
+    assert {r["data-node"] for r in p.rows} == {"red", "blue"}  # grouped, not one node per row
+    assert {r["data-node"] for r in p.node_rows} == {"red", "blue"}
+    page = html.read_text(encoding="utf-8")
+    assert "from the pilot" in page and '\\"id\\": \\"q-17\\"' in page  # kept columns in the details
+    assert main([*argv, "--group-by", "nope"]) == 2
 
 
 def test_progress_bar_goes_to_stderr(tmp_path, capsys):

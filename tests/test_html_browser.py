@@ -379,3 +379,121 @@ def test_several_traces_filter_by_trace(browser, tmp_path):
         page.assert_clean()
     finally:
         page.page.close()
+
+
+# ---------------------------------------------------------------- new fields, the index, the first screen
+
+
+def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
+    """Hand-made traces of four steps with parent ids: plan (flagged every third trace) -> retrieve
+    (a tool result) -> write (uses the plan's output) -> check."""
+    claim = f"The warranty covers accidental damage for five full years {payload}."
+    out = []
+    for k in range(n):
+        band = "flagged" if k % 3 == 0 else "trusted"
+
+        def score(b, rank, fact=""):
+            ev = None
+            if fact:
+                ev = {"support": 0.5, "content_tokens": 4, "unsupported_tokens": 2, "weakest": None, "sentences": [],
+                      "context_passages": 1, "facts": [{"text": fact, "kind": "number", "start": 0, "end": 3,
+                                                         "sentence": 0, "status": "contradicted", "source": "2 " + payload}]}
+            return {"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": b, "flagged": b == "flagged", "rank": rank,
+                    "explanation": f"Score {rank:.2f}, {b}: reason {payload}. More.", "fingerprint": "fp", "version": "0",
+                    **({"evidence": ev} if ev else {})}
+
+        steps = [
+            Step(id=f"p{k}", index=0, node="plan " + payload, kind="llm", method="sgi", triage=band,
+                 score=score(band, 0.1 if band == "flagged" else 0.9, fact="5 " + payload if band == "flagged" else ""),
+                 question="q " + payload, response=claim, model="m " + payload),
+            Step(id=f"r{k}", index=1, parent_id=f"p{k}", node="retrieve", kind="retrieval", method="skipped",
+                 skip_reason="a tool or retriever result", context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"),)),
+            Step(id=f"w{k}", index=2, parent_id=f"p{k}", node="write", kind="llm", method="sgi", triage="trusted",
+                 score=score("trusted", 0.8), question="q",
+                 context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"), ContextPiece("Plan: " + claim, "state:plan")),
+                 response="Summary " + payload),
+            Step(id=f"c{k}", index=3, parent_id=f"w{k}", node="check", kind="llm", method="dgi", triage="review",
+                 score={"method": "dgi", "value": 0.4, "normalized": 0.6, "triage": "review", "flagged": False, "rank": 0.45,
+                        "explanation": "Score 0.45, review: no context: a weak signal.", "fingerprint": "fp", "version": "0"},
+                 question="q", response="ok"),
+        ]
+        t = Trace(id=f"t{k}", name=f"run {k:03d} {payload}", framework="langgraph", started_at="2025-01-01T00:00:00Z",
+                  ended_at="2025-01-01T00:00:01Z")
+        for s in steps:
+            t.add_step(s)
+        out.append(t)
+    return out
+
+
+def test_report_over_300_saved_traces_opens_on_an_index_with_node_flag_rates(browser, tmp_path):
+    from groundlens_core.cli import main
+
+    paths = []
+    for t in _cascade_traces(300):
+        paths.append(tmp_path / f"{t.id}.json")
+        t.save(paths[-1])
+    out = tmp_path / "index.html"
+    assert main(["report", *map(str, paths), "-o", str(out)]) == 0
+    page = Page(browser, out, height=900)
+    try:
+        assert page.page.locator("#gl-index").is_visible()
+        assert page.page.get_attribute("#gl-t-shown", "data-matched") == "300"
+        rates = page.page.evaluate("""() => Array.from(document.querySelectorAll('#gl-rates tbody tr'))
+            .map(tr => [tr.dataset.rateNode, tr.cells[1].textContent.trim()])""")
+        assert rates[0] == ["plan ", "33%"]  # 100 of 300 plan steps flagged: the node that misbehaves most
+        assert dict(rates)["write"] == "0%"
+        page.page.select_option("#gl-t-band", "cascade")
+        assert page.page.get_attribute("#gl-t-shown", "data-matched") == "100"
+        page.page.click("#gl-t-rows button[data-filter-trace='run 000 ']")
+        assert {r["id"] for r in page.visible_rows()} == {"p0", "r0", "w0", "c0"}
+        flow = page.page.locator("#gl-flow")
+        assert flow.is_visible()
+        # the tree: write under plan, the retriever's result under write (its consumer), check under write
+        assert page.page.evaluate("""() => { const li = n => Array.from(document.querySelectorAll('#gl-flow li'))
+              .find(l => l.querySelector('.gl-fname').textContent === n);
+            const parent = n => li(n).parentElement.closest('li').querySelector('.gl-fname').textContent;
+            return [parent('write'), parent('retrieve'), parent('check'),
+                    li('retrieve').parentElement.className]; }""") == ["plan ", "write", "write", "gl-finputs"]
+        # the cascade mark links to its origin row
+        page.page.locator("#gl-rows tr.gl-row[data-id='w0'] button[data-goto]").click()
+        assert page.page.locator("#gl-rows tr.gl-row.gl-open[data-id='p0']").count() == 1
+        page.assert_clean()
+    finally:
+        page.page.close()
+
+
+def test_first_screen_shows_the_riskiest_step_with_its_reason_model_and_mark(browser, tmp_path):
+    traces = _cascade_traces(1)
+    page = Page(browser, write_html(traces, tmp_path / "one.html"), height=900)
+    try:
+        first = page.page.locator("#gl-rows tr.gl-row").first
+        assert first.get_attribute("data-id") == "p0"
+        box = first.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900  # on the first screen at 1400x900
+        assert first.locator(".gl-why").text_content() == "fact: 5  \u2014 the source says 2 "
+        assert page.page.locator("#gl-about").get_attribute("open") is None  # header details folded
+        second = page.page.locator("#gl-rows tr.gl-row").nth(1)
+        assert second.get_attribute("data-id") == "w0" and "carries flagged output of" in second.text_content()
+        assert "no context: weak signal" in page.page.locator("#gl-rows tr.gl-row[data-id='c0']").text_content()
+        page.assert_clean()
+    finally:
+        page.page.close()
+
+
+def test_new_fields_stay_inert_and_redaction_covers_them(browser, tmp_path):
+    evil = " ".join(PAYLOADS)
+    traces = _cascade_traces(2, evil)
+    page = Page(browser, write_html(traces, tmp_path / "xss.html"))
+    try:
+        for k in range(page.page.locator("#gl-rows tr.gl-row").count()):
+            page.page.locator("#gl-rows tr.gl-row").nth(k).locator(".gl-toggle").click()
+        assert page.page.locator("#gl-rows .gl-why", has_text="<script>").count() >= 1  # reason shown as text
+        assert page.page.locator(".gl-fact", has_text="<svg").count() >= 1  # facts as text
+        assert page.page.locator("#gl-t-rows", has_text="<img").count() == 1  # index rows as text
+        assert page.page.locator("#gl-report img, #gl-report script, #gl-report svg:not(#gl-histogram)").count() == 0
+        page.assert_clean()
+    finally:
+        page.page.close()
+    doc = (write_html(traces, tmp_path / "red.html", redact=True)).read_text(encoding="utf-8")
+    for raw in ("warranty covers", "the source says 2 <"):  # responses, context, facts (node names are not texts)
+        assert raw not in doc.lower()

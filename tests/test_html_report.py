@@ -72,9 +72,18 @@ class _ReportParser(HTMLParser):
 
 
 def parse(doc: str) -> _ReportParser:
+    """The page's tags, and its step rows as the script builds them (``data-*`` attributes) from the
+    embedded JSON: the server renders no step row itself."""
     p = _ReportParser()
     p.feed(doc)
     p.close()
+    assert not p.rows, "step rows are built by the script, not rendered into the page"
+    blocks = [body for attrs, body in p.scripts if attrs.get("type") == "application/json"]
+    for r in json.loads(blocks[0])["rows"] if blocks else []:
+        p.rows.append({"data-id": r["id"], "data-rank": str(r["rank"]), "data-band": r["band"], "data-node": r["node"],
+                       "data-trace": r["trace"], "data-method": r["method"], "data-index": str(r["index"]),
+                       "data-score": "" if r["score"] is None else repr(r["score"]), "reason": r["reason"],
+                       "cascade": r["casc"], "model": r["model"], "tokens": r["tok"]})
     return p
 
 
@@ -181,7 +190,9 @@ def test_details_carry_context_sources_explanation_and_distances(real_trace):
     grounded = _by_meta(real_trace, True)
     d = detail_of(data, next(r for r in rows if r["data-id"] == grounded.id))
     assert d["q"] == grounded.question and d["r"] == grounded.response
-    assert d["ctx"] == [["tool:search", CAPITAL_CONTEXT, ""]]
+    retrieve = next(r for r in rows if r["data-node"] == "retrieve")
+    # the context source links to the row of the step that produced it (the retriever)
+    assert d["ctx"] == [["tool:search", CAPITAL_CONTEXT, "", int(retrieve["data-rank"]) - 1]]
     assert d["ex"] == grounded.explanation and "not a verdict of truth" in d["ex"]
     facts = dict(d["facts"])
     assert float(facts["d(response, question)"]) == pytest.approx(grounded.score.d_response_question, abs=1e-4)
@@ -210,7 +221,7 @@ def test_llm_text_is_escaped_everywhere():
     (attrs, body), = [(a, b) for a, b in p.scripts if a.get("type") == "application/json"]
     assert "<" not in body and ">" not in body
     d = json.loads(body)["steps"][1]  # rows and entries are riskiest first: the error step is entry 0
-    assert d["r"] == " ".join(evil) and d["q"] == XSS_SCRIPT and d["ctx"] == [[XSS_ATTR, CLOSE_JSON, ""]]
+    assert d["r"] == " ".join(evil) and d["q"] == XSS_SCRIPT and d["ctx"] == [[XSS_ATTR, CLOSE_JSON, "", None]]
     assert "{{ 7*7 }}" in d["r"] and "49" not in d["r"]
     # the only executable script is ours, and the CSP allows exactly it
     code = [b for a, b in p.scripts if a.get("type") != "application/json"]

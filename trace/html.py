@@ -33,7 +33,9 @@ __all__ = ["render_html", "write_html"]
 #: steps without a score. Ranks, colours and counts come from ``groundlens_core.bands``.
 REPORT_BANDS: tuple[str, ...] = (*TRIAGE_ORDER, "error", "skipped")
 PREVIEW_CHARS = 140
-PAGE_SIZE = 100  # rows laid out at once; the rest wait, inert, in a <template>
+PAGE_SIZE = 100  # rows laid out at once; the rest are built from the embedded JSON when shown
+PRODUCER_WINDOW = 32  # earlier steps searched for a context piece's producer by containment
+MAX_NODE_ROWS = 100  # the per-node panel lists the worst ones
 HISTOGRAM_BINS = 20
 _TEMPLATE_PACKAGE = "groundlens_core.templates"
 
@@ -238,6 +240,71 @@ def _evidence(step: Step) -> list[list[Any]]:
     ]
 
 
+def _reason(step: Step) -> str:
+    """Why the row has its band, in a few words: the failed fact, else the first clause of the
+    explanation (the signal that decided the band), else the error or why it was skipped."""
+    if step.method == "error":
+        return str(step.error or "error")
+    if step.method == "skipped":
+        return str(step.skip_reason or "not scored")
+    ev = getattr(step.score, "evidence", None)
+    failed = ev.failed_facts() if ev is not None else []
+    if failed:
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"fact: {failed[0].describe()}{more}"
+    text = str(step.explanation or "")
+    head, sep, rest = text.partition(": ")
+    if sep and head.startswith("Score "):
+        text = rest
+    first = text.split(". ", 1)[0].rstrip(".")
+    if not first and ev is not None and ev.weakest_sentence is not None:
+        first = f'weakest: "{_preview(ev.weakest_sentence.text, 80)}"'
+    return _preview(first, 160)
+
+
+def _tokens(step: Step) -> str:
+    u = step.usage
+    if u is None:
+        return ""
+    if u.input_tokens is not None or u.output_tokens is not None:
+        return "/".join("-" if n is None else str(n) for n in (u.input_tokens, u.output_tokens))
+    return "" if u.total_tokens is None else str(u.total_tokens)
+
+
+def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
+    """For each step id, per context piece, the id of the earlier step of the trace that produced it
+    (its response is the piece, or is found in it), or None. Exact matches by a dict; containment
+    among the last few steps before it only, so a big trace stays linear."""
+    from groundlens_core.trace.lineage import MIN_CHARS
+
+    def norm(t: Any) -> str:
+        return " ".join(t.split()).casefold() if isinstance(t, str) else ""
+
+    exact: dict[str, str] = {}
+    recent: list[tuple[str, str]] = []
+    out: dict[str, list[Any]] = {}
+    for step in sorted(steps, key=lambda s: s.index):
+        links: list[Any] = []
+        for piece in step.context:
+            text = norm(piece.text)
+            found = exact.get(text) if text else None
+            if found is None and len(text) >= MIN_CHARS:
+                found = next((sid for r, sid in reversed(recent) if r in text), None)
+            links.append(found)
+        if any(links):
+            out[step.id] = links
+        # what a step hands on: its response; a tool or retriever step's result may sit in its context
+        outputs = [norm(step.response)]
+        if step.kind in ("tool", "retrieval"):
+            outputs += [norm(p.text) for p in step.context]
+        for out_text in outputs:
+            if len(out_text) >= MIN_CHARS or (out_text and step.kind in ("tool", "retrieval")):
+                exact.setdefault(out_text, step.id)
+                recent.append((out_text, step.id))
+        del recent[:-PRODUCER_WINDOW]
+    return out
+
+
 def _facts(step: Step, trace: Trace) -> list[list[str]]:
     """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
     and version are listed only where they differ from the trace's (the header shows those)."""
@@ -280,15 +347,134 @@ def _facts(step: Step, trace: Trace) -> list[list[str]]:
 def _build_context(
     traces: list[Trace], *, title: str | None, redact: bool, max_text_chars: int | None
 ) -> dict[str, Any]:
+    from groundlens_core.trace.lineage import cascade_order
+
     names = [t.name for t in traces]
     labels = [n if names.count(n) == 1 else f"{n} #{k + 1}" for k, n in enumerate(names)]
 
     entries: list[tuple[tuple[int, float, int, int], int, Step]] = []
-    trace_rows = []
     shown = [t.view(redact=redact, max_text_chars=max_text_chars) for t in traces]  # the one redacted view
+    producers: list[dict[str, list[Any]]] = []
     for ti, trace in enumerate(shown):
         for step in trace.steps:
             entries.append((_risk_key(step, ti), ti, step))
+        producers.append(_producers(trace.steps))
+    entries.sort(key=lambda e: e[0])
+    # a step carrying a flagged step's output comes right after it (see lineage.cascade_order)
+    entries = cascade_order(
+        entries, key=lambda e: (e[1], str(e[2].id)), origins_of=lambda e: [(e[1], o) for o in e[2].cascade_from]
+    )
+    position = {(ti, str(step.id)): k for k, (_, ti, step) in enumerate(entries)}
+
+    rows: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    counts = {b: 0 for b in REPORT_BANDS}
+    methods = {m: 0 for m in SCORED_METHODS}
+    nodes: dict[str, dict[str, Any]] = {}
+    worst_of: dict[int, int] = {}
+    histogram = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
+    for rank, (_, ti, step) in enumerate(entries):
+        band = step.band
+        norm = _norm(step)
+        counts[band] += 1
+        worst_of.setdefault(ti, rank)
+        if step.method in methods:
+            methods[step.method] += 1
+        if norm is not None and band in TRIAGE_ORDER:
+            histogram[min(HISTOGRAM_BINS - 1, max(0, int(norm * HISTOGRAM_BINS)))][band] += 1
+        node = nodes.setdefault(
+            str(step.node),
+            {"name": str(step.node), "steps": 0, "scored": [], "bands": {b: 0 for b in REPORT_BANDS}, "traces": set()},
+        )
+        node["steps"] += 1
+        node["bands"][band] += 1
+        node["traces"].add(ti)
+        if norm is not None:
+            node["scored"].append(norm)
+
+        question, response = plain_text(step.question), plain_text(step.response)
+        raw = _num(step.value) if step.method in SCORED_METHODS else None
+        parent = position.get((ti, str(step.parent_id))) if step.parent_id else None
+        rows.append(
+            {
+                "id": str(step.id),
+                "rank": rank + 1,
+                "band": band,
+                "method": step.method,
+                "kind": step.kind,
+                "node": str(step.node),
+                "trace": labels[ti],
+                "t": ti,
+                "index": step.index,
+                "score": None if norm is None else round(norm, 6),
+                "norm": "" if norm is None else f"{norm:.2f}",
+                "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
+                "weak": step.method == "dgi",
+                "question": _preview(question),
+                "response": _preview(response),
+                "note": _text_note(step.response) or _text_note(step.question),
+                "reason": _reason(step),
+                "latency": _num(step.llm_latency_ms),
+                "lat": _fmt_ms(step.llm_latency_ms),
+                "model": str(step.model or ""),
+                "tok": _tokens(step),
+                "parent": parent,
+                "casc": [position[(ti, o)] for o in step.cascade_from if (ti, o) in position],
+            }
+        )
+        prod = producers[ti].get(str(step.id), [])
+        ev = getattr(step.score, "evidence", None)
+        details.append(
+            {
+                "q": question,
+                "qn": _text_note(step.question),
+                "r": response,
+                "rn": _text_note(step.response),
+                "ctx": [
+                    [
+                        str(c.source),
+                        plain_text(c.text),
+                        _text_note(c.text),
+                        position.get((ti, str(prod[k]))) if k < len(prod) and prod[k] else None,
+                    ]
+                    for k, c in enumerate(step.context)
+                ],
+                "ex": str(step.explanation or ""),
+                "err": str(step.error or ""),
+                "skip": str(step.skip_reason or ""),
+                "facts": _facts(step, traces[ti]),
+                "ff": [] if ev is None else [[f.status, f.describe(), f.kind] for f in ev.facts],
+                "ev": _evidence(step),
+                "meta": "" if redact or not step.metadata else _json_text(step.metadata),
+            }
+        )
+
+    node_rows = []
+    for node in nodes.values():
+        worst = min((b for b in REPORT_BANDS if node["bands"][b]), key=risk_rank)
+        mean = sum(node["scored"]) / len(node["scored"]) if node["scored"] else None
+        scored = len(node["scored"])
+        flagged = node["bands"]["flagged"]
+        node_rows.append(
+            {
+                **node,
+                "worst": worst,
+                "mean": "" if mean is None else f"{mean:.2f}",
+                "mean_value": mean,
+                "scored": scored,
+                "flagged": flagged,
+                "traces": len(node["traces"]),
+                "rate_value": flagged / scored if scored else 0.0,
+                "rate": f"{flagged / scored:.0%}" if scored else "-",
+            }
+        )
+    node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
+    # "which node misbehaves most": the flagged share of each node's scored steps, across traces
+    rate_rows = sorted(node_rows, key=lambda n: (-n["rate_value"], -n["flagged"], n["name"]))
+
+    trace_rows = []
+    for ti, trace in enumerate(shown):
+        w = worst_of.get(ti)
         trace_rows.append(
             {
                 "label": labels[ti],
@@ -301,88 +487,15 @@ def _build_context(
                 "error": trace.error or "",
                 "steps": len(trace.steps),
                 "counts": trace.counts(),
+                "cascades": sum(1 for s in trace.steps if s.cascade_from),
+                "worst": w,
+                "worst_band": "" if w is None else rows[w]["band"],
+                "worst_node": "" if w is None else rows[w]["node"],
+                "worst_reason": "" if w is None else rows[w]["reason"],
                 "fingerprint": trace.fingerprint or "",
                 "package_version": trace.package_version,
             }
         )
-    entries.sort(key=lambda e: e[0])
-
-    rows: list[dict[str, Any]] = []
-    details: list[dict[str, Any]] = []
-    counts = {b: 0 for b in REPORT_BANDS}
-    methods = {m: 0 for m in SCORED_METHODS}
-    nodes: dict[str, dict[str, Any]] = {}
-    histogram = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
-    for rank, (_, ti, step) in enumerate(entries):
-        band = step.band
-        norm = _norm(step)
-        counts[band] += 1
-        if step.method in methods:
-            methods[step.method] += 1
-        if norm is not None and band in TRIAGE_ORDER:
-            histogram[min(HISTOGRAM_BINS - 1, max(0, int(norm * HISTOGRAM_BINS)))][band] += 1
-        node = nodes.setdefault(
-            str(step.node), {"name": str(step.node), "steps": 0, "scored": [], "bands": {b: 0 for b in REPORT_BANDS}}
-        )
-        node["steps"] += 1
-        node["bands"][band] += 1
-        if norm is not None:
-            node["scored"].append(norm)
-
-        question, response = plain_text(step.question), plain_text(step.response)
-        raw = _num(step.value) if step.method in SCORED_METHODS else None
-        rows.append(
-            {
-                "id": str(step.id),
-                "rank": rank + 1,
-                "band": band,
-                "method": step.method,
-                "kind": step.kind,
-                "node": str(step.node),
-                "trace": labels[ti],
-                "index": step.index,
-                "score": "" if norm is None else repr(round(norm, 6)),
-                "norm": "" if norm is None else f"{norm:.2f}",
-                "width": "" if norm is None else f"{max(0.0, min(1.0, norm)) * 100:.0f}",
-                "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",
-                "question": _preview(question),
-                "response": _preview(response),
-                "note": _text_note(step.response) or _text_note(step.question),
-                "reason": step.error or step.skip_reason or "",
-                "latency": _fmt_ms(step.llm_latency_ms),
-                "model": str(step.model or ""),
-            }
-        )
-        details.append(
-            {
-                "q": question,
-                "qn": _text_note(step.question),
-                "r": response,
-                "rn": _text_note(step.response),
-                "ctx": [[str(c.source), plain_text(c.text), _text_note(c.text)] for c in step.context],
-                "ex": str(step.explanation or ""),
-                "err": str(step.error or ""),
-                "skip": str(step.skip_reason or ""),
-                "facts": _facts(step, traces[ti]),
-                "ev": _evidence(step),
-                "meta": "" if redact or not step.metadata else _json_text(step.metadata),
-            }
-        )
-
-    node_rows = []
-    for node in nodes.values():
-        worst = min((b for b in REPORT_BANDS if node["bands"][b]), key=risk_rank)
-        mean = sum(node["scored"]) / len(node["scored"]) if node["scored"] else None
-        node_rows.append(
-            {
-                **node,
-                "worst": worst,
-                "mean": "" if mean is None else f"{mean:.2f}",
-                "mean_value": mean,
-                "scored": len(node["scored"]),
-            }
-        )
-    node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
 
     script = _asset("report.js")
     script_hash = base64.b64encode(hashlib.sha256(script.encode("utf-8")).digest()).decode("ascii")
@@ -392,12 +505,14 @@ def _build_context(
     if title is None:
         title = f"groundlens triage: {labels[0]}" if len(traces) == 1 else f"groundlens triage: {len(traces)} traces"
     started = [t.started_at for t in traces if t.started_at]
+    data = {"rows": rows, "steps": details, "traces": trace_rows, "page": PAGE_SIZE}
     return {
         "title": title,
         "note": TRIAGE_NOTE_LONG[0].upper() + TRIAGE_NOTE_LONG[1:] + ".",
         "generated": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "renderer_version": __version__,
-        "traces": trace_rows,
+        "traces": trace_rows if len(trace_rows) <= 1 else [],
+        "n_traces": len(traces),
         "multi": len(traces) > 1,
         "frameworks": frameworks,
         "fingerprints": fingerprints,
@@ -408,15 +523,17 @@ def _build_context(
         "total": len(rows),
         "counts": counts,
         "methods": methods,
+        "cascades": sum(1 for r in rows if r["casc"]),
         "unscored": {k: sum(t.unscored()[k] for t in traces) for k in ("overload", "pending")},
-        "rows": rows,
         "page_size": PAGE_SIZE,
-        "nodes": node_rows,
-        "node_names": sorted(nodes),
+        "nodes": node_rows[:MAX_NODE_ROWS],
+        "rates": rate_rows[:MAX_NODE_ROWS],
+        "more_nodes": max(0, len(node_rows) - MAX_NODE_ROWS),
+        "node_names": sorted(nodes)[:2000],
         "histogram": _histogram_svg_model(histogram),
         "bands": REPORT_BANDS,
         "triage_bands": TRIAGE_ORDER,
-        "data_json": _script_json({"steps": details}),
+        "data_json": _script_json(data),
         "css": Markup(_band_css() + _asset("report.css")),
         "js": Markup(script),
         "csp": (

@@ -23,7 +23,8 @@ from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, ris
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.results import GroundlensScore, as_score
 
-SCHEMA_VERSION = "1.0"
+#: 1.1 added ``cascade_from`` to steps; files of 1.0 read as steps without it
+SCHEMA_VERSION = "1.1"
 STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
 STEP_METHODS = (*SCORED_METHODS, "skipped", "error")
 
@@ -143,8 +144,13 @@ class Step:
     error: str | None = None
     skip_reason: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: ids of earlier flagged steps of the trace whose output this step's context carries
+    #: (see ``groundlens_core.trace.lineage``); the band is not changed by it
+    cascade_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cascade_from, tuple):
+            object.__setattr__(self, "cascade_from", tuple(self.cascade_from))
         if self.score is not None and not isinstance(self.score, GroundlensScore):
             object.__setattr__(self, "score", as_score(self.score))
 
@@ -239,6 +245,7 @@ class Step:
             "error": self.error,
             "skip_reason": self.skip_reason,
             "metadata": self.metadata,
+            "cascade_from": list(self.cascade_from),
         }
 
     @classmethod
@@ -251,6 +258,9 @@ class Step:
         context = d.get("context") or ()
         if not isinstance(context, (list, tuple)):
             raise GroundlensInputError(f"{where}: context must be a list of pieces, got {_kind(context)}")
+        cascade = d.get("cascade_from") or ()
+        if not isinstance(cascade, (list, tuple)) or not all(isinstance(c, str) for c in cascade):
+            raise GroundlensInputError(f"{where}: cascade_from must be a list of step ids, got {_kind(cascade)}")
         try:
             index = int(_required(d, "index", where))
             pieces = tuple(ContextPiece.from_dict(c) for c in context)
@@ -280,6 +290,7 @@ class Step:
             error=d.get("error"),
             skip_reason=d.get("skip_reason"),
             metadata=_mapping(d, "metadata", where),
+            cascade_from=tuple(cascade),
         )
 
 
@@ -297,8 +308,18 @@ class Trace:
     error: str | None = None
     schema_version: str = SCHEMA_VERSION
     package_version: str = __version__
+    #: the cascade index of the flagged steps so far (``groundlens_core.trace.lineage``), not exported
+    _lineage: Any = field(default=None, init=False, repr=False, compare=False)
 
     # ------------------------------------------------------------ views
+
+    def add_step(self, step: Step) -> Step:
+        """Append ``step`` with its ``cascade_from`` set (see ``lineage``); returns the step appended."""
+        from groundlens_core.trace.lineage import link_step
+
+        step = link_step(self, step)
+        self.steps.append(step)
+        return step
 
     def scored_steps(self) -> list[Step]:
         return [s for s in self.steps if s.method in SCORED_METHODS]
@@ -321,9 +342,12 @@ class Trace:
         return out
 
     def riskiest(self, n: int | None = None, *, scored_only: bool = False) -> list[Step]:
-        """Errors first, then flagged, review and trusted steps, lowest score first."""
+        """Errors first, then flagged, review and trusted steps, lowest score first; a step whose
+        context carries a flagged step's output (``cascade_from``) comes right after that step."""
+        from groundlens_core.trace.lineage import cascade_order
+
         steps = self.scored_steps() if scored_only else [s for s in self.steps if s.method != "skipped"]
-        ordered = sorted(steps, key=Step.risk_key)
+        ordered = cascade_order(sorted(steps, key=Step.risk_key))
         return ordered if n is None else ordered[:n]
 
     def summary(self, *, riskiest_first: bool = False, limit: int = 8) -> str:
@@ -336,7 +360,17 @@ class Trace:
             items.append(f"... {len(shown) - limit} more")
         head = f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}"
         unscored = ", ".join(f"{n} not scored ({k})" for k, n in self.unscored().items() if n)
-        return " | ".join(x for x in (head, ", ".join(parts), unscored, ", ".join(items)) if x)
+        return " | ".join(x for x in (head, ", ".join(parts), unscored, self._cascade_clause(), ", ".join(items)) if x)
+
+    def _cascade_clause(self) -> str:
+        """``cascade: answer <- plan (flagged)``: the steps whose context carries a flagged step's output."""
+        nodes = {s.id: s.node for s in self.steps}
+        links = [
+            f"{s.node} <- {', '.join(nodes.get(o, o) for o in s.cascade_from)} (flagged)"
+            for s in self.steps
+            if s.cascade_from
+        ]
+        return f"cascade: {'; '.join(links)}" if links else ""
 
     # ------------------------------------------------------------ JSON
 
@@ -373,7 +407,7 @@ class Trace:
         steps = [s.to_dict() for s in self.steps]
         error, metadata = self.error, self.metadata
         return {
-            "schema_version": self.schema_version,
+            "schema_version": SCHEMA_VERSION,  # written in the current format, whatever version was read
             "package_version": self.package_version,
             "id": self.id,
             "name": self.name,

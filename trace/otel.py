@@ -102,6 +102,7 @@ from typing import Any, Mapping
 from groundlens_core._imports import require
 from groundlens_core._version import __version__
 from groundlens_core.bands import SCORED_METHODS
+from groundlens_core.trace import lineage
 from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace, redaction_digest
 
@@ -160,13 +161,14 @@ def render_text(value: Any, *, redact: bool = False, max_text_chars: int | None 
 class _Root:
     """An open root span and what its end needs."""
 
-    __slots__ = ("span", "ctx", "last_end_ns", "trace")
+    __slots__ = ("span", "ctx", "last_end_ns", "trace", "flagged_spans")
 
     def __init__(self, span: Any, ctx: Any, start_ns: int | None, trace: Trace):
         self.span = span
         self.ctx = ctx
         self.last_end_ns = start_ns or 0
         self.trace = trace  # for the counts when close() ends a trace that never ended
+        self.flagged_spans = lineage.SpanContexts()  # cascade links point at these
 
 
 #: every exporter, so a forked child can give each a lock of its own (see ``_reset_locks_in_child``)
@@ -336,7 +338,11 @@ class OTelExporter:
         root = self._open_root(trace)
         start, end = _step_times(step, fallback_ns if fallback_ns is not None else time.time_ns())
         name, attrs = self._step_attributes(step)
-        span = self._tracer.start_span(name, context=root.ctx, start_time=start, attributes=attrs)
+        links, cascade = lineage.otel_links(step, root.flagged_spans, self._trace_api.Link)
+        span = self._tracer.start_span(
+            name, context=root.ctx, start_time=start, attributes={**attrs, **cascade}, links=links
+        )
+        root.flagged_spans.remember(step, span)
         if step.method == "error":
             span.set_status(self._trace_api.Status(self._trace_api.StatusCode.ERROR, _cut(step.error or "error")))
         span.end(end_time=end)

@@ -756,7 +756,7 @@ class Recorder:
                     trace = self._traces.get(call.trace_key)
                     if trace is None:
                         continue
-                    trace.steps.append(step)
+                    step = trace.add_step(step)  # with cascade_from (lineage.py)
                     if step.score is not None and trace.fingerprint is None:
                         trace.fingerprint = step.score.fingerprint
                 self._notify("on_step", trace, step)

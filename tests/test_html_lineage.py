@@ -1,0 +1,245 @@
+"""Cascade lineage: a flagged step's output carried into a later step's context is marked in the
+trace JSON, the summary, the ranking, the HTML report and OpenTelemetry; the band is left alone."""
+
+from __future__ import annotations
+
+import json
+from typing import TypedDict
+
+import jsonschema
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langgraph.graph import END, START, StateGraph
+from test_html_report import parse
+from test_langgraph_plugin import scripted
+
+from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+from groundlens_core.trace import ContextPiece, Step, Trace
+from groundlens_core.trace.html import render_html
+from groundlens_core.trace.lineage import annotate, cascade_order
+from groundlens_core.trace.model import SCHEMA_VERSION, json_schema
+
+pytest.importorskip("opentelemetry.sdk")
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+
+from groundlens_core.trace.otel import OTelExporter  # noqa: E402
+
+POLICY = (
+    "Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
+    "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "
+    "within 5 business days."
+)
+QUESTION = "Can I return my opened laptop?"
+REPLIES = {
+    "plan": "Opened electronics can be returned within 14 days with a 15% restocking fee.",
+    # the unsupported claim: the policy says 14 days
+    "research": "Opened laptops can be returned within 90 days and the restocking fee is waived for members.",
+    "write": "In short: opened laptops can be returned within 90 days and the restocking fee is waived for members.",
+}
+
+
+class S(TypedDict, total=False):
+    question: str
+    context: str
+    plan: str
+    answer: str
+
+
+def three_node_graph():
+    def node(name):
+        def run(state: S):
+            msg = scripted(REPLIES[name]).invoke(
+                [SystemMessage("Context:\n" + state["context"]), HumanMessage(state["question"])]
+            )
+            if name == "research":  # its notes join the state's context, which the next node reads
+                return {"context": state["context"] + "\n\nResearch notes: " + msg.content}
+            return {"plan": msg.content} if name == "plan" else {"answer": msg.content}
+
+        return run
+
+    g = StateGraph(S)
+    for name in REPLIES:
+        g.add_node(name, node(name))
+    g.add_edge(START, "plan")
+    g.add_edge("plan", "research")
+    g.add_edge("research", "write")
+    g.add_edge("write", END)
+    return g.compile()
+
+
+@pytest.fixture(scope="module")
+def run():
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    cb = GroundlensLangGraphCallback(listeners=[OTelExporter(provider)])
+    three_node_graph().invoke({"question": QUESTION, "context": POLICY}, config={"callbacks": [cb]})
+    trace = cb.get_trace()
+    return trace, spans.get_finished_spans()
+
+
+def test_langgraph_cascade_in_json_summary_and_ranking(run):
+    trace, _ = run
+    plan, research, write = trace.steps
+    assert research.band == "flagged" and "90 days" in research.explanation
+    assert write.cascade_from == (research.id,)
+    assert plan.cascade_from == () and research.cascade_from == ()
+    assert write.band != "flagged"  # the band is not changed by the cascade
+    data = json.loads(trace.to_json())
+    jsonschema.validate(data, json_schema())
+    assert data["schema_version"] == SCHEMA_VERSION == "1.1"
+    assert data["steps"][2]["cascade_from"] == [research.id]
+    assert Trace.from_json(trace.to_json()).steps[2].cascade_from == (research.id,)
+    assert "cascade: write <- research (flagged)" in trace.summary()
+    ids = [s.id for s in trace.riskiest()]
+    assert ids.index(write.id) == ids.index(research.id) + 1  # right after its origin
+
+
+def test_langgraph_cascade_row_is_marked_and_linked_in_html(run):
+    trace, _ = run
+    research, write = trace.steps[1], trace.steps[2]
+    doc = render_html(trace)
+    rows = parse(doc).rows
+    pos = {r["data-id"]: int(r["data-rank"]) - 1 for r in rows}
+    mark = next(r for r in rows if r["data-id"] == write.id)
+    assert mark["cascade"] == [pos[research.id]]  # the mark links to the origin's row
+    assert pos[write.id] == pos[research.id] + 1
+    assert next(r for r in rows if r["data-id"] == research.id)["reason"].startswith("fact: 90 days")
+    assert "carries flagged output of" in doc  # the script's mark (rendered in the browser test)
+
+
+def test_langgraph_cascade_span_link_in_otel(run):
+    trace, spans = run
+    research = trace.steps[1]
+    chats = [s for s in spans if s.name.startswith("chat")]
+    assert len(chats) == 3
+    origin, later = chats[1], chats[2]
+    assert tuple(later.attributes["groundlens.cascade_from"]) == (research.id,)
+    assert [link.context.span_id for link in later.links] == [origin.context.span_id]
+    assert not origin.links and "groundlens.cascade_from" not in origin.attributes
+
+
+def step(i, node, triage, response, context=(), **kw):
+    score = {
+        "method": "sgi",
+        "value": 1.0,
+        "normalized": 0.5,
+        "triage": triage,
+        "flagged": triage == "flagged",
+        "rank": {"flagged": 0.1, "review": 0.5, "trusted": 0.9}[triage],
+        "explanation": "x",
+        "fingerprint": "fp",
+        "version": "0",
+    }
+    return Step(
+        id=f"s{i}",
+        index=i,
+        node=node,
+        kind="llm",
+        method="sgi",
+        score=score,
+        triage=triage,
+        question="q",
+        response=response,
+        context=tuple(ContextPiece(c, "state:notes") for c in context),
+        **kw,
+    )
+
+
+CLAIM = "The warranty covers accidental damage for five full years."
+
+
+def test_rule_sentence_whitespace_case_short_and_unflagged():
+    steps = [
+        step(0, "a", "flagged", "Yes. " + CLAIM),
+        step(
+            1,
+            "b",
+            "trusted",
+            "Something else entirely that is long enough.",
+            ["Intro.\n  THE warranty covers  accidental damage for five full years. More."],
+        ),
+        step(2, "c", "trusted", "Yes.", ["yes. nothing else"]),  # "Yes." is too short to link
+        step(3, "d", "review", "Another long enough sentence here.", ["Something else entirely that is long enough."]),
+    ]
+    t = annotate(Trace(id="t", name="n", framework="test", started_at="2025-01-01T00:00:00Z", steps=steps))
+    assert [s.cascade_from for s in t.steps] == [(), ("s0",), (), ()]  # s1 is trusted: not an origin
+
+
+def test_recorder_path_adds_cascade_as_steps_arrive_and_redacted_context_never_links():
+    t = Trace(id="t", name="n", framework="test", started_at="2025-01-01T00:00:00Z")
+    t.add_step(step(0, "a", "flagged", CLAIM))
+    added = t.add_step(step(1, "b", "review", "Fine.", [f"Notes: {CLAIM}"]))
+    assert added.cascade_from == ("s0",) and t.steps[1] is added
+    redacted = Step(
+        id="s2",
+        index=2,
+        node="c",
+        kind="llm",
+        method="skipped",
+        context=(ContextPiece({"redacted": True, "hmac_sha256": "ab", "length": 60}, "state:notes"),),
+    )
+    assert t.add_step(redacted).cascade_from == ()
+
+
+def test_cascade_order_nests_chains_and_keeps_the_rest():
+    a = step(0, "a", "flagged", CLAIM)
+    b = step(1, "b", "flagged", "Second claim that is certainly long enough.", [CLAIM])
+    c = step(2, "c", "trusted", "Third.", ["Second claim that is certainly long enough."])
+    d = step(3, "d", "review", "Fourth.")
+    t = annotate(Trace(id="t", name="n", framework="test", started_at="2025-01-01T00:00:00Z", steps=[a, b, c, d]))
+    a, b, c, d = t.steps
+    assert b.cascade_from == ("s0",) and c.cascade_from == ("s1",)
+    assert [s.id for s in cascade_order([b, a, d, c])] == ["s0", "s1", "s2", "s3"]
+    assert [s.id for s in t.riskiest()] == ["s0", "s1", "s2", "s3"]
+
+
+def test_files_of_schema_1_0_still_read(tmp_path):
+    old = {
+        "schema_version": "1.0",
+        "package_version": "0.1.0",
+        "id": "t",
+        "name": "old",
+        "framework": "langgraph",
+        "started_at": "2025-01-01T00:00:00Z",
+        "ended_at": None,
+        "status": "ok",
+        "error": None,
+        "fingerprint": None,
+        "metadata": {},
+        "steps": [
+            {
+                "id": "s0",
+                "index": 0,
+                "parent_id": None,
+                "node": "n",
+                "kind": "llm",
+                "method": "skipped",
+                "score": None,
+                "triage": None,
+                "question": "q",
+                "context": [],
+                "response": "r",
+                "model": None,
+                "provider": None,
+                "usage": None,
+                "started_at": None,
+                "ended_at": None,
+                "llm_latency_ms": None,
+                "scoring_latency_ms": None,
+                "error": None,
+                "skip_reason": "no question",
+                "metadata": {},
+            }
+        ],
+    }
+    jsonschema.validate(old, json_schema())
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    t = Trace.load(path)
+    assert t.schema_version == "1.0" and t.steps[0].cascade_from == ()
+    assert json.loads(t.to_json())["schema_version"] == "1.1"
+    with pytest.raises(ValueError, match="cascade_from"):
+        Trace.from_dict({**old, "steps": [{**old["steps"][0], "cascade_from": "s9"}]})
