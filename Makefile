@@ -7,6 +7,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.groundlens-installed
 PYTEST_ARGS ?=
+# the labelled data sets the benchmarks and quality tests read (a folder beside the checkout); the
+# product itself never looks outside its package for them
+GROUNDLENS_SHARED_DATA ?= $(abspath ../shared/data)
+export GROUNDLENS_SHARED_DATA
 
 .PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck docs
 
