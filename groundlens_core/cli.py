@@ -311,7 +311,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--faithbench",
         default=None,
-        help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)",
+        help="path of faithbench_dev.csv (default: in the folder GROUNDLENS_SHARED_DATA names; never bundled)",
     )
     s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
     s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")
