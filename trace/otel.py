@@ -63,7 +63,7 @@ _EXPORTERS: weakref.WeakSet[OTelExporter] = weakref.WeakSet()
 def _reset_locks_in_child() -> None:
     """A thread (the recorder's worker) can hold an exporter's lock, while it starts a span, at the
     moment another thread forks; in the child nobody would ever release it, and the child's worker
-    blocked on it for good (its flushes timed out, its exit waited 70 s). The child gets new locks."""
+    would block on it for good (flushes time out, exit waits). The child gets new locks."""
     for exporter in list(_EXPORTERS):
         exporter._lock = threading.RLock()
 
