@@ -93,7 +93,7 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
 
 
 def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
-    mentions = []
+    mentions: list = []
     for span in spans:
         facts = extract_facts(span.text, span.start)
         mentions.extend(_Mention(f, _anchor(span.text, span.start, f, facts)) for f in facts)

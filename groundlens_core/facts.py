@@ -312,6 +312,7 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
                 continue
         if t.kind == "word" and low in ("half", "quarter") and i + 2 < n and toks[i + 1].low in ("past", "to"):
             k = i + 2
+            base: float | None
             if toks[k].low in ("midnight", "noon", "midday"):
                 base, k = (0.0 if toks[k].low == "midnight" else 720.0), k + 1
             else:
