@@ -107,7 +107,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
-    write_report = _check_report(job) if job.html is not None else None
+    write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input)
     check_target(job.output, what="the output", inputs=[job.input])
     cal = _load_calibration(job.calibration)
@@ -122,16 +122,16 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         lock.release()
 
 
-def _check_report(job: EvaluateJob) -> Callable[..., int]:
-    """The writer of ``job.html``, once its path is known to be a new or replaceable HTML file."""
+def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
+    """The writer of the HTML report ``html``, once its path is known to be a new or replaceable HTML file."""
     for data, name in ((job.input, "the input"), (job.output, "the output")):
-        if same_file(job.html, data):
+        if same_file(html, data):
             raise GroundlensInputError(
-                f"the HTML report {job.html} is {name} file {data}; write the report to another file"
+                f"the HTML report {html} is {name} file {data}; write the report to another file"
             )
-    if table_kind_or_none(job.html) is not None:  # type: ignore[arg-type]
-        raise GroundlensInputError(f"the HTML report {job.html} would overwrite a data file; give it an .html name")
-    check_target(job.html, what="the HTML report")
+    if table_kind_or_none(html) is not None:
+        raise GroundlensInputError(f"the HTML report {html} would overwrite a data file; give it an .html name")
+    check_target(html, what="the HTML report")
     return extensions.batch_html_writer()
 
 

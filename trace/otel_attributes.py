@@ -30,12 +30,12 @@ _NUMBER_FIELDS = (
     (sc.GL_SCORING_LATENCY_MS, "scoring_latency_ms"),
 )
 #: step fields exported under a GenAI and an OpenInference name when set
-_ALIASED_FIELDS = (
+_ALIASED_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("provider", (sc.GEN_AI_PROVIDER_NAME, sc.LLM_PROVIDER)),
     ("model", (sc.GEN_AI_REQUEST_MODEL, sc.LLM_MODEL_NAME)),
 )
 #: token counts: (the usage field, the attributes it is exported as)
-_USAGE_FIELDS = (
+_USAGE_FIELDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("input_tokens", (sc.GEN_AI_USAGE_INPUT_TOKENS, sc.LLM_TOKEN_COUNT_PROMPT)),
     ("output_tokens", (sc.GEN_AI_USAGE_OUTPUT_TOKENS, sc.LLM_TOKEN_COUNT_COMPLETION)),
     ("total_tokens", (sc.LLM_TOKEN_COUNT_TOTAL,)),
