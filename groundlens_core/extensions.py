@@ -8,7 +8,6 @@ entry point groups below (see pyproject.toml and docs/architecture.md).
 from __future__ import annotations
 
 from functools import cache
-from importlib.metadata import entry_points
 from typing import Any, Callable
 
 from groundlens_core.errors import GroundlensInputError
@@ -22,11 +21,15 @@ BATCH_HTML_GROUP = "groundlens_core.batch_html"
 @cache
 def command_adders() -> tuple[Callable[[Any], None], ...]:
     """The installed command adders, in the order of their entry point names."""
+    from importlib.metadata import entry_points  # on use: importing the core stays cheap
+
     return tuple(ep.load() for ep in sorted(entry_points(group=COMMANDS_GROUP), key=lambda ep: ep.name))
 
 
 def batch_html_writer() -> Callable[..., int]:
     """The installed writer of a batch's HTML report, or a one-line error if there is none."""
+    from importlib.metadata import entry_points
+
     found = sorted(entry_points(group=BATCH_HTML_GROUP), key=lambda ep: ep.name)
     if not found:
         raise GroundlensInputError(
