@@ -14,8 +14,8 @@ per scored step), so no embedding can come from a cache. Prints, asserting nothi
    backlog left after the last invocation, the steps recorded unscored (overload), the time
    ``get_traces()`` then waits, and the RSS growth over the phase.
 2. Worker throughput on realistic steps with the agent's thread idle: ``--steps`` steps recorded at
-   once, time until all are scored. Rotating round by round in this one process: today's worker
-   (before issue 13: the eager fp32 forward, which takes the GIL back after every torch call, batches
+   once, time until all are scored. Rotating round by round in this one process: the baseline worker
+   (the eager fp32 forward, which takes the GIL back after every torch call, batches
    of 64, no nice, one thread), the new worker on the fp32 backend with one lane and with two encode
    lanes (``Recorder(worker_lanes=)``, groundlens_core/embedding/lanes.py), and, on a CPU with native
    bf16, the same two on ``packed-bf16`` (the default there; quality: bench_bf16_quality.py). The
@@ -76,8 +76,8 @@ def peer_handler() -> Any | None:
     return OpenInferenceTracer(OITracer(provider.get_tracer("bench"), config=TraceConfig()), False)
 
 
-class TodaysWorker:
-    """Switch the recorder and embedder to today's (before issue 13) worker settings and back."""
+class BaselineWorker:
+    """Switch the recorder and embedder to the baseline worker settings (eager fp32, batches of 64, no nice) and back."""
 
     def __init__(self, inner: Any):
         self.inner = inner
@@ -160,7 +160,7 @@ def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any 
     if busy:
         flat = make_texts(200, seed=99)
         busy_graph = (build_rag_graph(flat, delay=0.0), [q for q, _, _ in flat])
-    variants: dict[str, tuple[Any, int]] = {"today's worker": (fp32, 1), "new, fp32": (fp32, 1),
+    variants: dict[str, tuple[Any, int]] = {"baseline worker": (fp32, 1), "new, fp32": (fp32, 1),
                                             "new, fp32, 2 lanes": (fp32, 2)}
     if bf16 is not None:
         variants.update({"new, bf16": (bf16, 1), "new, bf16, 2 lanes": (bf16, 2)})
@@ -172,8 +172,8 @@ def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any 
             chunk = texts[offset:offset + steps]
             offset += steps
             emb, lanes = variants[name]
-            if name == "today's worker":
-                with TodaysWorker(emb.inner):
+            if name == "baseline worker":
+                with BaselineWorker(emb.inner):
                     rates[name].append(worker_round(chunk, f"r{r}", busy_graph, emb, lanes))
             else:
                 rates[name].append(worker_round(chunk, f"r{r}", busy_graph, emb, lanes))
@@ -181,9 +181,9 @@ def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any 
     print(f"\nworker throughput, realistic steps, {label}: {rounds} rounds of {steps} steps each, alternating")
     for name, rs in rates.items():
         print(f"  {name:19s} median {statistics.median(rs):6.1f} steps/s  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
-    today = statistics.median(rates["today's worker"])
-    print("  ratio to today's: " + ", ".join(f"{k} {statistics.median(v) / today:.2f}x" for k, v in rates.items()
-                                               if k != "today's worker"))
+    baseline = statistics.median(rates["baseline worker"])
+    print("  ratio to the baseline: " + ", ".join(f"{k} {statistics.median(v) / baseline:.2f}x" for k, v in rates.items()
+                                                  if k != "baseline worker"))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,30 +2,29 @@
 
     .venv/bin/python benchmarks/bench_bf16_quality.py
 
-On ../shared/data/halueval_qa.csv (1000 rows, label 1 = grounded) and faithbench_dev.csv (250
+On halueval_qa.csv in ``$GROUNDLENS_SHARED_DATA`` (1000 rows, label 1 = grounded) and faithbench_dev.csv (250
 summaries, label 1 = consistent or benign; no question, so SGI uses the fixed question "Summarize
 the source text." and the response-source cosine is shown too): AUROC ("grounded rows score
 higher") of each signal with the fp32 backend (``packed-torch``) and with ``packed-bf16``,
 the paired difference with a 95 % bootstrap interval (2000 resamples of rows), how many rows change
-triage band, and the cosine of every bf16 embedding to its fp32 reference. The bar (issue 13): AUROC
+triage band, and the cosine of every bf16 embedding to its fp32 reference. The bar: AUROC
 within 0.005 of fp32 on both sets. Speed is measured by bench_agent_throughput.py.
 """
 
 from __future__ import annotations
 
 import csv
-import os
 import sys
-from pathlib import Path
 
 import numpy as np
+from halueval_split import shared_data  # benchmarks/, the script's folder
 
 from groundlens_core.embedding import get_embedder
 from groundlens_core.embedding.packed import bf16_supported
 from groundlens_core.metrics import auroc
 from groundlens_core.scoring import evaluate_batch
 
-DATA = Path(os.environ.get("GROUNDLENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = shared_data()
 FAITH_QUESTION = "Summarize the source text."
 
 

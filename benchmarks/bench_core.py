@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_core.py [--rows 300]
 
-On the first N rows of ../shared/data/halueval_qa.csv (question, context, response):
+On the first N rows of halueval_qa.csv in ``$GROUNDLENS_SHARED_DATA`` (question, context, response):
 - raw encode of the batch's unique texts: sentence-transformers batched (batch_size 32, the usual
   way, padded batches) and our packed backend -- the limit evaluate_batch is held against;
 - evaluate_batch on the rows (fresh cache), with every signal on by default (SGI + sentence evidence

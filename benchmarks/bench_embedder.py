@@ -23,7 +23,8 @@ sys.path.insert(0, str(REPO))
 
 import numpy as np  # noqa: E402
 
-DEV_CSV = "/work/shared/data/halueval_qa.csv"
+_SHARED = os.environ.get("GROUNDLENS_SHARED_DATA", "").strip()
+DEV_CSV = str(Path(_SHARED) / "halueval_qa.csv") if _SHARED else None
 
 COLD = """
 import time, os
@@ -72,6 +73,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--skip-alone", action="store_true", help="skip (c) and (d), the slow per-text runs")
     args = ap.parse_args()
+    if args.csv is None:
+        print("skipped: pass --csv or set GROUNDLENS_SHARED_DATA to the folder holding halueval_qa.csv")
+        return
     print(f"load average at start: {os.getloadavg()}  (2 cores here; >2 means the timings are contended)")
 
     cold = []

@@ -1,6 +1,6 @@
 """The cost of the sentence evidence (support, weakest sentence) next to SGI alone, side by side in one run.
 
-    GROUNDLENS_SHARED_DATA=../shared/data .venv/bin/python -u benchmarks/bench_evidence_cost.py [ROWS]
+    GROUNDLENS_SHARED_DATA=<data folder> .venv/bin/python -u benchmarks/bench_evidence_cost.py [ROWS]
 
 On the first ROWS (default 300) rows of halueval_qa.csv: the packed raw encode of the unique texts
 (bench_core.py's reference), evaluate_batch with evidence=False (SGI only) and with the default

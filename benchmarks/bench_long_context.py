@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/bench_long_context.py [--rows 1000]
 
-SGI AUROC on ../shared/data/halueval_qa.csv (label 1 = grounded) for the two long-context modes:
+SGI AUROC on halueval_qa.csv in ``$GROUNDLENS_SHARED_DATA`` (label 1 = grounded) for the two long-context modes:
 ``mean`` (normalised mean of the pieces) and ``nearest`` (the piece nearest the response), printed
 next to the baselines. HotpotQA passages mostly fit the 256-piece window, so the script also
 forces smaller windows (128, 64, 32 word pieces) to make every context "long" and compare the

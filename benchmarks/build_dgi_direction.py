@@ -2,7 +2,7 @@
 
     python benchmarks/build_dgi_direction.py
 
-Fits mu_hat on the label-1 rows of the *fit* part of ../shared/data/halueval_general.csv (see
+Fits mu_hat on the label-1 rows of the *fit* part of halueval_general.csv in ``$GROUNDLENS_SHARED_DATA`` (see
 halueval_split.py), writes groundlens_core/data/dgi_direction_halueval_general.json with its
 provenance, and copies the *held-out* rows (both labels) to
 groundlens_core/data/halueval_general_heldout.csv for `groundlens benchmark`. HaluEval is MIT

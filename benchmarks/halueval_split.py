@@ -1,4 +1,4 @@
-"""The one split of the shared HaluEval sets that every script uses.
+"""The one split of the HaluEval sets (in ``$GROUNDLENS_SHARED_DATA``) that every script uses.
 
 ``halueval_general.csv``: a row is in the *fit* part when the first byte of sha256(id) is below 179
 (about 70 %), else *held out*. The bundled DGI direction is fitted on the grounded rows of the fit
@@ -10,9 +10,20 @@ from __future__ import annotations
 import csv
 import hashlib
 import os
+import sys
 from pathlib import Path
 
-SHARED = Path(os.environ.get("GROUNDLENS_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+def shared_data() -> Path:
+    """The benchmark data folder ``GROUNDLENS_SHARED_DATA`` names; without it the script stops, saying so."""
+    value = os.environ.get("GROUNDLENS_SHARED_DATA", "").strip()
+    if not value:
+        print("skipped: set GROUNDLENS_SHARED_DATA to the folder holding the benchmark data (halueval_qa.csv, ...)")
+        sys.exit(0)
+    return Path(value).expanduser()
+
+
+SHARED = shared_data()
 FIT_CUTOFF = 179  # of 256
 
 

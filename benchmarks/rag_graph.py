@@ -1,7 +1,7 @@
 """The realistic RAG graph the throughput benchmarks drive: a retriever node, then one LLM node.
 
-Every invocation gets unique texts of the sizes seen in real agent steps (measured on the traces
-behind issue 13): a ~25-word-piece question, a ~179-piece retrieved context and a ~67-piece answer,
+Every invocation gets unique texts of the sizes seen in real agent steps (measured on traces of
+RAG agents): a ~25-word-piece question, a ~179-piece retrieved context and a ~67-piece answer,
 about 270 word pieces per scored step. Texts are built from a fixed word list with a seeded RNG, so
 a run is reproducible and no two invocations share a text (nothing can be served from a cache).
 The model is scripted (sleeps ``delay`` seconds, like a fast API) so the figures measure the

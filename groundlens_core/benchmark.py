@@ -8,8 +8,8 @@ Sets:
 - ``halueval_general_heldout.csv`` (bundled, MIT): the held-out part of HaluEval general (no
   context) -> DGI. The bundled direction was fitted on the other part.
 - ``faithbench_dev.csv`` (FaithBench, Bao et al. NAACL 2025, CC BY-NC-SA 4.0): summaries without a
-  question. Never bundled: read from ``../shared/data`` next to a source checkout (or
-  ``--faithbench PATH``) and skipped when absent. Its ``spans`` column marks the human-annotated
+  question. Never bundled: read from ``--faithbench PATH``, ``$GROUNDLENS_FAITHBENCH`` or the folder
+  ``$GROUNDLENS_SHARED_DATA``, and skipped when absent. Its ``spans`` column marks the human-annotated
   unsupported spans, which gives the localisation hit rate of the weakest sentence.
 - ``--data my.csv``: any labelled CSV/JSONL with ``response`` and ``label`` (1 = grounded), and
   ``question`` and/or ``context``; optional ``spans`` (JSON list of ``[start, end)`` in the response).
@@ -57,24 +57,15 @@ def _bundled(name: str) -> list[dict[str, Any]]:
 
 def faithbench_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     """FaithBench is CC BY-NC-SA and never shipped. Where it is read from: ``explicit``,
-    ``$GROUNDLENS_FAITHBENCH``, ``$GROUNDLENS_SHARED_DATA/faithbench_dev.csv``, else
-    ``shared/data/faithbench_dev.csv`` in the parent of the source checkout (``../shared/data``) or
-    of one of its parents, or of the working directory (a git worktree sits one level deeper)."""
+    ``$GROUNDLENS_FAITHBENCH``, else ``$GROUNDLENS_SHARED_DATA/faithbench_dev.csv``; None when
+    none is given (nothing outside the package is searched)."""
     if explicit:
         return Path(explicit)
     named = settings.path("GROUNDLENS_FAITHBENCH")
     if named is not None:
         return named
     shared = settings.path("GROUNDLENS_SHARED_DATA")
-    if shared is not None:
-        return shared / FAITHBENCH_FILE
-    root = Path(__file__).resolve().parent.parent
-    for base in (root, Path.cwd().resolve()):
-        for parent in list(base.parents)[:3]:
-            p = parent / "shared" / "data" / FAITHBENCH_FILE
-            if p.is_file():
-                return p
-    return None
+    return shared / FAITHBENCH_FILE if shared is not None else None
 
 
 def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
@@ -390,7 +381,8 @@ def run_benchmark(
     out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "bootstrap": bootstrap, "sets": sets}
     if not data and faithbench_path(faithbench) is None:
         out["skipped"] = [
-            "FaithBench dev: not found (../shared/data/faithbench_dev.csv or --faithbench PATH); it is never bundled"
+            "FaithBench dev: not found (--faithbench PATH, or GROUNDLENS_SHARED_DATA naming its folder); "
+            "it is never bundled"
         ]
     out["text"] = format_report(out)
     return out

@@ -1,4 +1,4 @@
-"""The ``groundlens`` command: doctor, check, evaluate, calibrate, benchmark, report.
+"""The ``groundlens`` command: doctor, check, evaluate, calibrate, benchmark; ``report`` comes from the trace package.
 
 Errors are one line on stderr and exit code 2; no traceback for anything the user can fix.
 """
@@ -19,6 +19,7 @@ from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError
+from groundlens_core.extensions import command_adders
 from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
 # ---------------------------------------------------------------- commands
@@ -130,37 +131,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         f"wrote {args.output}: direction from {cal.n_pairs} pairs, concentration {cal.concentration:.4f}, "
         f"embedder {cal.fingerprint}"
     )
-    return 0
-
-
-def cmd_report(args: argparse.Namespace) -> int:
-    from groundlens_core.outputs import check_target, special_kind
-    from groundlens_core.trace.html import write_html
-    from groundlens_core.trace.model import Trace
-
-    check_target(args.output, what="the report", inputs=args.traces)
-    traces = []  # type: ignore[var-annotated]
-    for p in args.traces:
-        path = Path(p)
-        kind = special_kind(path)
-        if kind is not None:
-            raise GroundlensInputError(f"trace file {path} is {kind}, not a JSON file")
-        if not path.is_file():
-            raise GroundlensInputError(f"trace file not found: {path}")
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
-        except RecursionError:
-            raise GroundlensInputError(f"{path} is not a groundlens trace: JSON nested too deeply") from None
-        items = data if isinstance(data, list) else [data]
-        try:
-            traces.extend(Trace.from_dict(d) for d in items)
-        except (KeyError, TypeError, ValueError) as exc:
-            why = f"missing the field {exc}" if isinstance(exc, KeyError) else str(exc)
-            raise GroundlensInputError(f"{path} is not a groundlens trace: {why}") from None
-    write_html(traces, args.output, title=args.title, redact=args.redact)
-    print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")  # type: ignore[misc]
     return 0
 
 
@@ -353,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--faithbench",
         default=None,
-        help="path of faithbench_dev.csv (default: ../shared/data next to the checkout; never bundled)",
+        help="path of faithbench_dev.csv (default: in the folder GROUNDLENS_SHARED_DATA names; never bundled)",
     )
     s.add_argument(
         "--claims",
@@ -366,12 +336,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true")
     s.set_defaults(func=cmd_benchmark)
 
-    s = sub.add_parser("report", help="render saved trace JSON file(s) as an HTML triage report")
-    s.add_argument("traces", nargs="+")
-    s.add_argument("--output", "-o", required=True)
-    s.add_argument("--title", default=None)
-    s.add_argument("--redact", action="store_true", help="show hashes and lengths instead of text")
-    s.set_defaults(func=cmd_report)
+    for add in command_adders():  # ``report`` and any other command an installed package registers
+        add(sub)
     add_ledger_commands(sub)
     return p
 

@@ -68,9 +68,9 @@ class GroundlensScorer:
     def __call__(self, batch):
         import pyarrow as pa
 
+        from groundlens_core.chunks import score_chunk
         from groundlens_core.columns import result_columns
         from groundlens_core.io_formats import row_item
-        from groundlens_core.stream import score_chunk
         from groundlens_core.threads import scoring_threads
 
         names = batch.column_names
@@ -189,7 +189,7 @@ def init_local_ray(num_cpus: int | None = None, address: str | None = None):
 
 
 class RayChunkScorer:
-    """The ``--engine ray`` scorer of :func:`groundlens_core.stream.run_evaluate`.
+    """The ``--engine ray`` scorer of :func:`groundlens_core.evaluate_job.run_evaluate`.
 
     The driver reads the file with the same readers as the local engine (so a row parses the same
     way) and checks each row the same way; valid (question, response, context) triples go to the

@@ -1,4 +1,5 @@
-"""The four defects issue 9 names, each pinned by a test that fails without its fix."""
+"""Failures that must stay contained: a broken tracer or logger provider, a dead OTLP endpoint, a
+failed shipment reported by the OTel example, and written files that honour the umask."""
 
 from __future__ import annotations
 

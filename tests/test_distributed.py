@@ -132,7 +132,7 @@ def test_cli_engine_ray_writes_the_same_file_as_the_local_engine(ray_cluster, tm
 
 def test_score_dataset_without_a_question_column_scores_against_the_context(ray_cluster):
     """evaluate, evaluate_batch and the CLI score (response, context) rows without a question (method
-    support, issue 11); score_dataset refused such a dataset ("no column(s) question")."""
+    support); score_dataset refused such a dataset ("no column(s) question")."""
     from groundlens_core.distributed import score_dataset
 
     rows = [{"id": r["id"], "response": r["response"], "context": r["context"] or "Delhi is in India."} for r in _rows(6)]

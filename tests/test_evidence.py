@@ -263,16 +263,28 @@ def test_benchmark_on_a_users_file_publishes_every_signal_with_intervals(tmp_pat
     assert "missing column label" in capsys.readouterr().err
 
 
-def test_faithbench_is_read_from_shared_data_and_never_bundled():
+def test_faithbench_is_read_only_from_what_the_user_names_and_never_bundled(tmp_path, monkeypatch):
+    """FaithBench comes from --faithbench, GROUNDLENS_FAITHBENCH or GROUNDLENS_SHARED_DATA; a
+    ``shared/data`` folder above the working directory or the package is never searched."""
     from importlib import resources
 
     from groundlens_core.benchmark import faithbench_path
 
     assert not resources.files("groundlens_core.data").joinpath("faithbench_dev.csv").is_file()
-    path = faithbench_path()
-    if path is None:
-        pytest.skip("../shared/data/faithbench_dev.csv is not here")
-    assert path.name == "faithbench_dev.csv" and "shared" in path.parts
+    beside = tmp_path / "shared" / "data"
+    beside.mkdir(parents=True)
+    (beside / "faithbench_dev.csv").write_text("response,label\nr,1\n", encoding="utf-8")
+    checkout = tmp_path / "checkout" / "worktree"
+    checkout.mkdir(parents=True)
+    monkeypatch.chdir(checkout)
+    monkeypatch.delenv("GROUNDLENS_FAITHBENCH", raising=False)
+    monkeypatch.delenv("GROUNDLENS_SHARED_DATA", raising=False)
+    assert faithbench_path() is None
+    monkeypatch.setenv("GROUNDLENS_SHARED_DATA", str(beside))
+    assert faithbench_path() == beside / "faithbench_dev.csv"
+    monkeypatch.setenv("GROUNDLENS_FAITHBENCH", str(tmp_path / "named.csv"))
+    assert faithbench_path() == tmp_path / "named.csv"
+    assert faithbench_path(tmp_path / "given.csv") == tmp_path / "given.csv"
 
 
 # ---------------------------------------------------------------- OpenTelemetry

@@ -74,8 +74,7 @@ def _imports(tree: ast.Module) -> set[str]:
 def test_layering_and_no_import_cycle():
     for name, tree in _modules("trace").items():
         assert not any(m.startswith("groundlens_core.plugins") for m in _imports(tree)), f"trace/{name} imports plugins"
-    # the scoring core proper (the command line, batch front ends and the providers facade may
-    # reach trace/ and plugins/ on purpose)
+    # the scoring core proper (tests/test_layering.py checks the whole core, the providers facade aside)
     core_files = [ROOT / "groundlens_core" / f for f in ("bands.py", "results.py", "scoring.py", "calibration.py",
                                                          "errors.py", "_imports.py", "metrics.py")]
     for path in core_files + sorted((ROOT / "groundlens_core" / "embedding").glob("*.py")):

@@ -365,13 +365,13 @@ def _closed_port() -> int:
 
 def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
     caplog.set_level(logging.WARNING)
-    from groundlens_core.trace import otel
+    from groundlens_core.trace import otlp
 
     provider = configure_otlp(f"http://127.0.0.1:{_closed_port()}", project="down", timeout=1.0)
     recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
     # record() must never wait on the dead endpoint: no export may run inside a record() call
     # (checked by thread, not by a bound in milliseconds that a preempted thread can exceed)
-    guarded = otel._GUARDED_BY_PROVIDER[provider]
+    guarded = otlp._GUARDED_BY_PROVIDER[provider]
     real_export, in_record, exports = guarded.export, threading.local(), []
 
     def spy_export(spans):

@@ -34,8 +34,13 @@ def test_wheel_has_one_namespace(wheel):
     assert any(n.startswith("groundlens_core/templates/") and n.endswith(".j2") for n in names)
     assert "groundlens_core/data/dgi_direction_halueval_general.json" in names
     assert "groundlens_core/trace/schema.json" in names
+    assert "groundlens_core/ledger/verify.py" in names and "groundlens_core/trace/cli.py" in names
     entry = [n for n in names if n.endswith("entry_points.txt")]
-    assert entry and "groundlens = groundlens_core.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+    eps = zipfile.ZipFile(wheel).read(entry[0]).decode() if entry else ""
+    assert "groundlens = groundlens_core.cli:main" in eps
+    # the trace package plugs its command and the batch HTML writer into the core (docs/architecture.md)
+    assert "[groundlens_core.commands]" in eps and "groundlens_core.trace.cli:add_commands" in eps
+    assert "[groundlens_core.batch_html]" in eps and "groundlens_core.trace.report_batch:write_batch_html" in eps
 
 
 def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):

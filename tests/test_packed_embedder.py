@@ -20,7 +20,9 @@ from groundlens_core.embedding import packed  # noqa: E402
 from groundlens_core.embedding.packed import PackedMiniLMEmbedder  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-DEV_CSV = Path(os.environ.get("GROUNDLENS_DEV_CSV", "/work/shared/data/halueval_qa.csv"))
+_SHARED = os.environ.get("GROUNDLENS_SHARED_DATA", "").strip()
+#: the dev set: GROUNDLENS_DEV_CSV, else halueval_qa.csv in GROUNDLENS_SHARED_DATA (tests needing it skip without)
+DEV_CSV = Path(os.environ.get("GROUNDLENS_DEV_CSV") or (Path(_SHARED) / "halueval_qa.csv" if _SHARED else ""))
 
 
 def _model_path() -> Path:
@@ -30,7 +32,7 @@ def _model_path() -> Path:
 
 def _dev_texts(n_rows: int) -> list[str]:
     if not DEV_CSV.is_file():
-        pytest.skip(f"dev set not found at {DEV_CSV}")
+        pytest.skip("dev set not found: set GROUNDLENS_SHARED_DATA (or GROUNDLENS_DEV_CSV)")
     seen: dict[str, None] = {}
     with open(DEV_CSV, encoding="utf-8") as fh:
         for i, row in enumerate(csv.DictReader(fh)):

@@ -51,12 +51,12 @@ def _one_line_error(capsys) -> str:
 @pytest.fixture
 def no_scoring(monkeypatch):
     """Fail the test if any row gets scored: the checks under test must come first."""
-    import groundlens_core.stream as stream
+    import groundlens_core.chunks as chunks
 
     def boom(*a, **k):
         raise AssertionError("scoring started before the check")
 
-    monkeypatch.setattr(stream, "score_chunk", boom)
+    monkeypatch.setattr(chunks, "score_chunk", boom)
 
 
 # ---------------------------------------------------------------- the Python API
@@ -270,19 +270,20 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
     one torch thread each; a Python caller's own torch thread count is back afterwards."""
     import torch
 
+    import groundlens_core.chunks as chunks
     import groundlens_core.stream as stream
     from groundlens_core.embedding.lanes import current_lanes, usable_cpus
 
     if usable_cpus() < 2:
         pytest.skip("one CPU: scoring threads are capped at 1, nothing to tell apart")
     src = _write_csv(tmp_path / "in.csv", _rows(6))
-    score_chunk, seen = stream.score_chunk, []
+    score_chunk, seen = chunks.score_chunk, []
 
     def spy(*args, **kwargs):
         seen.append((current_lanes(), torch.get_num_threads()))
         return score_chunk(*args, **kwargs)
 
-    monkeypatch.setattr(stream, "score_chunk", spy)
+    monkeypatch.setattr(chunks, "score_chunk", spy)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
@@ -304,14 +305,14 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
 #: a poller that got no CPU for a while used to find the run already done
 _HELD_CLI = """
 import sys, time
-import groundlens_core.stream as stream
+import groundlens_core.chunks as chunks
 from groundlens_core.cli import main
-hold, score = int(sys.argv[1]), stream.score_chunk
+hold, score = int(sys.argv[1]), chunks.score_chunk
 def held(items, *a, start=0, **k):
     if start >= hold:
         time.sleep(600)
     return score(items, *a, start=start, **k)
-stream.score_chunk = held
+chunks.score_chunk = held
 sys.exit(main(sys.argv[2:]))
 """
 
@@ -386,7 +387,7 @@ def test_resume_without_a_partial_run_starts_from_the_first_row(tmp_path, capsys
 def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, monkeypatch):
     """Ray missing or its --address unreachable failed after the partial and checkpoint were made,
     so the next run (any engine) was refused with "add --resume" for a run that never started."""
-    import groundlens_core.stream as stream
+    import groundlens_core.evaluate_job as evaluate_job
     from groundlens_core.errors import GroundlensInputError
 
     src = _write_csv(tmp_path / "in.csv", _rows(3))
@@ -396,7 +397,7 @@ def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, 
         raise GroundlensInputError("no Ray cluster at 127.0.0.1:1")
 
     with monkeypatch.context() as m:
-        m.setattr(stream, "_make_scorer", no_cluster)
+        m.setattr(evaluate_job, "_make_scorer", no_cluster)
         assert main(["evaluate", str(src), "-o", str(out)]) == 2
     assert "no Ray cluster" in _one_line_error(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
@@ -408,7 +409,7 @@ def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, 
 def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path, capsys, monkeypatch, extra):
     """Killed after the complete CSV was renamed into place but before the checkpoint was removed:
     --resume failed on the missing partial ("No such file or directory") and the run was stuck."""
-    import groundlens_core.stream as stream
+    import groundlens_core.partial_output as partial_output
 
     rows = _rows(12)
     src = _write_csv(tmp_path / "in.csv", rows)
@@ -420,7 +421,7 @@ def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path,
         raise SystemExit(137)  # what is on disk is what a SIGKILL at this point leaves
 
     with monkeypatch.context() as m:
-        m.setattr(stream._Paths, "remove", killed)
+        m.setattr(partial_output.PartialPaths, "remove", killed)
         with pytest.raises(SystemExit):
             main(["evaluate", str(src), "-o", str(out), "--batch-size", "5"])
     assert out.is_file() and (tmp_path / ".out.csv.groundlens-partial.json").is_file()
@@ -431,7 +432,7 @@ def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path,
 
 
 def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    import groundlens_core.stream as stream
+    import groundlens_core.partial_output as partial_output
 
     src = _write_csv(tmp_path / "in.csv", _rows(6))
     out = tmp_path / "out.csv"
@@ -440,7 +441,7 @@ def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, m
         raise SystemExit(137)
 
     with monkeypatch.context() as m:
-        m.setattr(stream._Sink, "write", killed)
+        m.setattr(partial_output.Sink, "write", killed)
         with pytest.raises(SystemExit):
             main(["evaluate", str(src), "-o", str(out), "--batch-size", "3"])
     (tmp_path / ".out.csv.groundlens-partial").unlink()
@@ -521,9 +522,9 @@ def test_jsonl_output_is_strict_json_when_a_parquet_float_is_nan(tmp_path, capsy
 
 def _interrupt(monkeypatch, src: Path, out: Path, *, batch: int = 3, chunks: int = 3) -> None:
     """Run ``evaluate`` and stop it dead (as a SIGKILL would) after ``chunks`` checkpointed chunks."""
-    import groundlens_core.stream as stream
+    import groundlens_core.partial_output as partial_output
 
-    write, done = stream._Sink.write, []
+    write, done = partial_output.Sink.write, []
 
     def killed_after(self, rows, first_row):
         if len(done) == chunks:
@@ -532,7 +533,7 @@ def _interrupt(monkeypatch, src: Path, out: Path, *, batch: int = 3, chunks: int
         write(self, rows, first_row)
 
     with monkeypatch.context() as m:
-        m.setattr(stream._Sink, "write", killed_after)
+        m.setattr(partial_output.Sink, "write", killed_after)
         with pytest.raises(SystemExit):
             main(["evaluate", str(src), "-o", str(out), "--batch-size", str(batch)])
 
@@ -586,7 +587,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
     """The checkpoint was trusted as it stood: a cut partial gave 'scored 12/12' over NUL bytes,
     rows_done +-N lost or repeated rows, a JSON list or a missing key was a traceback, and a cut
     keys file failed only after the whole run."""
-    import groundlens_core.stream as stream
+    import groundlens_core.chunks as chunks
 
     src = _write_csv(tmp_path / "in.csv", _rows(12))
     ref = tmp_path / "ref.csv"
@@ -603,7 +604,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
         raise AssertionError("scoring started before the check")
 
     with monkeypatch.context() as m:
-        m.setattr(stream, "score_chunk", boom)
+        m.setattr(chunks, "score_chunk", boom)
         assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
     err = _one_line_error(capsys)
     assert err.startswith("groundlens: error: cannot resume: ") and blamed in err, err

@@ -78,7 +78,7 @@ GL_FRAMEWORK = "groundlens.framework"
 GL_TRACE_STATUS = "groundlens.trace.status"
 GL_TRACE_COMPLETE = "groundlens.trace.complete"
 GL_COUNT = "groundlens.count.{band}"  # trusted / review / flagged / skipped / error
-# of the skipped: steps not scored because the recorder's scoring backlog was full (issue 13)
+# of the skipped: steps not scored because the recorder's scoring backlog was full
 GL_COUNT_OVERLOAD = "groundlens.count.overload"
 GL_STEPS = "groundlens.steps"
 GL_NOTE = "groundlens.note"

@@ -1,7 +1,7 @@
 """Encode lanes: one thread's forward passes shared with helper threads on spare cores.
 
-Why: the recorder's worker scores an agent's steps on one core, and on a 2-core machine it fell
-behind even one agent (issue 13). Torch's own intra-op threads do not help there: a GEMM split across
+Why: the recorder's worker scores an agent's steps on one core, and on a 2-core machine it can fall
+behind even one agent. Torch's own intra-op threads do not help there: a GEMM split across
 OpenMP threads waits at a barrier for the slowest one, so when the agent's thread takes the second
 core the whole pass stalls (measured: 16 steps/s on one thread, 2 steps/s on two with a busy core).
 Lanes split an encode at the *text* level instead: its forward passes (each over whole texts, see

@@ -19,8 +19,8 @@ process, so this backend makes every floating-point operation a function of the 
 The whole forward pass runs as one TorchScript function (:func:`_packed_forward`), which releases
 the GIL once for the pass instead of once per torch call. Why: a forward is ~2,000 small torch calls,
 each of which gives the GIL away and must win it back; while an agent's thread runs Python flat out,
-every win waits up to the interpreter's 5 ms switch interval, and the recorder's worker ran at a
-quarter of its speed (issue 13). The scripted function calls the very same ATen kernels in the very
+every win waits up to the interpreter's 5 ms switch interval, and the recorder's worker runs at a
+quarter of its speed. The scripted function calls the very same ATen kernels in the very
 same order with the graph optimizer off, so the bits are those of the eager code (``_forward_eager``,
 kept as the reference and as the fallback where TorchScript is unavailable); the tests compare both.
 

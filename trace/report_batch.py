@@ -55,13 +55,14 @@ def _group(row: dict, group_by: str | None) -> str:
 
 def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, *, emb, calibration) -> int:
     """Write ``job.html``; returns how many rows it shows."""
+    from groundlens_core.chunks import score_chunk
+    from groundlens_core.final_output import read_rows_at, risk_order
     from groundlens_core.io_formats import output_columns, row_item
-    from groundlens_core.stream import _risk_order, read_rows_at, score_chunk
     from groundlens_core.threads import scoring_threads
     from groundlens_core.trace.batch import trace_from_batch
     from groundlens_core.trace.html import write_html
 
-    indices = _risk_order(keys)[: max(0, job.html_rows)]
+    indices = risk_order(keys)[: max(0, job.html_rows)]
     columns = output_columns(info.columns)
     rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)  # type: ignore[arg-type]
     items = [row_item(r, info.has_context) for r in rows]

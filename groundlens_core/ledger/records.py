@@ -1,0 +1,156 @@
+"""Decision records and their bytes: what one scored step or row becomes in a ledger.
+
+A record holds what was decided (method, band, scores, the explanation's reason, embedder
+fingerprint, package version, time) and SHA-256 hashes of the question, context and response (the
+texts themselves only when asked for). Its canonical bytes (sorted keys, no whitespace, UTF-8) are
+what is signed and hashed into the chain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from typing import Any, Mapping
+
+from groundlens_core._version import __version__
+
+FORMAT = "groundlens-ledger/1"
+#: what the first record of a ledger names as the record before it
+GENESIS = "0" * 64
+
+
+def canonical_bytes(record: Mapping[str, Any]) -> bytes:
+    """Sorted keys, no whitespace, UTF-8, no NaN: the bytes that are signed and hashed."""
+    return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def text_sha256(value: Any) -> str | None:
+    """SHA-256 of a text as UTF-8; a list of context pieces is hashed as its pieces joined with a
+    blank line (``"\\n\\n"``); None stays None. So anyone holding the texts can check a record."""
+    if value is None:
+        return None
+    return sha256_hex(_as_text(value).encode("utf-8", "surrogatepass"))
+
+
+def _as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return "\n\n".join(_as_text(getattr(v, "text", v)) for v in value)
+    return str(value)
+
+
+def _utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def _number(value: Any) -> float | None:
+    """A score as JSON can hold it (NaN and infinities are not JSON: None)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
+def decision_record(
+    *,
+    method: str,
+    band: str,
+    question: Any = None,
+    context: Any = None,
+    response: Any = None,
+    score: Any = None,
+    reason: str | None = None,
+    step_id: str | None = None,
+    row: int | None = None,
+    trace_id: str | None = None,
+    node: str | None = None,
+    fingerprint: str | None = None,
+    include_text: bool = False,
+) -> dict[str, Any]:
+    """The body of one decision record (the writer adds id, chain link, time, key and signature).
+
+    ``score`` is a core score object, its dict, or the ``groundlens_*`` cells of a row. ``reason``
+    is the explanation's reason: the explanation of a score with any quoted sentence taken out
+    (quotes are the caller's text), the error of an error step or row.
+    """
+    values = _score_values(score)
+    if reason is None:
+        reason = values.pop("reason", None)
+    else:
+        values.pop("reason", None)
+    rec: dict[str, Any] = {
+        "type": "decision",
+        "step_id": step_id,
+        "row": row,
+        "trace_id": trace_id,
+        "node": node,
+        "method": method,
+        "band": band,
+        "scores": {k: values.get(k) for k in ("value", "normalized", "rank", "support")},
+        "reason": reason,
+        "fingerprint": values.get("fingerprint") or fingerprint,
+        "version": __version__,
+        "sha256": {
+            "question": text_sha256(question),
+            "context": text_sha256(context),
+            "response": text_sha256(response),
+        },
+    }
+    if include_text:
+        rec["text"] = {
+            "question": None if question is None else _as_text(question),
+            "context": None if context is None else _as_text(context),
+            "response": None if response is None else _as_text(response),
+        }
+    return rec
+
+
+def _score_values(score: Any) -> dict[str, Any]:
+    """value, normalized, rank, support, fingerprint and the reason of a score object, its dict or a
+    row's cells. A score object is read field by field: its ``to_dict()`` copies the whole evidence
+    and would be most of the ledger's cost on the worker."""
+    if score is None:
+        return {}
+    if isinstance(score, Mapping) and "groundlens_method" in score:  # a row's cells (all a Ray worker sends)
+        return {
+            "value": _number(score.get("groundlens_value")),
+            "normalized": _number(score.get("groundlens_normalized")),
+            "rank": _number(score.get("groundlens_rank")),
+            "support": _number(score.get("groundlens_support")),
+            "reason": score.get("groundlens_error") or None,
+        }
+    get = score.get if isinstance(score, Mapping) else lambda name: getattr(score, name, None)
+    support = get("support")
+    evidence = get("evidence")
+    if support is None and evidence is not None:  # a support score: its value is the support
+        support = evidence.get("support") if isinstance(evidence, Mapping) else getattr(evidence, "support", None)
+    return {
+        "value": _number(get("value")),
+        "normalized": _number(get("normalized")),
+        "rank": _number(get("rank")),
+        "support": _number(support),
+        "fingerprint": get("fingerprint"),
+        "reason": _reason(get("explanation"), evidence) if get("explanation") is not None else get("error"),
+    }
+
+
+def _reason(explanation: Any, evidence: Any) -> str | None:
+    """The explanation without the caller's text: a quoted response sentence becomes ``"[redacted]"``."""
+    if not isinstance(explanation, str):
+        return None
+    from groundlens_core.results import REDACTED, quote_sentence
+
+    sentences = evidence.get("sentences", ()) if isinstance(evidence, Mapping) else getattr(evidence, "sentences", ())
+    for s in sentences or ():
+        text = s.get("text") if isinstance(s, Mapping) else getattr(s, "text", None)
+        if isinstance(text, str) and text:
+            explanation = explanation.replace(f'"{quote_sentence(text)}"', f'"{REDACTED}"')
+    return explanation

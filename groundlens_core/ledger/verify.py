@@ -1,0 +1,214 @@
+"""Verification of a ledger: every signature and link checked, the first bad line named.
+
+What this does not prove: whoever holds the private key can rewrite the whole ledger, and cutting
+whole records off the end leaves a shorter, valid chain. Keep a copy of the chain head
+(:attr:`LedgerVerdict.head`) somewhere else if that matters (docs/ledger.md).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from groundlens_core.errors import GroundlensInputError
+from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
+from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, sha256_hex
+
+#: the ways a ledger can be wrong, as :attr:`LedgerVerdict.problem` names them
+PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key")
+
+
+@dataclass(frozen=True)
+class LedgerVerdict:
+    """What :func:`verify_ledger` found. ``ok`` with ``records`` checked, or the first bad line."""
+
+    ok: bool
+    records: int  # records checked (segment records included)
+    head: str | None = None  # SHA-256 of the last record: keep it elsewhere to detect a cut-off end
+    problem: str | None = None  # one of PROBLEMS
+    line: int | None = None  # 1-based line of the first bad record
+    record_id: str | None = None
+    detail: str = ""
+    segments: int = 0  # segment records (each closes a line a crash cut)
+    cut_lines: tuple[int, ...] = ()
+
+    def message(self) -> str:
+        """One line: ``N records, chain intact`` or what is wrong where."""
+        if self.ok:
+            text = f"{self.records} records, chain intact"
+            if self.cut_lines:
+                lines = ", ".join(str(n) for n in self.cut_lines)
+                text += f" ({len(self.cut_lines)} line(s) cut by a crash, each closed by a segment record: {lines})"
+            return text
+        rid = f" (record {self.record_id})" if self.record_id else ""
+        where = f"line {self.line}{rid}" if self.line is not None else "the ledger"
+        return f"{where}: {self.problem.replace('_', ' ') if self.problem else 'bad'}: {self.detail}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "records": self.records,
+            "head": self.head,
+            "problem": self.problem,
+            "line": self.line,
+            "record_id": self.record_id,
+            "detail": self.detail,
+            "segments": self.segments,
+            "cut_lines": list(self.cut_lines),
+            "message": self.message(),
+        }
+
+
+@dataclass
+class _Line:
+    number: int
+    raw: bytes
+    record: dict[str, Any] | None  # None unless the line is a JSON object in canonical form
+    hash: str
+    parsed: Any = None  # the line's JSON, canonical or not (to name a changed record's id)
+
+
+def _read_lines(path: Path) -> tuple[list[_Line], bool]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot read the ledger {path}: {exc.strerror or exc}") from None
+    parts = data.split(b"\n")
+    ends_whole = data.endswith(b"\n") or not data
+    if ends_whole:
+        parts = parts[:-1]
+    lines = []
+    for n, raw in enumerate(parts, 1):
+        rec: dict[str, Any] | None
+        try:
+            parsed = json.loads(raw)
+            rec = parsed if isinstance(parsed, dict) and canonical_bytes(parsed) == raw else None
+        except (ValueError, UnicodeDecodeError):
+            parsed = rec = None
+        lines.append(_Line(n, raw, rec, sha256_hex(raw), parsed))
+    return lines, ends_whole
+
+
+def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | None = None) -> LedgerVerdict:
+    """Check every line of a ledger: signature, chain link, sequence, uniqueness.
+
+    ``public_key`` is a path to the PEM public key or a loaded Ed25519 public key. Returns the
+    verdict for the whole file, naming the first bad line (1-based) and what is wrong with it:
+    ``changed``, ``deleted`` (records missing before it), ``inserted``, ``reordered``, ``replayed``,
+    ``cut_short`` (an incomplete last line) or ``other_key`` (signed by a key other than this one).
+    ``head``: a chain head kept elsewhere earlier (:attr:`LedgerVerdict.head`); it must still be a
+    record of the chain, which catches whole records cut off the end and a chain rewritten since.
+    """
+    _, _, invalid_signature = _crypto()
+    pub = public_key if hasattr(public_key, "verify") else load_public_key(public_key)
+    expected_key = key_id(pub)
+    lines, ends_whole = _read_lines(Path(path).expanduser())
+    by_hash = {ln.hash: ln.number for ln in lines if ln.record is not None}
+    seen: dict[str, int] = {}
+    prev_hash, prev_seq, prev_line = GENESIS, -1, 0
+    count, segments = 0, 0
+    cuts: list[int] = []
+    good: set[str] = set()  # hashes of the records checked so far
+    after_cut = False
+
+    def bad(ln: _Line, problem: str, detail: str) -> LedgerVerdict:
+        found = ln.record if ln.record is not None else ln.parsed
+        rid = found.get("id") if isinstance(found, dict) else None
+        return LedgerVerdict(
+            False, count, None, problem, ln.number, str(rid) if rid else None, detail, segments, tuple(cuts)
+        )
+
+    def fits(ln: _Line | None) -> bool:
+        r = ln.record if ln is not None else None
+        return r is not None and r.get("prev") == prev_hash and r.get("seq") == prev_seq + 1
+
+    i = 0
+    while i < len(lines):
+        ln = lines[i]
+        nxt = lines[i + 1] if i + 1 < len(lines) else None
+        rec = ln.record
+        # a line a crash cut, closed by the segment record right after it
+        cut = (nxt.record or {}).get("cut") if nxt is not None and (nxt.record or {}).get("type") == "segment" else None
+        if isinstance(cut, dict) and cut.get("sha256") == ln.hash and cut.get("bytes") == len(ln.raw):
+            if cut.get("line") != ln.number:
+                return bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, not line {ln.number}")  # type: ignore[arg-type]
+            cuts.append(ln.number)
+            after_cut = True
+            i += 1
+            continue
+        if rec is None:
+            if nxt is None and not ends_whole:
+                return bad(ln, "cut_short", "the last line is incomplete (a writer stopped in the middle of it)")
+            if fits(nxt):
+                return bad(ln, "inserted", "a line that is not a record of this chain (the chain goes around it)")
+            return bad(ln, "changed", "not a groundlens record in canonical form")
+        if nxt is None and not ends_whole:
+            return bad(ln, "cut_short", "the last line has no line end (a writer stopped before finishing it)")
+        rid = str(rec.get("id", ""))
+        if rid in seen:
+            return bad(ln, "replayed", f"a copy of the record at line {seen[rid]}")
+        if not _signature_ok(rec, pub, invalid_signature):
+            if fits(nxt):
+                return bad(ln, "inserted", "a record this key did not sign (the chain goes around it)")
+            if rec.get("key") != expected_key:
+                return bad(ln, "other_key", f"signed by key {str(rec.get('key'))[:16]}…, not by {expected_key[:16]}…")
+            return bad(ln, "changed", "the signature does not match the record's content")
+        if rec.get("v") != FORMAT:
+            return bad(ln, "changed", f"unknown record format {rec.get('v')!r}")
+        if not (rec.get("prev") == prev_hash and rec.get("seq") == prev_seq + 1):
+            later = by_hash.get(str(rec.get("prev")))
+            if later is not None and later > ln.number:
+                return bad(ln, "reordered", f"it follows the record at line {later}, which comes after it")
+            if fits(nxt):
+                return bad(ln, "inserted", "a record from elsewhere (the chain goes around it)")
+            seq = rec.get("seq")
+            if isinstance(seq, int) and seq > prev_seq + 1 and rec.get("prev") not in by_hash:
+                missing = seq - prev_seq - 1
+                where = f"after line {prev_line}" if prev_line else "at the start"
+                return bad(ln, "deleted", f"{missing} record(s) missing {where} (sequence {prev_seq + 1}..{seq - 1})")
+            return bad(ln, "changed", "it does not link to the record before it")
+        if rec.get("type") == "segment":
+            segments += 1
+            if rec.get("cut") is not None and not after_cut:
+                return bad(ln, "changed", "it names a cut line that is not before it")
+        after_cut = False
+        seen[rid] = ln.number
+        good.add(ln.hash)
+        prev_hash, prev_seq, prev_line = ln.hash, int(rec["seq"]), ln.number
+        count += 1
+        i += 1
+    if head is not None and head.strip().lower() not in good:
+        return LedgerVerdict(
+            False,
+            count,
+            prev_hash if count else None,
+            "deleted",
+            detail=f"the chain head {head.strip()[:16]}… kept earlier is not in the ledger: records were "
+            "cut off its end, or the chain was rewritten since",
+            segments=segments,
+            cut_lines=tuple(cuts),
+        )
+    return LedgerVerdict(True, count, prev_hash if count else None, segments=segments, cut_lines=tuple(cuts))
+
+
+def _signature_ok(rec: Mapping[str, Any], pub: Any, invalid_signature: type[Exception]) -> bool:
+    sig = rec.get("sig")
+    if not isinstance(sig, str):
+        return False
+    body = {k: v for k, v in rec.items() if k != "sig"}
+    try:
+        pub.verify(base64.b64decode(sig, validate=True), canonical_bytes(body))
+    except (invalid_signature, ValueError, TypeError):
+        return False
+    return True
+
+
+def iter_records(path: str | os.PathLike[str]) -> Iterable[dict[str, Any]]:
+    """The records of a ledger in order (lines that are not records are left out); no checks."""
+    for ln in _read_lines(Path(path).expanduser())[0]:
+        if ln.record is not None:
+            yield ln.record

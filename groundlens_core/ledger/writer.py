@@ -1,0 +1,190 @@
+"""The ledger writer: appends signed, chained records to one file, safe across threads and processes.
+
+Writers take an exclusive ``fcntl.flock`` on the ledger for each batch: they read the current head
+under the lock, append whole lines, ``fsync`` and let go, so two processes appending to one ledger
+never interleave and keep one chain. A crash can leave a cut last line; the next writer closes it
+and appends a ``segment`` record that names it (line number, length, SHA-256) and links to the last
+whole record.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import threading
+import uuid
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from groundlens_core.errors import GroundlensInputError
+from groundlens_core.ledger.keys import SigningKey
+from groundlens_core.ledger.records import FORMAT, GENESIS, _utc_now, canonical_bytes, sha256_hex
+
+_TAIL_READ = 64 * 1024  # bytes read from the end at a time to find the head
+
+
+@dataclass
+class _Head:
+    """The end of the ledger as this writer left it: file identity and size, last record's hash and seq."""
+
+    ino: int = -1
+    size: int = -1
+    hash: str = GENESIS
+    seq: int = -1
+
+
+class LedgerWriter:
+    """Appends signed records to one ledger file; safe across threads and processes.
+
+    Each :meth:`append` is one batch: open, ``flock``, read the head (unless the file is as this
+    writer left it), sign and write the whole lines, ``fdatasync``, unlock, close. The file is
+    opened per batch, and a forked child closes its copy of one open at the fork, so the child and
+    its parent never share a file lock.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], key: SigningKey):
+        self.path = Path(path).expanduser()
+        self.key = key
+        self._head = _Head()
+        self._lock = threading.Lock()
+        self._fd: int | None = None  # the ledger, while an append has it open
+        check_ledger_path(self.path)
+        _WRITERS.add(self)
+
+    def _reset_after_fork(self) -> None:
+        """In a forked child: a fresh lock (one a parent's thread held at the fork stays held for
+        good), the head read again (the parent goes on appending), and the child's copy of a ledger
+        the parent had open for an append closed: the file lock belongs to the open file, so that
+        copy would keep the lock held, and both processes waiting, for as long as the child lives."""
+        self._lock = threading.Lock()
+        self._head = _Head()
+        if self._fd is not None:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
+
+    def append(self, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        """Sign ``bodies`` into records chained to the current head and append them; returns the records."""
+        import fcntl
+
+        if not bodies:
+            return []
+        with self._lock:
+            with _FD_LOCK:  # a fork never comes between the open and the note of it (see _writers_after_fork)
+                fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                st = os.fstat(fd)
+                prefix = b""
+                records: list[dict[str, Any]] = []
+                if (st.st_ino, st.st_size) != (self._head.ino, self._head.size):
+                    head, cut = read_head(fd, st.st_size)
+                    self._head = _Head(st.st_ino, st.st_size, *head)
+                    if cut is not None:  # a writer stopped mid-line: close the line, say so, link past it
+                        prefix = b"\n"
+                        records.append(self._sign({"type": "segment", "cut": cut}))
+                records.extend(self._sign(dict(b)) for b in bodies)
+                data = prefix + b"".join(canonical_bytes(r) + b"\n" for r in records)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view) :]
+                getattr(os, "fdatasync", os.fsync)(fd)  # the lines and the file's new length on disk
+                self._head.size = st.st_size + len(data)
+                return records
+            except BaseException:
+                self._head = _Head()  # read the head again next time
+                raise
+            finally:
+                with _FD_LOCK:
+                    os.close(fd)  # also lets go of the file lock
+                    self._fd = None
+
+    def _sign(self, body: dict[str, Any]) -> dict[str, Any]:
+        rec = dict(body)
+        rec.update(
+            v=FORMAT,
+            id=uuid.uuid4().hex,
+            seq=self._head.seq + 1,
+            prev=self._head.hash,
+            ts=_utc_now(),
+            key=self.key.key_id,
+        )
+        rec["sig"] = base64.b64encode(self.key.sign(canonical_bytes(rec))).decode("ascii")
+        self._head.seq = rec["seq"]
+        self._head.hash = sha256_hex(canonical_bytes(rec))
+        return rec
+
+
+_WRITERS: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()
+_FD_LOCK = threading.Lock()  # held around each open and close of a ledger, and across fork()
+
+
+def _writers_after_fork() -> None:
+    global _FD_LOCK
+    _FD_LOCK = threading.Lock()
+    for writer in list(_WRITERS):
+        writer._reset_after_fork()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        before=lambda: _FD_LOCK.acquire(),
+        after_in_parent=lambda: _FD_LOCK.release(),
+        after_in_child=_writers_after_fork,
+    )
+
+
+def check_ledger_path(path: Path) -> None:
+    """Fail before any scoring when the ledger cannot be appended to (naming the file)."""
+    if path.is_dir():
+        raise GroundlensInputError(f"the ledger {path} is a directory; give a file name")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
+
+
+def read_head(fd: int, size: int) -> tuple[tuple[str, int], dict[str, Any] | None]:
+    """((hash, seq) of the last whole record, the cut last line or None) of an open ledger.
+
+    A last line without its newline is cut (a writer stopped in the middle of it); it is described
+    by its line number, length and SHA-256 for the segment record that closes it."""
+    start, tail = size, b""
+    while start > 0 and tail.count(b"\n") < 2:  # the last whole line, and the cut one after it if any
+        step = min(start, _TAIL_READ)
+        start -= step
+        tail = os.pread(fd, step, start) + tail
+    cut = None
+    if tail and not tail.endswith(b"\n"):
+        nl = tail.rfind(b"\n")
+        piece = tail[nl + 1 :]
+        cut = {"bytes": len(piece), "sha256": sha256_hex(piece), "line": _count_lines(fd, size - len(piece)) + 1}
+        tail = tail[: nl + 1]
+    lines = tail.split(b"\n")[:-1]
+    if not lines:
+        return (GENESIS, -1), cut
+    last = lines[-1]
+    try:
+        seq = int(json.loads(last)["seq"])
+    except (ValueError, KeyError, TypeError):
+        raise GroundlensInputError(
+            "the ledger's last whole line is not a groundlens record; check it with `groundlens verify`"
+        ) from None
+    return (sha256_hex(last), seq), cut
+
+
+def _count_lines(fd: int, upto: int) -> int:
+    n, pos = 0, 0
+    while pos < upto:
+        chunk = os.pread(fd, min(1 << 20, upto - pos), pos)
+        if not chunk:
+            break
+        n += chunk.count(b"\n")
+        pos += len(chunk)
+    return n
