@@ -56,9 +56,11 @@ from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from groundlens_core._imports import MissingFrameworkError, install_line, require
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import context_from
 from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 __all__ = [
     "DEFAULT_WAIT_SECONDS",
@@ -455,7 +457,7 @@ def _report(
                     trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY,
                     node=node or "groundlens",
                     kind="agent",
-                    error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
+                    error=f"groundlens could not read this event ({where}): {describe_exception(exc)}",
                     started_at=now,
                     ended_at=now,
                     metadata={META_INTERNAL_ERROR: True, "callback": where},
@@ -589,9 +591,7 @@ class AdapterShell:
             self.log.warning(
                 "groundlens: %s could not score in line: %s: %s", type(self).__name__, type(exc).__name__, exc
             )
-            return InlineScore(
-                None, error=f"{type(exc).__name__}: {exc}", latency_ms=(time.perf_counter() - t0) * 1000.0
-            )
+            return InlineScore(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
 
     async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
@@ -606,11 +606,9 @@ class AdapterShell:
         _report(self, None, where, exc, trace_key, node)
 
 
-def _pieces(context: Any) -> tuple[ContextPiece, ...]:
-    if context is None:
-        return ()
-    if isinstance(context, str):
-        return context_pieces([context])
+def _pieces(context: Any) -> list[ContextPiece]:
+    if context is None or isinstance(context, str):
+        return context_from(context)
     if isinstance(context, Iterable):
-        return context_pieces(context)
+        return context_from(list(context))
     raise TypeError(f"context must be text or a list of texts, got {type(context).__name__}")

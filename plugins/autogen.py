@@ -47,7 +47,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Iterable, Iterator, Sequence
 
-from groundlens_core.plugins._common import as_text, merge_pieces, short
+from groundlens_core.plugins._common import as_text, context_from, short
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, lazy_classes, parse_usage, require
 from groundlens_core.trace.model import ContextPiece, Trace, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder
@@ -132,7 +132,7 @@ def request_question_and_context(
             text = _content_text(m.content)
             if text and text.strip():
                 pieces.append(ContextPiece(text=text, source=f"agent:{m.source}"))
-    return question, merge_pieces(pieces)
+    return question, context_from(pieces)
 
 
 def _agent_from_request(messages: Sequence[Any]) -> str | None:
@@ -164,7 +164,7 @@ class _Conversation:
         self._seen_chat = False
 
     def context_for(self, source: str | None) -> list[ContextPiece]:
-        return merge_pieces([p.piece for p in self.pieces if p.agent is None or p.agent != source])
+        return context_from([p.piece for p in self.pieces if p.agent is None or p.agent != source])
 
     def _add(self, text: Any, source: str, agent: str | None = None) -> None:
         if isinstance(text, str) and text.strip():

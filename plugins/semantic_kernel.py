@@ -44,9 +44,8 @@ from groundlens_core.plugins._common import (
     CONTEXT_NAMES,
     QUESTION_NAMES,
     as_text,
+    context_from,
     first_text,
-    merge_pieces,
-    pieces_from_value,
     short,
 )
 from groundlens_core.plugins._shell import (
@@ -290,8 +289,8 @@ class GroundlensFilter(AdapterShell):
                 value = args.get(name)
             except Exception:
                 value = None
-            from_args.extend(pieces_from_value(value, f"argument:{name}"))
-        return merge_pieces(tool_results, from_args, list(run.context))
+            from_args.extend(context_from(value, source=f"argument:{name}"))
+        return context_from(tool_results, from_args, list(run.context))
 
     def _replaced(self, result: Any, original: str, score: dict[str, Any]) -> Any:
         from semantic_kernel.contents import AuthorRole, ChatMessageContent
@@ -465,7 +464,7 @@ def _function_results(history: Any) -> list[ContextPiece]:
             if type(item).__name__ != "FunctionResultContent":
                 continue
             name = getattr(item, "name", None) or getattr(item, "function_name", None) or "function"
-            out.extend(pieces_from_value(getattr(item, "result", None), f"tool:{name}"))
+            out.extend(context_from(getattr(item, "result", None), source=f"tool:{name}"))
     return out
 
 
