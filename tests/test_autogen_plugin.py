@@ -31,6 +31,7 @@ from autogen_core.models import (  # noqa: E402
 )
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
+import groundlens_core.plugins._autogen_client as ag_client  # noqa: E402
 import groundlens_core.plugins.autogen as ag  # noqa: E402
 from groundlens_core.plugins.autogen import (  # noqa: E402
     GroundlensChatCompletionClient,
@@ -331,7 +332,7 @@ async def test_internal_failures_never_break_the_team(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise KeyError("bug")
 
-    monkeypatch.setattr(ag, "request_question_and_context", broken)
+    monkeypatch.setattr(ag_client, "request_question_and_context", broken)
     client = GroundlensChatCompletionClient(replay("Paris."), agent_name="geo", recorder=Recorder("autogen"))
     assert (await client.create([UserMessage(content=TASK, source="user")])).content == "Paris."
     (step,) = client.get_trace().steps
