@@ -19,9 +19,10 @@ from groundlens_core.plugins._autogen_reading import (
     _AutoGenShell,
     _core_models,
     request_question_and_context,
+    turn_id,
 )
 from groundlens_core.plugins._shell import handle_internal_errors, parse_usage, require
-from groundlens_core.trace.model import Trace
+from groundlens_core.trace.model import Trace, new_id
 from groundlens_core.trace.recorder import CallRecord
 
 
@@ -35,6 +36,7 @@ class _ClientTranslation(_AutoGenShell):
         self._client = client
         self.agent_name = agent_name
         self.trace_key = trace_key
+        self._turns: dict[str, str] = {}  # trace key -> this agent's current turn in it
         super().__init__(**kwargs)
 
     @property
@@ -95,9 +97,12 @@ class _ClientTranslation(_AutoGenShell):
                     meta["finish_reason"] = result.finish_reason
             elif error is None:
                 meta["skip_note"] = "the stream ended without a result"
+            step_id = new_id()
             self.recorder.record(
                 CallRecord(
                     trace_key=key,
+                    step_id=step_id,
+                    parent_id=self._turn(key, messages, step_id),
                     node=node,
                     kind=kind,
                     question=question,
@@ -112,6 +117,18 @@ class _ClientTranslation(_AutoGenShell):
                     metadata=meta,
                 )
             )
+
+    def _turn(self, key: str, messages: Sequence[Any], step_id: str) -> str:
+        """The agent turn of a model call: a call fed tool results continues this agent's turn in the
+        trace; any other call opens a new one, named after its own step."""
+        models = _core_models()
+        if messages and isinstance(messages[-1], models.FunctionExecutionResultMessage) and key in self._turns:
+            return self._turns[key]
+        self._turns.pop(key, None)
+        self._turns[key] = turn = turn_id(step_id)
+        while len(self._turns) > 256:  # traces long ended
+            self._turns.pop(next(iter(self._turns)))
+        return turn
 
     def _model_name(self) -> str | None:
         for attr in ("model", "_model", "model_name"):

@@ -120,6 +120,17 @@ class _Conversation:
         self.question: str | None = None
         self.pieces: list[_Piece] = []
         self._seen_chat = False
+        self._turn_source: str | None = None  # the agent whose turn it is
+        self._turn: str | None = None
+        self._turns = 0
+
+    def _turn_of(self, msg: Any, src: str) -> str:
+        """The turn a message belongs to: a new one when another agent speaks (or after the task)."""
+        if self._turn is None or src != self._turn_source:
+            self._turns += 1
+            self._turn_source = src
+            self._turn = turn_id(str(getattr(msg, "id", "") or "") or str(self._turns))
+        return self._turn
 
     def context_for(self, source: str | None) -> list[ContextPiece]:
         return context_from([p.piece for p in self.pieces if p.agent is None or p.agent != source])
@@ -143,6 +154,7 @@ class _Conversation:
                 usage=usage,
                 metadata=meta,
                 step_id=str(getattr(msg, "id", "") or "") or None,
+                parent_id=self._turn_of(msg, src),
             )
             base.update(kw)
             return CallRecord(**base)
@@ -204,6 +216,7 @@ class _Conversation:
             except Exception:
                 text = task_text = None
         if is_task:
+            self._turn_source = None  # the next answer opens a new turn
             if task_text and task_text.strip():
                 self.question = task_text
                 self.pieces = []

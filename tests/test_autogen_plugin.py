@@ -215,6 +215,25 @@ async def test_checker_over_a_task_result(calibration):
     assert trace.counts()["skipped"] == 2
 
 
+async def test_steps_of_one_agent_turn_share_the_turn_as_parent(calibration):
+    recorder = Recorder("autogen", calibration=calibration)
+    client_r = GroundlensChatCompletionClient(replay(tool_call(), GROUNDED), agent_name="researcher", recorder=recorder)
+    client_w = GroundlensChatCompletionClient(replay(SUMMARY), agent_name="writer", recorder=recorder)
+    with groundlens_trace(recorder, "team run") as key:
+        result = await team(client_r, client_w).run(task=TASK)
+    # live, through the model clients: the researcher's tool turn and its answer after the tool ran
+    call, answer, summary = recorder.get_trace(key).steps
+    assert call.parent_id == answer.parent_id == f"turn:{call.id}"
+    assert summary.parent_id == f"turn:{summary.id}"
+
+    # after the run, from its messages: the turn is named by AutoGen's id of its first message
+    request = next(m for m in result.messages if type(m).__name__ == "ToolCallRequestEvent")
+    written = next(m for m in result.messages if isinstance(m, TextMessage) and m.source == "writer")
+    trace = GroundlensChecker(calibration=calibration).check(result)
+    assert [s.node for s in trace.steps] == ["researcher", "city_facts", "researcher", "writer"]
+    assert [s.parent_id for s in trace.steps] == [f"turn:{request.id}"] * 3 + [f"turn:{written.id}"]
+
+
 async def test_checker_ranks_the_ungrounded_run_lower(calibration):
     checker = GroundlensChecker(calibration=calibration)
     good = checker.check(await scripted_team_result(GROUNDED))
