@@ -440,15 +440,14 @@ def _report(
         owner = type(adapter).__name__ if adapter is not None else fw
         if first:
             logger.warning(
-                "groundlens: %s failed inside %s: %s: %s (could not record this event; an error step stands in for it)",
+                "groundlens: %s failed inside %s: %s (could not record this event; an error step stands in for it)",
                 owner,
                 where,
-                type(exc).__name__,
-                exc,
+                describe_exception(exc),
                 exc_info=exc,
             )
         else:
-            logger.debug("groundlens: %s failed inside %s again: %s: %s", owner, where, type(exc).__name__, exc)
+            logger.debug("groundlens: %s failed inside %s again: %s", owner, where, describe_exception(exc))
         recorder = getattr(adapter, "recorder", None)
         if isinstance(recorder, Recorder):
             now = time.time()
@@ -477,7 +476,7 @@ def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) 
         recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
         return True
     except Exception as exc:
-        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s: %s", type(exc).__name__, exc)
+        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s", describe_exception(exc))
         return False
 
 
@@ -588,9 +587,7 @@ class AdapterShell:
             score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
             return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:
-            self.log.warning(
-                "groundlens: %s could not score in line: %s: %s", type(self).__name__, type(exc).__name__, exc
-            )
+            self.log.warning("groundlens: %s could not score in line: %s", type(self).__name__, describe_exception(exc))
             return InlineScore(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
 
     async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:

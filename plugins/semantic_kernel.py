@@ -33,13 +33,13 @@ stream is consumed; their result cannot be annotated or guarded, since it was al
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
 
+from groundlens_core.errors import describe_exception
 from groundlens_core.plugins._common import (
     CONTEXT_NAMES,
     QUESTION_NAMES,
@@ -47,6 +47,7 @@ from groundlens_core.plugins._common import (
     context_from,
     first_text,
     short,
+    trace_scope,
 )
 from groundlens_core.plugins._shell import (
     AdapterShell,
@@ -127,21 +128,9 @@ class GroundlensFilter(AdapterShell):
 
     # ------------------------------------------------------------ traces
 
-    @contextlib.contextmanager
-    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""
-        run = _Run(key=new_id())
-        self.recorder.start_trace(run.key, name=name, metadata=metadata)
-        token = _RUN.set(run)
-        error: str | None = None
-        try:
-            yield run.key
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            _RUN.reset(token)
-            self.recorder.end_trace(run.key, error=error)
+        return trace_scope(self.recorder, _RUN, lambda key: _Run(key=key), name=name, metadata=metadata)
 
     # ------------------------------------------------------------ the filter
 
@@ -157,7 +146,7 @@ class GroundlensFilter(AdapterShell):
             _PARENT.reset(parent_token)
             with handle_internal_errors(self, "record_failure", trace_key=run.key):
                 self._record_failure(context, run, step_id, parent_id, started, exc)
-            self._leave(run, owner_token, error=f"{type(exc).__name__}: {exc}")
+            self._leave(run, owner_token, error=describe_exception(exc))
             raise
         _PARENT.reset(parent_token)
         ended = time.time()
@@ -349,7 +338,7 @@ class GroundlensFilter(AdapterShell):
                 ended_at=time.time(),
                 step_id=step_id,
                 parent_id=parent_id,
-                error=f"the function raised {type(exc).__name__}: {exc}",
+                error=f"the function raised {describe_exception(exc)}",
             )
         )
 
@@ -382,7 +371,7 @@ class GroundlensFilter(AdapterShell):
                         log.debug("groundlens: unreadable stream chunk", exc_info=True)
                     yield chunk
             except Exception as exc:
-                failed = f"the stream raised {type(exc).__name__}: {exc}"
+                failed = f"the stream raised {describe_exception(exc)}"
                 raise
             finally:
                 try:
