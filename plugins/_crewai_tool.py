@@ -110,7 +110,7 @@ def self_check(
             q = listeners[0].question_for(task) if listeners else task_question(task)
         sources = context_from(context if isinstance(context, (str, list, tuple)) else None, source="argument:context")
         if not sources and task is not None:
-            seen = [lst.context_for(agent, task) for lst in listeners] or [_task_context_pieces(task)]
+            seen: list[Any] = [lst.context_for(agent, task) for lst in listeners] or [_task_context_pieces(task)]
             sources = context_from(*seen)
         if q is None and not sources:  # with sources, no question is fine: the answer is checked against them
             return _NEED_QUESTION
