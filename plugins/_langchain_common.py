@@ -223,18 +223,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_chain_start(
-        self,
-        serialized: Any,
-        inputs: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         name = kwargs.get("name") or serialized_name(serialized) or "chain"
-        self._open_run(run_id, parent_run_id, metadata, name, inputs=inputs, tags=tags)
+        self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, inputs=inputs, tags=kwargs.get("tags"))
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -265,11 +257,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         prompts: Sequence[str] | None,
         run_id: Any,
         parent_run_id: Any,
-        tags: Any,
-        metadata: Any,
         kwargs: Mapping[str, Any],
     ) -> None:
-        md = metadata or {}
+        md, tags = kwargs.get("metadata") or {}, kwargs.get("tags")
         name = kwargs.get("name") or serialized_name(serialized) or "llm"
         run = self._open_run(run_id, parent_run_id, md, name, tags=tags)
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
@@ -328,31 +318,15 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_chat_model_start(
-        self,
-        serialized: Any,
-        messages: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._start_llm(serialized, messages, None, run_id, parent_run_id, tags, metadata, kwargs)
+        self._start_llm(serialized, messages, None, run_id, parent_run_id, kwargs)
 
     @_guarded
     def on_llm_start(
-        self,
-        serialized: Any,
-        prompts: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._start_llm(serialized, None, prompts, run_id, parent_run_id, tags, metadata, kwargs)
+        self._start_llm(serialized, None, prompts, run_id, parent_run_id, kwargs)
 
     @_guarded
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -426,18 +400,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_tool_start(
-        self,
-        serialized: Any,
-        input_str: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         name = kwargs.get("name") or serialized_name(serialized) or "tool"
-        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
+        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
         run.name = name
         run.input_text = input_str if isinstance(input_str, str) else short(input_str, 2000)
         call_id = kwargs.get("tool_call_id")
@@ -475,18 +441,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_retriever_start(
-        self,
-        serialized: Any,
-        query: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         name = kwargs.get("name") or serialized_name(serialized) or "retriever"
-        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
+        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
         run.name = name
         run.input_text = query if isinstance(query, str) else short(query, 2000)
 

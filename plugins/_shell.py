@@ -1,44 +1,12 @@
 """The adapter shell: what every plugin and provider guard stands on, written once.
 
-A framework adapter has two jobs. One is its framework's: read a callback, hook, filter or SDK
-response and turn it into a :class:`~groundlens_core.trace.CallRecord`. The other is the same for
-every adapter, and lives here:
-
-* :func:`require` — the one lazy import; a missing framework raises ``ImportError`` whose message
-  is the install line ``pip install "groundlens-core[<extra>]"``.
-* :class:`AdapterShell` — the base class. One constructor with the same keywords and meaning on
-  every adapter::
-
-      name=None            trace name (default: the framework's name)
-      recorder=None        share a Recorder with other adapters; by default the adapter owns one
-      embedder=None        the embedder to score with (default: the bundled model)
-      calibration=None     a DGI direction (CalibrationResult or a path)
-      long_context=None    "mean" | "nearest" (how a context longer than the model window is read)
-      listeners=()         TraceListeners (exporters) added to the recorder
-      tracer_provider=None an OpenTelemetry TracerProvider: attaches the live OTel exporter; a
-                           broken provider logs one warning and is ignored, never raises
-      max_traces=100       traces an owned recorder keeps (oldest dropped first)
-
-  With a shared ``recorder=``, ``embedder``/``calibration``/``long_context``/``max_traces`` are the
-  recorder's (they were set when it was made); ``listeners`` and ``tracer_provider`` are added to it.
-  Reading: :meth:`~AdapterShell.get_trace`, :meth:`~AdapterShell.get_traces`,
-  :meth:`~AdapterShell.flush` (``timeout=None`` waits up to :data:`DEFAULT_WAIT_SECONDS`).
-* :func:`handle_internal_errors` — the one error guard, a decorator and a context manager. It
-  swallows any ``Exception`` raised by *our* code, logs it on ``groundlens.<framework>`` (a warning
-  with the traceback the first time a place fails with an exception type, debug after that, so a
-  bug hit on every call does not flood the user's log) and records an ``error`` step when it knows
-  the trace. ``BaseException`` (KeyboardInterrupt, CancelledError) is never swallowed.
-* :meth:`AdapterShell.score_inline` — scoring on the caller's thread for adapters that must answer
-  synchronously (the Semantic Kernel filter, the CrewAI self-check tool, provider guards). It
-  decides the method exactly as the recorder does (:meth:`Recorder.decide`) and never raises.
-* :func:`parse_usage` — token usage from any SDK/framework usage object or dict.
-* :class:`GroundlensFlaggedError` and :func:`apply_guard` — the guard modes shared by the Semantic
-  Kernel filter and the provider guards: ``mode="annotate"`` (default: only attach the score),
-  ``on_flagged=callable`` (called with the :class:`InlineScore` and the response when flagged; its
-  own exceptions are the user's and propagate), ``mode="raise"`` (raise
-  :class:`GroundlensFlaggedError`).
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+An adapter translates its framework's events into call records; the rest is the same for all and
+lives here: :func:`require` (the lazy import with the install line), :class:`AdapterShell` (one
+constructor, ``get_trace`` / ``get_traces`` / ``flush``, :meth:`~AdapterShell.score_inline`),
+:func:`handle_internal_errors` (our exceptions never reach the user's agent: logged once, recorded
+as an ``error`` step), :func:`parse_usage`, and the guard modes (:func:`apply_guard`,
+:class:`GroundlensFlaggedError`). The constructor's keywords and the guard modes:
+docs/architecture.md and docs/integrations/sdk-guards.md.
 """
 
 from __future__ import annotations

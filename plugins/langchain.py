@@ -1,21 +1,9 @@
 """LangChain: an evaluator for LangSmith / openevals-style experiments and a callback for runnables.
 
-    from groundlens_core.plugins.langchain import GroundlensEvaluator, GroundlensCallback
-
-    ev = GroundlensEvaluator()
-    ev(inputs={"question": q}, outputs={"answer": a}, reference_outputs={"context": docs})
-    # -> {"key": "groundlens", "score": 0.83, "comment": "...", "metadata": {"method": "sgi", ...}}
-
-    cb = GroundlensCallback()
-    (prompt | model).invoke({...}, config={"callbacks": [cb]})   # also create_agent agents
-    print(cb.get_trace().summary())
-
-The evaluator scores one (question, response[, context]) per call, synchronously; the callback
-writes the same trace model as the LangGraph plugin (it is the same translation, context found in
-the same places, a prompt template's pasted context included: docs/context.md), scoring off the
-caller's thread. Scores are triage signals for ranking outputs for human review, not verdicts of
-truth. A missing question or response gives ``score=None`` with a comment, never an exception.
-Needs ``pip install "groundlens-core[langchain]"`` for the callback; the evaluator needs no LangChain.
+:class:`GroundlensEvaluator` scores one (question, response[, context]) per call, synchronously,
+and needs no LangChain; a missing question or response gives ``score=None`` with a comment.
+:class:`GroundlensCallback` is the LangGraph callback's translation for plain runnables and
+``create_agent`` agents. Usage: docs/integrations/langchain.md.
 """
 
 from __future__ import annotations

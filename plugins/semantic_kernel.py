@@ -1,34 +1,10 @@
 """Semantic Kernel: a function-invocation filter that scores what prompt functions return.
 
-Register it once::
-
-    from semantic_kernel.filters import FilterTypes
-    from groundlens_core.plugins.semantic_kernel import GroundlensFilter
-
-    guard = GroundlensFilter()                     # mode="annotate" | "replace" | "raise"
-    kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, guard)
-    result = await kernel.invoke(answer, input="What is ...?")
-    result.metadata["groundlens"]                  # the score: SGI with context, DGI without
-    print(guard.get_trace().summary())
-
-What is scored: the result of every prompt function (``KernelFunctionFromPrompt``). Its question is
-the first of ``question_arguments`` found in the function's arguments, else the last user message of
-the chat history the function sent. Its context is every tool result (``FunctionResultContent``) in
-that chat history, the values of ``context_arguments``, and the outputs of native functions that ran
-earlier in the same trace. Native functions (``KernelFunctionFromMethod``) are not scored: they are
-recorded as ``tool`` steps and their outputs become context for later prompt functions.
-
-A trace is one top-level ``kernel.invoke`` (with every function it calls through automatic function
-calling), or everything inside ``with guard.trace("name"):``.
-
-The score is a triage signal for ranking answers for human review, not a verdict of truth. Nothing
-raised inside groundlens reaches the kernel: failures are logged and recorded as ``error`` steps and
-the function result passes through untouched. The only exception this filter raises on purpose is
-:class:`GroundlensFlaggedError`, in ``mode="raise"``. Note that ``kernel.invoke`` wraps exceptions in
-``KernelInvokeException``; :meth:`GroundlensFlaggedError.find` digs it out of the chain.
-
-Streaming invocations (``kernel.invoke_stream``) are recorded and scored in the background once the
-stream is consumed; their result cannot be annotated or guarded, since it was already returned.
+``kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, GroundlensFilter())``: prompt functions are
+scored in line (their result carries the score; ``mode="replace"`` / ``"raise"`` guard flagged
+answers), native functions are ``tool`` steps whose outputs become context. A trace is one
+top-level ``kernel.invoke`` or a ``with guard.trace():`` block. What is read where, the modes and
+streaming: docs/integrations/semantic-kernel.md.
 """
 
 from __future__ import annotations
