@@ -308,6 +308,14 @@ class GroundlensCrewListener(AdapterShell):
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
 
+    def _record(self, ctx: Any, kind: str, **fields: Any) -> str:
+        """Record a step of the hook context's agent in its task; its step id."""
+        agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
+        fields.setdefault("node", node_name(agent, task))
+        fields.setdefault("parent_id", agent_scope(agent, task))
+        key = self._trace_key(getattr(ctx, "crew", None), agent, task)
+        return self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
+
     @_hook
     def _on_before_llm(self, ctx: Any) -> None:
         if self._closed:
@@ -328,7 +336,7 @@ class GroundlensCrewListener(AdapterShell):
     def _on_after_llm(self, ctx: Any) -> None:
         if self._closed:
             return None
-        agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
+        agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
         text = getattr(ctx, "response", None)
         if not isinstance(text, str) or agent is None:  # only agents' calls (not planning, summaries)
             return None
@@ -349,21 +357,17 @@ class GroundlensCrewListener(AdapterShell):
         if action:
             metadata["action"] = action
         self.context_store.set_pending_action(agent, task, kind == "tool_call")
-        step_id = self.recorder.record(
-            CallRecord(
-                trace_key=self._trace_key(crew, agent, task),
-                node=node_name(agent, task),
-                kind=kind,
-                question=question,
-                context=self.context_for(agent, task),
-                response=response,
-                model=getattr(llm, "model", None) if llm is not None and not isinstance(llm, str) else llm,
-                provider=getattr(llm, "provider", None) if llm is not None and not isinstance(llm, str) else None,
-                started_at=self.context_store.take_llm_start(agent, task),
-                ended_at=time.time(),
-                parent_id=agent_scope(agent, task),
-                metadata=metadata,
-            )
+        plain = llm is not None and not isinstance(llm, str)
+        step_id = self._record(
+            ctx,
+            kind,
+            question=question,
+            context=self.context_for(agent, task),
+            response=response,
+            model=getattr(llm, "model", None) if plain else llm,
+            provider=getattr(llm, "provider", None) if plain else None,
+            started_at=self.context_store.take_llm_start(agent, task),
+            metadata=metadata,
         )
         if kind == "tool_call":
             self.context_store.set_call_step(agent, task, step_id)
@@ -381,18 +385,13 @@ class GroundlensCrewListener(AdapterShell):
         # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
         name = str(getattr(ctx, "tool_name", "") or "tool")
         args = getattr(ctx, "tool_input", None)
-        step_id = self.recorder.record(
-            CallRecord(
-                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task),
-                node=node_name(agent, task),
-                kind="tool_call",
-                question=self.question_for(task),
-                response=f"{name}({_dump(args)})",
-                started_at=self.context_store.take_llm_start(agent, task),
-                ended_at=time.time(),
-                parent_id=agent_scope(agent, task),
-                metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
-            )
+        step_id = self._record(
+            ctx,
+            "tool_call",
+            question=self.question_for(task),
+            response=f"{name}({_dump(args)})",
+            started_at=self.context_store.take_llm_start(agent, task),
+            metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
         self.context_store.set_call_step(agent, task, step_id)
         return None  # never block the tool
@@ -415,18 +414,15 @@ class GroundlensCrewListener(AdapterShell):
             error = f"tool {name} failed: {text.strip()[:500]}"
         else:
             self.context_store.add(agent, task, text, f"tool:{name}")
-        self.recorder.record(
-            CallRecord(
-                trace_key=self._trace_key(getattr(ctx, "crew", None), agent, task),
-                node=f"{node_name(agent, task)} / {name}",
-                kind="tool",
-                question=_dump(getattr(ctx, "tool_input", None)),
-                response=text,
-                error=error,
-                ended_at=time.time(),
-                parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
-                metadata=metadata,
-            )
+        self._record(
+            ctx,
+            "tool",
+            node=f"{node_name(agent, task)} / {name}",
+            question=_dump(getattr(ctx, "tool_input", None)),
+            response=text,
+            error=error,
+            parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
+            metadata=metadata,
         )
         return None  # never rewrite the tool result
 

@@ -54,29 +54,26 @@ _NEED_QUESTION = (
     "groundlens self-check: no question known. Call this tool again with `question` set to the "
     "question your answer responds to (and `answer` = your draft answer)."
 )
+#: the instruction of a (method, band); a trusted answer is always "OK to answer."
 _INSTRUCTIONS = {
-    ("sgi", "flagged"): "FLAGGED: re-read the retrieved source and revise your answer so it is supported by it.",
-    (
-        "sgi",
-        "review",
-    ): "REVIEW: check each claim against the source; fix or drop what it does not support, then answer.",
-    ("sgi", "trusted"): "OK to answer.",
-    (
-        "support",
-        "flagged",
-    ): "FLAGGED: your answer states things the source does not; revise it so every claim comes from the source.",
-    ("support", "review"): "REVIEW: check the words the source does not contain; fix or drop them, then answer.",
-    ("support", "trusted"): "OK to answer.",
-    (
-        "dgi",
-        "flagged",
-    ): "FLAGGED: your answer does not look grounded; look up a source with your tools and revise your answer from it.",
-    (
-        "dgi",
-        "review",
-    ): "REVIEW: no source text was available; if you can, look one up and check your answer against it.",
-    ("dgi", "trusted"): "OK to answer.",
+    "sgi": (
+        "FLAGGED: re-read the retrieved source and revise your answer so it is supported by it.",
+        "REVIEW: check each claim against the source; fix or drop what it does not support, then answer.",
+    ),
+    "support": (
+        "FLAGGED: your answer states things the source does not; revise it so every claim comes from the source.",
+        "REVIEW: check the words the source does not contain; fix or drop them, then answer.",
+    ),
+    "dgi": (
+        "FLAGGED: your answer does not look grounded; look up a source with your tools and revise your answer from it.",
+        "REVIEW: no source text was available; if you can, look one up and check your answer against it.",
+    ),
 }
+
+
+def _instruction(method: str, triage: str) -> str:
+    flagged, review = _INSTRUCTIONS[method]
+    return flagged if triage == "flagged" else review if triage == "review" else "OK to answer."
 
 
 def _answer_text(answer: Any) -> str | None:
@@ -149,7 +146,7 @@ def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
         f"groundlens self-check: {triage.upper()} ({method.upper()}={result.value:.2f}, "
         f"normalized {result.normalized:.2f}, scored {basis})."
     )
-    lines = [head, _INSTRUCTIONS[(method, triage)]]
+    lines = [head, _instruction(method, triage)]
     weakest = getattr(getattr(result, "evidence", None), "weakest_sentence", None)
     if weakest is not None:  # name what to fix: the sentence stating most that the source lacks
         missing = ", ".join(dict.fromkeys(u.text for u in weakest.unsupported))
