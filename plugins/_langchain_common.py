@@ -398,14 +398,21 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     # ------------------------------------------------------------ tools
 
+    def _open_io_run(
+        self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
+    ) -> Run:
+        """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
+        name = kwargs.get("name") or serialized_name(serialized) or default
+        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
+        run.name = name
+        run.input_text = given if isinstance(given, str) else short(given, 2000)
+        return run
+
     @_guarded
     def on_tool_start(
         self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or serialized_name(serialized) or "tool"
-        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
-        run.name = name
-        run.input_text = input_str if isinstance(input_str, str) else short(input_str, 2000)
+        run = self._open_io_run(serialized, input_str, run_id, parent_run_id, kwargs, "tool")
         call_id = kwargs.get("tool_call_id")
         run.tool_call_id = str(call_id) if call_id else None
 
@@ -443,10 +450,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     def on_retriever_start(
         self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or serialized_name(serialized) or "retriever"
-        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
-        run.name = name
-        run.input_text = query if isinstance(query, str) else short(query, 2000)
+        self._open_io_run(serialized, query, run_id, parent_run_id, kwargs, "retriever")
 
     def _retrieval_step(self, run: Run, run_id: Any, documents: Any) -> list[CallRecord]:
         pieces = context_from(list(documents or ()), source="retriever")

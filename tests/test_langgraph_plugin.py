@@ -461,29 +461,22 @@ async def test_send_fanout_branches_keep_their_own_context_async():
     _check_fanout(cb.get_trace())
 
 
-def test_subgraph_node_path_and_retriever_context_inside_it():
+def research_subgraph(write: Callable[[RagState], dict]):
+    """A compiled subgraph: retrieve (a keyword retriever over DOCS), then ``write``."""
     retriever = KeywordRetriever(docs=DOCS)
-    model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
-
-    class Sub(TypedDict, total=False):
-        question: str
-        documents: list[Document]
-        answer: str
-
-    def retrieve(state: Sub):
-        return {"documents": retriever.invoke(state["question"])}
-
-    def write(state: Sub):
-        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
-
-    sg = StateGraph(Sub)
-    sg.add_node("retrieve", retrieve)
+    sg = StateGraph(RagState)
+    sg.add_node("retrieve", lambda state: {"documents": retriever.invoke(state["question"])})
     sg.add_node("write", write)
     sg.add_edge(START, "retrieve")
     sg.add_edge("retrieve", "write")
-    research = sg.compile()
+    return sg.compile()
 
-    g = StateGraph(Sub)
+
+def test_subgraph_node_path_and_retriever_context_inside_it():
+    model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
+    research = research_subgraph(lambda state: {"answer": model.invoke([HumanMessage(state["question"])]).content})
+
+    g = StateGraph(RagState)
     g.add_node("research", research)
     g.add_edge(START, "research")
     g.add_edge("research", END)
@@ -510,36 +503,21 @@ class NodeRuns(BaseCallbackHandler):
 
 
 def test_steps_in_a_subgraph_hang_under_their_node_run():
-    retriever = KeywordRetriever(docs=DOCS)
     model = scripted(
         AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-7"}]),
         "The Great Wall of China is more than 21,000 kilometres long.",
         "In Paris it is sunny.",
     )
 
-    class Sub(TypedDict, total=False):
-        question: str
-        documents: list[Document]
-        answer: str
-
-    def retrieve(state: Sub):
-        return {"documents": retriever.invoke(state["question"])}
-
-    def write(state: Sub):
+    def write(state: RagState):
         model.invoke([HumanMessage("Weather in Paris?")])  # a tool-call turn
         return {"answer": model.invoke([HumanMessage(state["question"])]).content}
 
-    sg = StateGraph(Sub)
-    sg.add_node("retrieve", retrieve)
-    sg.add_node("write", write)
-    sg.add_edge(START, "retrieve")
-    sg.add_edge("retrieve", "write")
-
-    def summary(state: Sub):
+    def summary(state: RagState):
         return {"answer": model.invoke([HumanMessage("Summarise: " + state["answer"])]).content}
 
-    g = StateGraph(Sub)
-    g.add_node("research", sg.compile())
+    g = StateGraph(RagState)
+    g.add_node("research", research_subgraph(write))
     g.add_node("summary", summary)
     g.add_edge(START, "research")
     g.add_edge("research", "summary")
