@@ -187,8 +187,7 @@ class _ClientTranslation(_AutoGenShell):
             client=self._client.dump_component(),
             agent_name=self.agent_name,
             trace_key=self.trace_key,
-            question_sources=None if self.question_sources is None else list(self.question_sources),
-            agent_messages_as_context=self.agent_messages_as_context,
+            **self._reading_options(),
         )
 
     @classmethod
@@ -197,8 +196,7 @@ class _ClientTranslation(_AutoGenShell):
             _core_models().ChatCompletionClient.load_component(config.client),
             agent_name=config.agent_name,
             trace_key=config.trace_key,
-            question_sources=config.question_sources,
-            agent_messages_as_context=config.agent_messages_as_context,
+            **cls._reading_config(config),
         )
 
 

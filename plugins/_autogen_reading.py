@@ -255,3 +255,16 @@ class _AutoGenShell(AdapterShell):
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)
+
+    def _reading_options(self) -> dict[str, Any]:
+        """The two reading options as a component config keeps them."""
+        sources = None if self.question_sources is None else list(self.question_sources)
+        return {"question_sources": sources, "agent_messages_as_context": self.agent_messages_as_context}
+
+    @staticmethod
+    def _reading_config(config: Any) -> dict[str, Any]:
+        """The two reading options of a component config, as constructor keywords."""
+        return {
+            "question_sources": config.question_sources,
+            "agent_messages_as_context": config.agent_messages_as_context,
+        }

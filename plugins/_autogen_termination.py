@@ -97,8 +97,7 @@ class _TerminationTranslation(_AutoGenShell):
         return self.component_config_schema(  # type: ignore[attr-defined]
             stop_on=list(self.stop_on),
             sources=None if self.sources is None else list(self.sources),
-            question_sources=None if self.question_sources is None else list(self.question_sources),
-            agent_messages_as_context=self.agent_messages_as_context,
+            **self._reading_options(),
         )
 
     @classmethod
@@ -106,8 +105,7 @@ class _TerminationTranslation(_AutoGenShell):
         return cls(
             stop_on=config.stop_on,
             sources=config.sources,
-            question_sources=config.question_sources,
-            agent_messages_as_context=config.agent_messages_as_context,
+            **cls._reading_config(config),
         )
 
 
