@@ -22,7 +22,7 @@ from groundlens_core.plugins._autogen_reading import (
     turn_id,
 )
 from groundlens_core.plugins._shell import handle_internal_errors, parse_usage, require
-from groundlens_core.trace.model import Trace, new_id
+from groundlens_core.trace.model import new_id
 from groundlens_core.trace.recorder import CallRecord
 
 
@@ -144,11 +144,10 @@ class _ClientTranslation(_AutoGenShell):
             family = None
         return str(family) if family else None
 
-    def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
-        """The trace ``key`` (default: this wrapper's ``trace_key``), once scored."""
-        if isinstance(key, (int, float)) and not isinstance(key, bool):
-            key, timeout = None, float(key)
-        return super().get_trace(key or self.trace_key, timeout=timeout)
+    @property
+    def default_trace_key(self) -> str | None:  # type: ignore[override]
+        """``get_trace()`` without a key reads this wrapper's ``trace_key``."""
+        return self.trace_key
 
     # -------------------------------------------------- delegated unchanged
 

@@ -456,6 +456,8 @@ class AdapterShell:
     framework: ClassVar[str] = "plugins"
     #: the install extra that brings the framework (``pip install "groundlens-core[<extra>]"``)
     extra: ClassVar[str] = "all"
+    #: the trace ``get_trace()`` reads when given no key (None: the latest)
+    default_trace_key: str | None = None
 
     def __init__(
         self,
@@ -508,13 +510,13 @@ class AdapterShell:
     # ------------------------------------------------------------ reading the traces
 
     def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
-        """The trace ``key`` (default: the latest), once its pending scores are done (or ``timeout``
-        passed: then the steps scored so far, and the rest as ``skipped`` steps with
-        ``skip_reason="pending"``)."""
+        """The trace ``key`` (default: :attr:`default_trace_key`, else the latest), once its pending
+        scores are done (or ``timeout`` passed: then the steps scored so far, and the rest as
+        ``skipped`` steps with ``skip_reason="pending"``). The one signature of every adapter."""
         if isinstance(key, (int, float)) and not isinstance(key, bool):  # get_trace(5.0): a timeout
             key, timeout = None, float(key)
         self.flush(timeout)
-        return self.recorder.get_trace(key, wait=False)
+        return self.recorder.get_trace(key or self.default_trace_key, wait=False)
 
     def get_traces(self, *, timeout: float | None = None) -> list[Trace]:
         """Every kept trace, oldest first, once pending scores are done (or ``timeout`` passed: the
