@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
@@ -376,24 +376,24 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        ended = time.time()
-        self._finish(
+        self._fail(
             run_id,
-            lambda run: [
-                self._step(
-                    run,
-                    run_id,
-                    "llm",
-                    question=run.questions[0] if run.questions else None,
-                    context=tuple(run.contexts[0]) if run.contexts else (),
-                    model=run.model,
-                    provider=run.provider,
-                    ended_at=ended,
-                    error=describe_exception(error),
-                    metadata=dict(run.metadata),
-                )
-            ],
             error,
+            "llm",
+            lambda run: {
+                "question": run.questions[0] if run.questions else None,
+                "context": tuple(run.contexts[0]) if run.contexts else (),
+                "model": run.model,
+                "provider": run.provider,
+                "metadata": dict(run.metadata),
+            },
+        )
+
+    def _fail(self, run_id: Any, error: BaseException, kind: str, fields: Callable[[Run], dict[str, Any]]) -> None:
+        """Close a failed run: one ``error`` step of ``kind`` with ``fields(run)``; the root's trace ends failed."""
+        text, ended = describe_exception(error), time.time()
+        self._finish(
+            run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
         )
 
     # ------------------------------------------------------------ tools
@@ -468,18 +468,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        error_text = describe_exception(error)
-        self._finish(
-            run_id,
-            lambda run: [
-                self._step(
-                    run,
-                    run_id,
-                    "retrieval",
-                    question=run.input_text,
-                    error=error_text,
-                    metadata={"retriever": run.name},
-                )
-            ],
-            error,
+        self._fail(
+            run_id, error, "retrieval", lambda run: {"question": run.input_text, "metadata": {"retriever": run.name}}
         )
