@@ -19,3 +19,8 @@ class CalibrationMismatchError(GroundlensError):
 
 class EmbeddingError(GroundlensError):
     """The embedder returned something unusable (wrong shape, NaN or infinite values)."""
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``"<ExceptionType>: <message>"``: how an error step, a log line or a trace end names a failure."""
+    return f"{type(exc).__name__}: {exc}"

@@ -35,7 +35,7 @@ from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_su
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
-from groundlens_core.errors import GroundlensError, GroundlensInputError
+from groundlens_core.errors import GroundlensError, GroundlensInputError, describe_exception
 from groundlens_core.evidence import EvidencePlan, build_evidence, context_keys, plan_context_facts, plan_evidence
 from groundlens_core.results import (
     DGIResult,
@@ -430,4 +430,4 @@ def _score_one_or_error(
     except GroundlensError as exc:
         return ScoreError(index=idx, error=str(exc))
     except Exception as exc:  # a bug or a broken model must not cost the other rows
-        return ScoreError(index=idx, error=f"{type(exc).__name__}: {exc}")
+        return ScoreError(index=idx, error=describe_exception(exc))

@@ -1,14 +1,19 @@
-"""Small helpers the framework adapters share: turning framework values into plain text and context.
-
-Append-only: several adapters import from here. Nothing in this module imports a framework.
+"""Small helpers the framework adapters share: framework values as plain text, the one context
+normaliser (:func:`context_from`, with its dedupe rule), the one trace scope (:func:`trace_scope`)
+and chat-message readers. Nothing in this module imports a framework.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence  # (the ABCs: isinstance on typing aliases is slower)
-from typing import Any
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence  # (the ABCs: isinstance on typing aliases is slower)
+from contextvars import ContextVar
+from typing import Any, TypeVar
 
-from groundlens_core.trace.model import ContextPiece
+from groundlens_core.errors import describe_exception
+from groundlens_core.trace.model import ContextPiece, new_id
+
+T = TypeVar("T")
 
 #: argument / state names that usually hold the user's question, in order of preference
 QUESTION_NAMES: tuple[str, ...] = ("question", "query", "input", "user_input", "ask", "request", "prompt")
@@ -61,37 +66,77 @@ def first_text(mapping: Mapping[str, Any] | None, names: Sequence[str]) -> tuple
     return None
 
 
-def pieces_from_value(value: Any, source: str) -> list[ContextPiece]:
-    """Context pieces from a value that may be one text or a list of documents/texts."""
-    if value is None:
-        return []
-    if isinstance(value, (list, tuple)):
-        items: Iterable[Any] = value
-    else:
-        items = [value]
-    out = []
-    for item in items:
-        text = as_text(item)
-        if text is None and item is not None and not isinstance(item, (bytes, bytearray)):
-            text = str(item)
-        if text and text.strip():
-            out.append(ContextPiece(text=text, source=source))
-    return out
+def _is_pair(value: Any) -> bool:
+    return isinstance(value, tuple) and len(value) == 2 and all(isinstance(x, str) for x in value)
 
 
-def merge_pieces(*groups: Iterable[ContextPiece]) -> list[ContextPiece]:
-    """Concatenate groups of pieces, keeping the first piece of each distinct text."""
+def _piece(item: Any, source: str) -> ContextPiece | None:
+    """One context item as a piece: a piece, a ``(text, source)`` pair, or a value's text."""
+    if item is None or isinstance(item, (bytes, bytearray)):
+        return None
+    if isinstance(item, ContextPiece):
+        return item
+    if _is_pair(item):
+        return ContextPiece(text=item[0], source=item[1])
+    text = as_text(item)
+    return ContextPiece(text=str(item) if text is None else text, source=source)
+
+
+def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
+    """The one context normaliser of the adapters: context pieces from any number of values, in order.
+
+    A value is a text, a document or message (its text, see :func:`as_text`), a
+    :class:`ContextPiece`, a ``(text, source)`` pair inside a list, any other object (its ``str``),
+    or a list of these; ``None`` and bytes give nothing. Pieces made here take ``source``.
+
+    Dedupe rule: a piece is dropped when its text is blank, or when its text without surrounding
+    whitespace equals that of an earlier piece; the earlier piece (and its source) is kept. So the
+    first place a text was found names it, and a text the model saw twice counts once.
+    """
     seen: set[str] = set()
     out: list[ContextPiece] = []
     for group in groups:
-        for piece in group:
-            if not isinstance(piece.text, str) or not piece.text.strip():
-                continue
-            key = piece.text.strip()
-            if key not in seen:
+        items = group if isinstance(group, (list, tuple)) else [group]
+        for piece in filter(None, (_piece(item, source) for item in items)):
+            key = piece.text.strip() if isinstance(piece.text, str) else ""
+            if key and key not in seen:
                 seen.add(key)
                 out.append(piece)
     return out
+
+
+def pieces_from_value(value: Any, source: str) -> list[ContextPiece]:
+    """``context_from(value, source=source)``: the name the provider readers use."""
+    return context_from(value, source=source)
+
+
+@contextlib.contextmanager
+def trace_scope(
+    recorder: Any,
+    var: ContextVar[T | None],
+    value: Callable[[str], T],
+    *,
+    name: str | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Iterator[str]:
+    """Group the calls made inside the block into one trace of ``recorder``; yields its key.
+
+    The adapter finds the trace through ``var``, which holds ``value(key)`` inside the block (a
+    context variable: threads and asyncio tasks started inside see it, other runs do not). The
+    trace ends when the block does, with the exception that left it as its error.
+    """
+    key = new_id()
+    recorder.start_trace(key, name=name, metadata=metadata)
+    token = var.set(value(key))
+    error: str | None = None
+    try:
+        yield key
+    except BaseException as exc:
+        error = describe_exception(exc)
+        raise
+    finally:
+        var.reset(token)
+        recorder.end_trace(key, error=error)
 
 
 def short(value: Any, limit: int = 300) -> str:

@@ -1,57 +1,42 @@
 """The LangChain callback translation shared by the LangGraph and LangChain plugins: one implementation.
 
 :class:`GroundlensCallbackBase` is a ``BaseCallbackHandler`` that turns LangChain run events into
-:class:`~groundlens_core.trace.CallRecord` s for a :class:`~groundlens_core.trace.Recorder`:
-
-* every root run (``parent_run_id`` None, or a parent this handler never saw) is one trace, keyed by
-  the root run id; every run id maps to its root, so concurrent invocations never mix;
-* an LLM call is read at its start (question, context, node, model) and recorded at its end (response,
-  usage); the recorder scores it on its own thread (SGI with context, DGI without);
-* tool and retriever runs are recorded as ``tool``/``retrieval`` steps (not scored: they are context).
-
-Where a call's context comes from, in this order (each piece keeps its source):
-
-``override``        ``config={"metadata": {"groundlens_context": "..." | [...]}}`` (added to the rest)
-``tool:<name>``     tool messages after the last human message of the model's input
-``retriever``       documents returned by retrievers earlier in the same root run and branch
-``state:<key>``     values of the state keys ``context_keys`` the node received, or that earlier
-                    graph nodes (earlier supersteps, never a parallel branch) wrote
-``prompt:system``   only when none of the above gave anything: a system message of the model's
-``prompt:human``    input that carries substantive text, and the text of the last human message
-                    beyond its question (a RAG template's pasted context); see ``_prompt_context``
-
-A call still left without context while its prompt carried long text is scored with DGI, and its
-node gets one warning (once per handler) that says how to name the context (``context_keys``).
-
-``config={"metadata": {"groundlens_question": "..."}}`` replaces the question (by default the last
-human message of the model's input, without the context a RAG template pasted around it: never the
-system prompt).
-
-Callback methods only translate and append; nothing here embeds text on the caller's thread, and no
-exception leaves a callback method (it is logged and recorded as an ``error`` step instead).
-Scores are triage signals for ranking outputs for human review, not verdicts of truth.
+call records: every root run is one trace; an LLM call is read at its start (question, context,
+node, model) and recorded at its end; tool and retriever runs are ``tool`` / ``retrieval`` steps,
+the context of later calls. Where context comes from, in which order, and how a step's
+``parent_id`` is chosen: docs/integrations/langchain.md and docs/architecture.md ("Step tree").
+Callback methods only translate and append, and no exception leaves them (it becomes an ``error``
+step); per-run bookkeeping and the pure readers are in ``_langchain_runs``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from groundlens_core.plugins._common import (
-    as_text,
-    last_user_index,
-    merge_pieces,
-    message_role,
-    message_text,
-    pieces_from_value,
-    short,
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import context_from, message_text, short
+from groundlens_core.plugins._langchain_runs import (
+    Root,
+    Run,
+    Task,
+    collected_context,
+    is_interrupt,
+    long_keys,
+    md_str,
+    model_name,
+    node_path,
+    serialized_name,
+    state_pieces,
+    tool_message_pieces,
+    tool_output_text,
+    usage_of,
 )
 from groundlens_core.plugins._prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
-from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, parse_usage, require
-from groundlens_core.trace.model import META_TOOL, ContextPiece, Usage
+from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, require
+from groundlens_core.trace.model import META_TOOL, ContextPiece
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -62,64 +47,7 @@ CONTEXT_OVERRIDE_KEY = "groundlens_context"
 QUESTION_OVERRIDE_KEY = "groundlens_question"
 DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
 
-_MODEL_KEYS = ("model", "model_name", "model_id", "deployment_name", "azure_deployment")
 _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
-_INTERRUPTS = ("GraphInterrupt", "NodeInterrupt", "Interrupt")
-_LONG_STATE_CHARS = 200  # a state value this long is named in the no-context warning as a likely context key
-
-
-# ---------------------------------------------------------------- per-run bookkeeping
-
-
-@dataclass
-class _Task:
-    """One LangGraph task (a node execution), known by its checkpoint namespace."""
-
-    ns: str
-    step: int | None
-    start_seq: int
-    end_seq: int | None = None
-    inputs: list[ContextPiece] = field(default_factory=list)  # state keys the node received
-    outputs: list[ContextPiece] = field(default_factory=list)  # state keys the node wrote
-    long_keys: tuple[str, ...] = ()  # other state keys the node received holding long text
-
-
-@dataclass
-class _Root:
-    key: str
-    name: str
-    run_ids: list[str] = field(default_factory=list)
-    seq: int = 0
-    tasks: dict[str, _Task] = field(default_factory=dict)
-    task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
-    root_pieces: list[ContextPiece] = field(default_factory=list)  # context keys of the root input
-    root_long_keys: tuple[str, ...] = ()  # other keys of the root input holding long text
-    # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
-    retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
-    tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
-
-    def tick(self) -> int:
-        self.seq += 1
-        return self.seq
-
-
-@dataclass
-class _Run:
-    root: str
-    ns: str
-    node: str
-    started_at: float
-    name: str = ""
-    parent: str | None = None
-    # LLM runs
-    questions: list[str | None] = field(default_factory=list)
-    contexts: list[list[ContextPiece]] = field(default_factory=list)
-    model: str | None = None
-    provider: str | None = None
-    # tool / retriever runs
-    input_text: str | None = None
-    tool_call_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
@@ -134,99 +62,6 @@ def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tu
 #: every callback method: nothing it raises reaches LangChain; it is logged and recorded as an
 #: ``error`` step in the run's trace instead
 _guarded = handle_internal_errors(trace_key=_error_target)
-
-
-# ---------------------------------------------------------------- small readers
-
-
-def _md_str(metadata: Mapping[str, Any], key: str) -> str | None:
-    value = metadata.get(key)
-    return value if isinstance(value, str) and value else None
-
-
-def node_path(ns: str, metadata: Mapping[str, Any]) -> str | None:
-    """``parent/child`` from a checkpoint namespace ``parent:<task id>|child:<task id>``."""
-    if ns:
-        names = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
-        names = [n for n in names if n]
-        if names:
-            return "/".join(names)
-    return _md_str(metadata, "langgraph_node")
-
-
-def _serialized_name(serialized: Any) -> str | None:
-    if isinstance(serialized, Mapping):
-        name = serialized.get("name")
-        if isinstance(name, str) and name:
-            return name
-        ids = serialized.get("id")
-        if isinstance(ids, list) and ids and isinstance(ids[-1], str):
-            return ids[-1]
-    return None
-
-
-def _model_name(*sources: Any) -> str | None:
-    for src in sources:
-        if isinstance(src, Mapping):
-            for key in _MODEL_KEYS:
-                value = src.get(key)
-                if isinstance(value, str) and value:
-                    return value
-    return None
-
-
-def _usage(message: Any, llm_output: Any) -> Usage | None:
-    return parse_usage(getattr(message, "usage_metadata", None)) or parse_usage(llm_output)
-
-
-def _tool_name_for(messages: Sequence[Any], index: int) -> str:
-    """The tool that produced ``messages[index]``: its ``name``, else the matching earlier tool call."""
-    msg = messages[index]
-    name = msg.get("name") if isinstance(msg, Mapping) else getattr(msg, "name", None)
-    if isinstance(name, str) and name:
-        return name
-    call_id = msg.get("tool_call_id") if isinstance(msg, Mapping) else getattr(msg, "tool_call_id", None)
-    if call_id:
-        for prev in reversed(messages[:index]):
-            for call in getattr(prev, "tool_calls", None) or []:
-                if isinstance(call, Mapping) and call.get("id") == call_id and call.get("name"):
-                    return str(call["name"])
-    return "tool"
-
-
-def tool_message_pieces(messages: Sequence[Any]) -> list[ContextPiece]:
-    """Tool outputs the model saw for its current question: tool messages after the last human message."""
-    start = last_user_index(messages)
-    out = []
-    for i in range(0 if start is None else start + 1, len(messages)):
-        if message_role(messages[i]) in ("tool", "function"):
-            text = message_text(messages[i]).strip()
-            if text:
-                out.append(ContextPiece(text=text, source=f"tool:{_tool_name_for(messages, i)}"))
-    return out
-
-
-def _tool_output_text(output: Any) -> str | None:
-    """Readable text of what a tool returned (a ToolMessage, a Command, a string, anything)."""
-    if output is None:
-        return None
-    if isinstance(output, str):
-        return output
-    if hasattr(output, "content"):
-        return message_text(output)
-    update = getattr(output, "update", None)  # langgraph Command
-    if isinstance(update, Mapping):
-        msgs = update.get("messages")
-        if isinstance(msgs, (list, tuple)):
-            return "\n\n".join(t for t in (message_text(m) for m in msgs) if t) or None
-    return as_text(output) or short(output, 2000)
-
-
-def _is_interrupt(error: BaseException) -> bool:
-    return any(cls.__name__ in _INTERRUPTS for cls in type(error).__mro__)
-
-
-# ---------------------------------------------------------------- the handler
 
 
 class GroundlensCallbackBase(AdapterShell, _HandlerBase):
@@ -254,8 +89,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
         self._lock = threading.Lock()
-        self._runs: dict[str, _Run] = {}
-        self._roots: dict[str, _Root] = {}
+        self._runs: dict[str, Run] = {}
+        self._roots: dict[str, Root] = {}
         self.context_keys = tuple(context_keys)
         self._warned_nodes: set[str] = set()  # nodes already warned about long prompts scored without context
         super().__init__(name=name, **shell)
@@ -270,17 +105,18 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         name: str,
         inputs: Any = None,
         tags: Any = None,
-    ) -> _Run:
+    ) -> Run:
         """Register a run under its root (opening a new trace for a root run) and its LangGraph task."""
         rid = str(run_id)
+        parent_rid = str(parent_run_id) if parent_run_id is not None else None
         md = metadata or {}
         ns = md.get("langgraph_checkpoint_ns")
         ns = ns if isinstance(ns, str) else ""
-        new_root: _Root | None = None
+        new_root: Root | None = None
         with self._lock:
-            parent = self._runs.get(str(parent_run_id)) if parent_run_id is not None else None
+            parent = self._runs.get(parent_rid) if parent_rid is not None else None
             if parent is None:
-                new_root = _Root(key=rid, name=self.name or name or self.framework)
+                new_root = Root(key=rid, name=self.name or name or self.framework)
                 self._roots[rid] = new_root
                 if len(self._roots) > _MAX_OPEN_ROOTS:
                     abandoned = next(iter(self._roots))
@@ -294,21 +130,22 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 root.run_ids.append(rid)
                 if ns and ns not in root.tasks:  # the first run of a task is the node's own run
                     step = md.get("langgraph_step")
-                    task = _Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick())
-                    task.inputs = self._state_pieces(inputs)
-                    task.long_keys = self._long_keys(inputs)
+                    task = Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick(), run_id=rid)
+                    task.inputs = state_pieces(self.context_keys, inputs)
+                    task.long_keys = long_keys(self.context_keys, inputs)
                     root.tasks[ns] = task
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
-                    root.root_pieces = self._state_pieces(inputs)
-                    root.root_long_keys = self._long_keys(inputs)
-            run = _Run(
+                    root.root_pieces = state_pieces(self.context_keys, inputs)
+                    root.root_long_keys = long_keys(self.context_keys, inputs)
+            run = Run(
                 root=root_key,
                 ns=ns,
                 node=node_path(ns, md) or name or "run",
                 started_at=time.time(),
                 name=name,
-                parent=str(parent_run_id) if parent_run_id is not None else None,
+                parent=parent_rid,
+                parent_step=root.parent_of(rid, ns, parent_rid) if root is not None and parent is not None else None,
             )
             self._runs[rid] = run
         if new_root is not None:
@@ -327,7 +164,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             for rid in root.run_ids:
                 self._runs.pop(rid, None)
 
-    def _close_run(self, run_id: Any) -> tuple[_Run | None, bool]:
+    def _close_run(self, run_id: Any) -> tuple[Run | None, bool]:
         """Forget a finished run; (its run, whether it was a root run). Ends the root's trace bookkeeping."""
         rid = str(run_id)
         with self._lock:
@@ -344,63 +181,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     root.tasks[ns].end_seq = root.tick()
             return run, False
 
-    def _state_pieces(self, value: Any) -> list[ContextPiece]:
-        """``state:<key>`` pieces of the configured context keys in a state, an update, a Command or a list of them."""
-        if value is None or not self.context_keys:
-            return []
-        if isinstance(value, (list, tuple)):
-            out: list[ContextPiece] = []
-            for item in value[:64]:
-                if isinstance(item, Mapping) or hasattr(item, "update"):
-                    out.extend(self._state_pieces(item))
-            return out
-        if not isinstance(value, Mapping):
-            update = getattr(value, "update", None)  # langgraph Command(update=...)
-            if update is not None and not callable(update):
-                return self._state_pieces(update)
-        out = []
-        for key in self.context_keys:
-            if isinstance(value, Mapping):
-                item = value.get(key)
-            elif isinstance(value, (str, bytes, int, float)):
-                return []
-            else:
-                item = getattr(value, key, None)
-            if item is not None:
-                out.extend(pieces_from_value(item, f"state:{key}"))
-        return out
+    def _finish(self, run_id: Any, records: Any = None, error: BaseException | None = None) -> Run | None:
+        """Close a run: record the steps ``records(run)`` gives, and end its trace when it was the root."""
+        run, is_root = self._close_run(run_id)
+        if run is None:
+            return None
+        for record in records(run) if records is not None else ():
+            self.recorder.record(record)
+        if is_root:
+            self._end_root(run.root, error)
+        return run
 
-    def _long_keys(self, value: Any) -> tuple[str, ...]:
-        """Keys of a state mapping, other than ``context_keys`` and ``messages``, whose value is long
-        text: named in the no-context warning as the likely place of the context."""
-        if not isinstance(value, Mapping):
-            return ()
-        out = []
-        for key, item in list(value.items())[:64]:
-            if not isinstance(key, str) or key in self.context_keys or key == "messages":
-                continue
-            text = item if isinstance(item, str) else as_text(item) if isinstance(item, (list, tuple)) else None
-            if text is not None and len(text) >= _LONG_STATE_CHARS:
-                out.append(key)
-        return tuple(out)
-
-    @staticmethod
-    def _earlier(root: _Root, x: str, t: str) -> bool:
-        """Whether what task ``x`` produced was there when task ``t`` ran: ``x`` is ``t``, its ancestor
-        or descendant, or ``x``'s branch ran in an earlier superstep. Parallel branches never see each other."""
-        if not x or not t or x == t:
-            return True
-        xs, ts = x.split("|"), t.split("|")
-        for i in range(min(len(xs), len(ts))):
-            if xs[i] == ts[i]:
-                continue
-            xa, ta = root.tasks.get("|".join(xs[: i + 1])), root.tasks.get("|".join(ts[: i + 1]))
-            if xa is None or ta is None:
-                return False
-            if xa.step is not None and ta.step is not None:
-                return xa.step < ta.step
-            return xa.end_seq is not None and xa.end_seq < ta.start_seq
-        return True  # one is inside the other
+    def _step(self, run: Run, run_id: Any, kind: str, **fields: Any) -> CallRecord:
+        """The call record of a step made by ``run``: its trace, node, timing, id and parent."""
+        fields.setdefault("ended_at", time.time())
+        fields.setdefault("step_id", str(run_id))
+        fields.setdefault("parent_id", run.parent_step)
+        return CallRecord(trace_key=run.root, node=run.node, kind=kind, started_at=run.started_at, **fields)
 
     def _chain(self, parent: str | None) -> tuple[tuple[str, str], ...]:
         """(run id, name) of ``parent`` and its open ancestors, nearest first (caller holds the lock)."""
@@ -413,61 +210,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             parent = run.parent
         return tuple(out)
 
-    @staticmethod
-    def _visible_outside_graph(doc_chain: tuple[tuple[str, str], ...], llm_ancestors: set[str]) -> bool:
-        """Outside LangGraph (no namespaces): a document is hidden from a call in another branch of
-        the same ``RunnableParallel``, i.e. when their nearest common run is a parallel."""
-        for rid, name in doc_chain:
-            if rid in llm_ancestors:
-                return not name.startswith("RunnableParallel")
-        return True
-
-    def _collected_context(
-        self, root: _Root | None, ns: str, llm_ancestors: set[str] | None = None
-    ) -> list[ContextPiece]:
-        """Retriever documents and state values visible to a call in task ``ns`` (caller holds the lock)."""
-        if root is None:
-            return []
-        ancestors = llm_ancestors or set()
-        retrieved = [
-            p
-            for task_ns, chain, p in root.retrieved
-            if (self._earlier(root, task_ns, ns) if (task_ns and ns) else self._visible_outside_graph(chain, ancestors))
-        ]
-        state: list[ContextPiece] = list(root.root_pieces)
-        own = root.tasks.get(ns) if ns else None
-        if own is not None:
-            state.extend(own.inputs)
-        for task in root.tasks.values():
-            if task.outputs and task.end_seq is not None and task.ns != ns and self._earlier(root, task.ns, ns):
-                state.extend(task.outputs)
-        return merge_pieces(retrieved, state)
-
     def _end_root(self, key: str, error: BaseException | None = None) -> None:
-        if error is not None and _is_interrupt(error):  # human-in-the-loop pause, not a failure
+        if error is not None and is_interrupt(error):  # human-in-the-loop pause, not a failure
             self.recorder.annotate_trace(key, {"interrupted": True})
             error = None
         elif isinstance(error, GeneratorExit):  # the caller stopped consuming a stream early
             self.recorder.annotate_trace(key, {"stopped_early": True})
             error = None
-        self.recorder.end_trace(key, error=None if error is None else f"{type(error).__name__}: {error}")
+        self.recorder.end_trace(key, error=None if error is None else describe_exception(error))
 
     # ------------------------------------------------------------ chains (graph, nodes, sequences)
 
     @_guarded
     def on_chain_start(
-        self,
-        serialized: Any,
-        inputs: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or _serialized_name(serialized) or "chain"
-        self._open_run(run_id, parent_run_id, metadata, name, inputs=inputs, tags=tags)
+        name = kwargs.get("name") or serialized_name(serialized) or "chain"
+        self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, inputs=inputs, tags=kwargs.get("tags"))
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
@@ -478,22 +237,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             if root is not None and rid in root.task_runs:
                 task = root.tasks.get(root.task_runs[rid])
                 if task is not None:
-                    task.outputs = self._state_pieces(outputs)
-        run, is_root = self._close_run(run_id)
-        if is_root and run is not None:
-            if isinstance(outputs, Mapping) and outputs.get("__interrupt__"):  # paused for a human (interrupt())
-                self.recorder.annotate_trace(run.root, {"interrupted": True})
-            self._end_root(run.root)
+                    task.outputs = state_pieces(self.context_keys, outputs)
+        if run is not None and run.root == rid and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
+            self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
+        self._finish(run_id)
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        if is_root:
-            self._end_root(run.root, error)
-        elif _is_interrupt(error):  # a node paused the graph for a human (interrupt()); the root ends normally
-            self.recorder.annotate_trace(run.root, {"interrupted": True})
+        run = self._finish(run_id, error=error)
+        if run is not None and run.root != str(run_id) and is_interrupt(error):
+            self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
 
     # ------------------------------------------------------------ LLM calls
 
@@ -504,32 +257,30 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         prompts: Sequence[str] | None,
         run_id: Any,
         parent_run_id: Any,
-        tags: Any,
-        metadata: Any,
         kwargs: Mapping[str, Any],
     ) -> None:
-        md = metadata or {}
-        name = kwargs.get("name") or _serialized_name(serialized) or "llm"
+        md, tags = kwargs.get("metadata") or {}, kwargs.get("tags")
+        name = kwargs.get("name") or serialized_name(serialized) or "llm"
         run = self._open_run(run_id, parent_run_id, md, name, tags=tags)
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
-        run.model = _model_name(kwargs.get("invocation_params"), serial_kwargs) or _md_str(md, "ls_model_name")
-        run.provider = _md_str(md, "ls_provider")
+        run.model = model_name(kwargs.get("invocation_params"), serial_kwargs) or md_str(md, "ls_model_name")
+        run.provider = md_str(md, "ls_provider")
         override_q = md.get(QUESTION_OVERRIDE_KEY)
         question = override_q if isinstance(override_q, str) and override_q.strip() else None
-        override_ctx = pieces_from_value(md.get(CONTEXT_OVERRIDE_KEY), "override")
+        override_ctx = context_from(md.get(CONTEXT_OVERRIDE_KEY), source="override")
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
-            collected = self._collected_context(self._roots.get(run.root), run.ns, ancestors)
+            collected = collected_context(self._roots.get(run.root), run.ns, ancestors)
         calls: list[tuple[PromptReading, list[ContextPiece]]] = []
         if message_lists is not None:
             for messages in message_lists:
                 messages = list(messages or ())
-                found = merge_pieces(override_ctx, tool_message_pieces(messages), collected)
+                found = context_from(override_ctx, tool_message_pieces(messages), collected)
                 calls.append((read_messages(messages), found))
         else:
             for prompt in prompts or ():
                 text = prompt if isinstance(prompt, str) else str(prompt)
-                calls.append((read_prompt(text), merge_pieces(override_ctx, collected)))
+                calls.append((read_prompt(text), context_from(override_ctx, collected)))
         bare_words = 0  # the longest prompt among this run's calls left without any context
         for reading, found in calls:
             context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found
@@ -543,7 +294,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             if key in md:
                 run.metadata[key] = md[key]
 
-    def _warn_no_context(self, run: _Run, words: int) -> None:
+    def _warn_no_context(self, run: Run, words: int) -> None:
         """One warning per node: its long prompt is scored with DGI, and how to name its context."""
         with self._lock:
             if run.node in self._warned_nodes:
@@ -567,39 +318,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_chat_model_start(
-        self,
-        serialized: Any,
-        messages: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._start_llm(serialized, messages, None, run_id, parent_run_id, tags, metadata, kwargs)
+        self._start_llm(serialized, messages, None, run_id, parent_run_id, kwargs)
 
     @_guarded
     def on_llm_start(
-        self,
-        serialized: Any,
-        prompts: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._start_llm(serialized, None, prompts, run_id, parent_run_id, tags, metadata, kwargs)
+        self._start_llm(serialized, None, prompts, run_id, parent_run_id, kwargs)
 
     @_guarded
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
         ended = time.time()
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        rid = str(run_id)
+        self._finish(run_id, lambda run: self._generation_steps(run, str(run_id), response, ended))
+
+    def _generation_steps(self, run: Run, rid: str, response: Any, ended: float) -> Iterable[CallRecord]:
+        """One step per generation of an LLM run (the first keeps the run id as its step id)."""
         llm_output = getattr(response, "llm_output", None)
         generations = getattr(response, "generations", None) or []
         for i, gens in enumerate(generations):
@@ -609,9 +344,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 message = getattr(gen, "message", None)
                 text = (message_text(message) if message is not None else getattr(gen, "text", "")) or ""
                 tool_calls = [c for c in (getattr(message, "tool_calls", None) or []) if isinstance(c, Mapping)]
-                kind = "tool_call" if tool_calls and not text.strip() else "llm"
-                resp_md = getattr(message, "response_metadata", None)
-                model = run.model or _model_name(llm_output, resp_md)
                 meta = dict(run.metadata)
                 if tool_calls:
                     meta["tool_calls"] = [
@@ -628,173 +360,114 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                             for c in tool_calls:
                                 if c.get("id"):
                                     root.tool_call_steps[str(c["id"])] = step_id
-                self.recorder.record(
-                    CallRecord(
-                        trace_key=run.root,
-                        node=run.node,
-                        kind=kind,
-                        question=question,
-                        context=tuple(context),
-                        response=text if text.strip() else None,
-                        model=model,
-                        provider=run.provider,
-                        usage=_usage(message, llm_output),
-                        started_at=run.started_at,
-                        ended_at=ended,
-                        step_id=step_id,
-                        metadata=meta,
-                    )
+                yield self._step(
+                    run,
+                    step_id,
+                    "tool_call" if tool_calls and not text.strip() else "llm",
+                    question=question,
+                    context=tuple(context),
+                    response=text if text.strip() else None,
+                    model=run.model or model_name(llm_output, getattr(message, "response_metadata", None)),
+                    provider=run.provider,
+                    usage=usage_of(message, llm_output),
+                    ended_at=ended,
+                    metadata=meta,
                 )
-        if is_root:
-            self._end_root(run.root)
 
     @_guarded
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        ended = time.time()
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        self.recorder.record(
-            CallRecord(
-                trace_key=run.root,
-                node=run.node,
-                kind="llm",
-                question=run.questions[0] if run.questions else None,
-                context=tuple(run.contexts[0]) if run.contexts else (),
-                model=run.model,
-                provider=run.provider,
-                started_at=run.started_at,
-                ended_at=ended,
-                step_id=str(run_id),
-                error=f"{type(error).__name__}: {error}",
-                metadata=dict(run.metadata),
-            )
+        self._fail(
+            run_id,
+            error,
+            "llm",
+            lambda run: {
+                "question": run.questions[0] if run.questions else None,
+                "context": tuple(run.contexts[0]) if run.contexts else (),
+                "model": run.model,
+                "provider": run.provider,
+                "metadata": dict(run.metadata),
+            },
         )
-        if is_root:
-            self._end_root(run.root, error)
+
+    def _fail(self, run_id: Any, error: BaseException, kind: str, fields: Callable[[Run], dict[str, Any]]) -> None:
+        """Close a failed run: one ``error`` step of ``kind`` with ``fields(run)``; the root's trace ends failed."""
+        text, ended = describe_exception(error), time.time()
+        self._finish(
+            run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
+        )
 
     # ------------------------------------------------------------ tools
 
+    def _open_io_run(
+        self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
+    ) -> Run:
+        """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
+        name = kwargs.get("name") or serialized_name(serialized) or default
+        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
+        run.name = name
+        run.input_text = given if isinstance(given, str) else short(given, 2000)
+        return run
+
     @_guarded
     def on_tool_start(
-        self,
-        serialized: Any,
-        input_str: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or _serialized_name(serialized) or "tool"
-        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
-        run.name = name
-        run.input_text = input_str if isinstance(input_str, str) else short(input_str, 2000)
+        run = self._open_io_run(serialized, input_str, run_id, parent_run_id, kwargs, "tool")
         call_id = kwargs.get("tool_call_id")
         run.tool_call_id = str(call_id) if call_id else None
 
-    def _tool_record(self, run: _Run, run_id: Any, **fields: Any) -> CallRecord:
+    def _tool_step(self, run: Run, run_id: Any, **fields: Any) -> list[CallRecord]:
+        """A tool step; its parent is the model turn that asked for it when that turn is a step."""
         with self._lock:
             root = self._roots.get(run.root)
-            parent = root.tool_call_steps.get(run.tool_call_id) if root is not None and run.tool_call_id else None
+            asked_by = root.tool_call_steps.get(run.tool_call_id) if root is not None and run.tool_call_id else None
         meta = {META_TOOL: run.name}
         if run.tool_call_id:
             meta["tool_call_id"] = run.tool_call_id
-        return CallRecord(
-            trace_key=run.root,
-            node=run.node,
-            kind="tool",
-            question=run.input_text,
-            started_at=run.started_at,
-            ended_at=time.time(),
-            step_id=str(run_id),
-            parent_id=parent,
-            metadata=meta,
-            **fields,
-        )
+        return [
+            self._step(
+                run,
+                run_id,
+                "tool",
+                question=run.input_text,
+                parent_id=asked_by or run.parent_step,
+                metadata=meta,
+                **fields,
+            )
+        ]
 
     @_guarded
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        self.recorder.record(self._tool_record(run, run_id, response=_tool_output_text(output)))
-        if is_root:
-            self._end_root(run.root)
+        self._finish(run_id, lambda run: self._tool_step(run, run_id, response=tool_output_text(output)))
 
     @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        self.recorder.record(self._tool_record(run, run_id, error=f"{type(error).__name__}: {error}"))
-        if is_root:
-            self._end_root(run.root, error)
+        self._finish(run_id, lambda run: self._tool_step(run, run_id, error=describe_exception(error)), error)
 
     # ------------------------------------------------------------ retrievers
 
     @_guarded
     def on_retriever_start(
-        self,
-        serialized: Any,
-        query: Any,
-        *,
-        run_id: Any,
-        parent_run_id: Any = None,
-        tags: Any = None,
-        metadata: Any = None,
-        **kwargs: Any,
+        self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or _serialized_name(serialized) or "retriever"
-        run = self._open_run(run_id, parent_run_id, metadata, name, tags=tags)
-        run.name = name
-        run.input_text = query if isinstance(query, str) else short(query, 2000)
+        self._open_io_run(serialized, query, run_id, parent_run_id, kwargs, "retriever")
 
-    @_guarded
-    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        pieces = pieces_from_value(list(documents or ()), "retriever")
+    def _retrieval_step(self, run: Run, run_id: Any, documents: Any) -> list[CallRecord]:
+        pieces = context_from(list(documents or ()), source="retriever")
         with self._lock:
             root = self._roots.get(run.root)
             if root is not None:
                 chain = self._chain(run.parent)
                 root.retrieved.extend((run.ns, chain, p) for p in pieces)
-        self.recorder.record(
-            CallRecord(
-                trace_key=run.root,
-                node=run.node,
-                kind="retrieval",
-                question=run.input_text,
-                context=tuple(pieces),
-                started_at=run.started_at,
-                ended_at=time.time(),
-                step_id=str(run_id),
-                metadata={"retriever": run.name, "documents": len(pieces)},
-            )
-        )
-        if is_root:
-            self._end_root(run.root)
+        meta = {"retriever": run.name, "documents": len(pieces)}
+        return [self._step(run, run_id, "retrieval", question=run.input_text, context=tuple(pieces), metadata=meta)]
+
+    @_guarded
+    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._finish(run_id, lambda run: self._retrieval_step(run, run_id, documents))
 
     @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return
-        self.recorder.record(
-            CallRecord(
-                trace_key=run.root,
-                node=run.node,
-                kind="retrieval",
-                question=run.input_text,
-                started_at=run.started_at,
-                ended_at=time.time(),
-                step_id=str(run_id),
-                error=f"{type(error).__name__}: {error}",
-                metadata={"retriever": run.name},
-            )
+        self._fail(
+            run_id, error, "retrieval", lambda run: {"question": run.input_text, "metadata": {"retriever": run.name}}
         )
-        if is_root:
-            self._end_root(run.root, error)

@@ -1,25 +1,10 @@
 """Context a prompt carries itself: the source text RAG code pastes into system and human messages.
 
 When an adapter finds no retriever, tool, state or explicit context for a model call, the prompt is
-the last place the source text can be. Two places are read:
-
-``prompt:system``  a system message that carries substantive text: leaving out persona and
-                   instruction sentences ("You are a helpful assistant.", "Always answer in one
-                   sentence.", "Answer from this policy:"), at least :data:`SUBSTANTIVE_WORDS`
-                   content words remain (words of three letters or more that are not function
-                   words, and numbers). The piece is the whole message, instructions included.
-``prompt:human``   the text of the last human message beyond its question, when that text is
-                   substantive by the same rule. The question is, in this order: the text of a
-                   ``<question>`` tag or after a ``Question:`` / ``Q:`` / ``Query:`` label (the
-                   context is then the ``<context>`` tag or ``Context:`` / ``Documents:`` section
-                   when there is one, else the rest); else the last paragraph when it ends in
-                   ``?`` (the last sentence ending in ``?`` when the message is one paragraph), or
-                   the first paragraph when it does (the source text below it); else a leading
-                   task line ending in ``:`` ("Summarize the following text:", "Translate this:",
-                   "Based on the report below:"). A message whose remaining text is not
-                   substantive stays whole: all of it is the question.
-
-Pure text functions, no framework imports; regular expressions only, cheap enough for a callback.
+the last place the source text can be: a substantive system message (``prompt:system``) and the
+text of the last human message beyond its question (``prompt:human``). The rules (what counts as
+substantive, how the question is split off): docs/context.md. Pure text functions, regular
+expressions only, cheap enough for a callback.
 """
 
 from __future__ import annotations

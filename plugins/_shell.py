@@ -1,44 +1,12 @@
 """The adapter shell: what every plugin and provider guard stands on, written once.
 
-A framework adapter has two jobs. One is its framework's: read a callback, hook, filter or SDK
-response and turn it into a :class:`~groundlens_core.trace.CallRecord`. The other is the same for
-every adapter, and lives here:
-
-* :func:`require` — the one lazy import; a missing framework raises ``ImportError`` whose message
-  is the install line ``pip install "groundlens-core[<extra>]"``.
-* :class:`AdapterShell` — the base class. One constructor with the same keywords and meaning on
-  every adapter::
-
-      name=None            trace name (default: the framework's name)
-      recorder=None        share a Recorder with other adapters; by default the adapter owns one
-      embedder=None        the embedder to score with (default: the bundled model)
-      calibration=None     a DGI direction (CalibrationResult or a path)
-      long_context=None    "mean" | "nearest" (how a context longer than the model window is read)
-      listeners=()         TraceListeners (exporters) added to the recorder
-      tracer_provider=None an OpenTelemetry TracerProvider: attaches the live OTel exporter; a
-                           broken provider logs one warning and is ignored, never raises
-      max_traces=100       traces an owned recorder keeps (oldest dropped first)
-
-  With a shared ``recorder=``, ``embedder``/``calibration``/``long_context``/``max_traces`` are the
-  recorder's (they were set when it was made); ``listeners`` and ``tracer_provider`` are added to it.
-  Reading: :meth:`~AdapterShell.get_trace`, :meth:`~AdapterShell.get_traces`,
-  :meth:`~AdapterShell.flush` (``timeout=None`` waits up to :data:`DEFAULT_WAIT_SECONDS`).
-* :func:`handle_internal_errors` — the one error guard, a decorator and a context manager. It
-  swallows any ``Exception`` raised by *our* code, logs it on ``groundlens.<framework>`` (a warning
-  with the traceback the first time a place fails with an exception type, debug after that, so a
-  bug hit on every call does not flood the user's log) and records an ``error`` step when it knows
-  the trace. ``BaseException`` (KeyboardInterrupt, CancelledError) is never swallowed.
-* :meth:`AdapterShell.score_inline` — scoring on the caller's thread for adapters that must answer
-  synchronously (the Semantic Kernel filter, the CrewAI self-check tool, provider guards). It
-  decides the method exactly as the recorder does (:meth:`Recorder.decide`) and never raises.
-* :func:`parse_usage` — token usage from any SDK/framework usage object or dict.
-* :class:`GroundlensFlaggedError` and :func:`apply_guard` — the guard modes shared by the Semantic
-  Kernel filter and the provider guards: ``mode="annotate"`` (default: only attach the score),
-  ``on_flagged=callable`` (called with the :class:`InlineScore` and the response when flagged; its
-  own exceptions are the user's and propagate), ``mode="raise"`` (raise
-  :class:`GroundlensFlaggedError`).
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+An adapter translates its framework's events into call records; the rest is the same for all and
+lives here: :func:`require` (the lazy import with the install line), :class:`AdapterShell` (one
+constructor, ``get_trace`` / ``get_traces`` / ``flush``, :meth:`~AdapterShell.score_inline`),
+:func:`handle_internal_errors` (our exceptions never reach the user's agent: logged once, recorded
+as an ``error`` step), :func:`parse_usage`, and the guard modes (:func:`apply_guard`,
+:class:`GroundlensFlaggedError`). The constructor's keywords and the guard modes:
+docs/architecture.md and docs/integrations/sdk-guards.md.
 """
 
 from __future__ import annotations
@@ -56,9 +24,11 @@ from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
 from groundlens_core._imports import MissingFrameworkError, install_line, require
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import context_from
 from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 __all__ = [
     "DEFAULT_WAIT_SECONDS",
@@ -438,15 +408,14 @@ def _report(
         owner = type(adapter).__name__ if adapter is not None else fw
         if first:
             logger.warning(
-                "groundlens: %s failed inside %s: %s: %s (could not record this event; an error step stands in for it)",
+                "groundlens: %s failed inside %s: %s (could not record this event; an error step stands in for it)",
                 owner,
                 where,
-                type(exc).__name__,
-                exc,
+                describe_exception(exc),
                 exc_info=exc,
             )
         else:
-            logger.debug("groundlens: %s failed inside %s again: %s: %s", owner, where, type(exc).__name__, exc)
+            logger.debug("groundlens: %s failed inside %s again: %s", owner, where, describe_exception(exc))
         recorder = getattr(adapter, "recorder", None)
         if isinstance(recorder, Recorder):
             now = time.time()
@@ -455,7 +424,7 @@ def _report(
                     trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY,
                     node=node or "groundlens",
                     kind="agent",
-                    error=f"groundlens could not read this event ({where}): {type(exc).__name__}: {exc}",
+                    error=f"groundlens could not read this event ({where}): {describe_exception(exc)}",
                     started_at=now,
                     ended_at=now,
                     metadata={META_INTERNAL_ERROR: True, "callback": where},
@@ -475,7 +444,7 @@ def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) 
         recorder.add_listener(otel.OTelExporter(tracer_provider=tracer_provider))
         return True
     except Exception as exc:
-        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s: %s", type(exc).__name__, exc)
+        log.warning("groundlens: tracer_provider ignored, spans will not be exported: %s", describe_exception(exc))
         return False
 
 
@@ -487,6 +456,8 @@ class AdapterShell:
     framework: ClassVar[str] = "plugins"
     #: the install extra that brings the framework (``pip install "groundlens-core[<extra>]"``)
     extra: ClassVar[str] = "all"
+    #: the trace ``get_trace()`` reads when given no key (None: the latest)
+    default_trace_key: str | None = None
 
     def __init__(
         self,
@@ -539,13 +510,13 @@ class AdapterShell:
     # ------------------------------------------------------------ reading the traces
 
     def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
-        """The trace ``key`` (default: the latest), once its pending scores are done (or ``timeout``
-        passed: then the steps scored so far, and the rest as ``skipped`` steps with
-        ``skip_reason="pending"``)."""
+        """The trace ``key`` (default: :attr:`default_trace_key`, else the latest), once its pending
+        scores are done (or ``timeout`` passed: then the steps scored so far, and the rest as
+        ``skipped`` steps with ``skip_reason="pending"``). The one signature of every adapter."""
         if isinstance(key, (int, float)) and not isinstance(key, bool):  # get_trace(5.0): a timeout
             key, timeout = None, float(key)
         self.flush(timeout)
-        return self.recorder.get_trace(key, wait=False)
+        return self.recorder.get_trace(key or self.default_trace_key, wait=False)
 
     def get_traces(self, *, timeout: float | None = None) -> list[Trace]:
         """Every kept trace, oldest first, once pending scores are done (or ``timeout`` passed: the
@@ -586,12 +557,8 @@ class AdapterShell:
             score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
             return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:
-            self.log.warning(
-                "groundlens: %s could not score in line: %s: %s", type(self).__name__, type(exc).__name__, exc
-            )
-            return InlineScore(
-                None, error=f"{type(exc).__name__}: {exc}", latency_ms=(time.perf_counter() - t0) * 1000.0
-            )
+            self.log.warning("groundlens: %s could not score in line: %s", type(self).__name__, describe_exception(exc))
+            return InlineScore(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
 
     async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
@@ -606,11 +573,9 @@ class AdapterShell:
         _report(self, None, where, exc, trace_key, node)
 
 
-def _pieces(context: Any) -> tuple[ContextPiece, ...]:
-    if context is None:
-        return ()
-    if isinstance(context, str):
-        return context_pieces([context])
+def _pieces(context: Any) -> list[ContextPiece]:
+    if context is None or isinstance(context, str):
+        return context_from(context)
     if isinstance(context, Iterable):
-        return context_pieces(context)
+        return context_from(list(context))
     raise TypeError(f"context must be text or a list of texts, got {type(context).__name__}")

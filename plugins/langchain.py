@@ -1,21 +1,9 @@
 """LangChain: an evaluator for LangSmith / openevals-style experiments and a callback for runnables.
 
-    from groundlens_core.plugins.langchain import GroundlensEvaluator, GroundlensCallback
-
-    ev = GroundlensEvaluator()
-    ev(inputs={"question": q}, outputs={"answer": a}, reference_outputs={"context": docs})
-    # -> {"key": "groundlens", "score": 0.83, "comment": "...", "metadata": {"method": "sgi", ...}}
-
-    cb = GroundlensCallback()
-    (prompt | model).invoke({...}, config={"callbacks": [cb]})   # also create_agent agents
-    print(cb.get_trace().summary())
-
-The evaluator scores one (question, response[, context]) per call, synchronously; the callback
-writes the same trace model as the LangGraph plugin (it is the same translation, context found in
-the same places, a prompt template's pasted context included: docs/context.md), scoring off the
-caller's thread. Scores are triage signals for ranking outputs for human review, not verdicts of
-truth. A missing question or response gives ``score=None`` with a comment, never an exception.
-Needs ``pip install "groundlens-core[langchain]"`` for the callback; the evaluator needs no LangChain.
+:class:`GroundlensEvaluator` scores one (question, response[, context]) per call, synchronously,
+and needs no LangChain; a missing question or response gives ``score=None`` with a comment.
+:class:`GroundlensCallback` is the LangGraph callback's translation for plain runnables and
+``create_agent`` agents. Usage: docs/integrations/langchain.md.
 """
 
 from __future__ import annotations
@@ -23,7 +11,8 @@ from __future__ import annotations
 import logging
 from typing import Any, Mapping, Sequence
 
-from groundlens_core.plugins._common import as_text, last_ai_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import as_text, context_from, last_ai_text, last_user_question, message_role
 from groundlens_core.plugins._langchain_common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
@@ -128,7 +117,7 @@ class GroundlensEvaluator:
             if not isinstance(source, Mapping):
                 continue
             for key in self.context_keys:
-                texts = [p.text for p in pieces_from_value(source.get(key), key)]
+                texts = [p.text for p in context_from(source.get(key), source=key)]
                 if texts:
                     return texts, f"{where}.{key}"
         return [], None
@@ -159,10 +148,10 @@ class GroundlensEvaluator:
                 question, response, context=context or None, calibration=self.calibration, embedder=self.embedder
             )
         except Exception as exc:
-            log.warning("groundlens: evaluator could not score: %s: %s", type(exc).__name__, exc)
+            log.warning("groundlens: evaluator could not score: %s", describe_exception(exc))
             return {
                 "score": None,
-                "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
+                "comment": f"groundlens: could not score: {describe_exception(exc)}",
                 "metadata": {"method": "error", **found},
             }
         meta = {
@@ -205,10 +194,10 @@ class GroundlensEvaluator:
             }
             out = self._score(question, response, context, found)
         except Exception as exc:  # odd inputs must not break an experiment
-            log.warning("groundlens: evaluator failed: %s: %s", type(exc).__name__, exc)
+            log.warning("groundlens: evaluator failed: %s", describe_exception(exc))
             out = {
                 "score": None,
-                "comment": f"groundlens: could not read the run: {type(exc).__name__}: {exc}",
+                "comment": f"groundlens: could not read the run: {describe_exception(exc)}",
                 "metadata": {},
             }
         return {"key": self.key, **out}
@@ -229,7 +218,7 @@ class GroundlensEvaluator:
         Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI, DGI or support), ``reasoning``, ``method``,
         ``triage`` and ``flagged``."""
         try:
-            context = [p.text for p in pieces_from_value(reference, "reference")]
+            context = [p.text for p in context_from(reference, source="reference")]
             out = self._score(
                 input.strip() if isinstance(input, str) and input.strip() else None,
                 prediction.strip() if isinstance(prediction, str) and prediction.strip() else None,
@@ -239,7 +228,7 @@ class GroundlensEvaluator:
         except Exception as exc:
             out = {
                 "score": None,
-                "comment": f"groundlens: could not score: {type(exc).__name__}: {exc}",
+                "comment": f"groundlens: could not score: {describe_exception(exc)}",
                 "metadata": {},
             }
         meta = out.get("metadata") or {}

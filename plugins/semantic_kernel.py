@@ -1,53 +1,29 @@
 """Semantic Kernel: a function-invocation filter that scores what prompt functions return.
 
-Register it once::
-
-    from semantic_kernel.filters import FilterTypes
-    from groundlens_core.plugins.semantic_kernel import GroundlensFilter
-
-    guard = GroundlensFilter()                     # mode="annotate" | "replace" | "raise"
-    kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, guard)
-    result = await kernel.invoke(answer, input="What is ...?")
-    result.metadata["groundlens"]                  # the score: SGI with context, DGI without
-    print(guard.get_trace().summary())
-
-What is scored: the result of every prompt function (``KernelFunctionFromPrompt``). Its question is
-the first of ``question_arguments`` found in the function's arguments, else the last user message of
-the chat history the function sent. Its context is every tool result (``FunctionResultContent``) in
-that chat history, the values of ``context_arguments``, and the outputs of native functions that ran
-earlier in the same trace. Native functions (``KernelFunctionFromMethod``) are not scored: they are
-recorded as ``tool`` steps and their outputs become context for later prompt functions.
-
-A trace is one top-level ``kernel.invoke`` (with every function it calls through automatic function
-calling), or everything inside ``with guard.trace("name"):``.
-
-The score is a triage signal for ranking answers for human review, not a verdict of truth. Nothing
-raised inside groundlens reaches the kernel: failures are logged and recorded as ``error`` steps and
-the function result passes through untouched. The only exception this filter raises on purpose is
-:class:`GroundlensFlaggedError`, in ``mode="raise"``. Note that ``kernel.invoke`` wraps exceptions in
-``KernelInvokeException``; :meth:`GroundlensFlaggedError.find` digs it out of the chain.
-
-Streaming invocations (``kernel.invoke_stream``) are recorded and scored in the background once the
-stream is consumed; their result cannot be annotated or guarded, since it was already returned.
+``kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, GroundlensFilter())``: prompt functions are
+scored in line (their result carries the score; ``mode="replace"`` / ``"raise"`` guard flagged
+answers), native functions are ``tool`` steps whose outputs become context. A trace is one
+top-level ``kernel.invoke`` or a ``with guard.trace():`` block. What is read where, the modes and
+streaming: docs/integrations/semantic-kernel.md.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
 
+from groundlens_core.errors import describe_exception
 from groundlens_core.plugins._common import (
     CONTEXT_NAMES,
     QUESTION_NAMES,
     as_text,
+    context_from,
     first_text,
-    merge_pieces,
-    pieces_from_value,
     short,
+    trace_scope,
 )
 from groundlens_core.plugins._shell import (
     AdapterShell,
@@ -128,21 +104,9 @@ class GroundlensFilter(AdapterShell):
 
     # ------------------------------------------------------------ traces
 
-    @contextlib.contextmanager
-    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""
-        run = _Run(key=new_id())
-        self.recorder.start_trace(run.key, name=name, metadata=metadata)
-        token = _RUN.set(run)
-        error: str | None = None
-        try:
-            yield run.key
-        except BaseException as exc:
-            error = f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
-            _RUN.reset(token)
-            self.recorder.end_trace(run.key, error=error)
+        return trace_scope(self.recorder, _RUN, lambda key: _Run(key=key), name=name, metadata=metadata)
 
     # ------------------------------------------------------------ the filter
 
@@ -158,7 +122,7 @@ class GroundlensFilter(AdapterShell):
             _PARENT.reset(parent_token)
             with handle_internal_errors(self, "record_failure", trace_key=run.key):
                 self._record_failure(context, run, step_id, parent_id, started, exc)
-            self._leave(run, owner_token, error=f"{type(exc).__name__}: {exc}")
+            self._leave(run, owner_token, error=describe_exception(exc))
             raise
         _PARENT.reset(parent_token)
         ended = time.time()
@@ -290,8 +254,8 @@ class GroundlensFilter(AdapterShell):
                 value = args.get(name)
             except Exception:
                 value = None
-            from_args.extend(pieces_from_value(value, f"argument:{name}"))
-        return merge_pieces(tool_results, from_args, list(run.context))
+            from_args.extend(context_from(value, source=f"argument:{name}"))
+        return context_from(tool_results, from_args, list(run.context))
 
     def _replaced(self, result: Any, original: str, score: dict[str, Any]) -> Any:
         from semantic_kernel.contents import AuthorRole, ChatMessageContent
@@ -350,7 +314,7 @@ class GroundlensFilter(AdapterShell):
                 ended_at=time.time(),
                 step_id=step_id,
                 parent_id=parent_id,
-                error=f"the function raised {type(exc).__name__}: {exc}",
+                error=f"the function raised {describe_exception(exc)}",
             )
         )
 
@@ -383,7 +347,7 @@ class GroundlensFilter(AdapterShell):
                         log.debug("groundlens: unreadable stream chunk", exc_info=True)
                     yield chunk
             except Exception as exc:
-                failed = f"the stream raised {type(exc).__name__}: {exc}"
+                failed = f"the stream raised {describe_exception(exc)}"
                 raise
             finally:
                 try:
@@ -465,7 +429,7 @@ def _function_results(history: Any) -> list[ContextPiece]:
             if type(item).__name__ != "FunctionResultContent":
                 continue
             name = getattr(item, "name", None) or getattr(item, "function_name", None) or "function"
-            out.extend(pieces_from_value(getattr(item, "result", None), f"tool:{name}"))
+            out.extend(context_from(getattr(item, "result", None), source=f"tool:{name}"))
     return out
 
 

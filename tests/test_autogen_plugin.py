@@ -31,6 +31,7 @@ from autogen_core.models import (  # noqa: E402
 )
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
+import groundlens_core.plugins._autogen_client as ag_client  # noqa: E402
 import groundlens_core.plugins.autogen as ag  # noqa: E402
 from groundlens_core.plugins.autogen import (  # noqa: E402
     GroundlensChatCompletionClient,
@@ -214,6 +215,25 @@ async def test_checker_over_a_task_result(calibration):
     assert trace.counts()["skipped"] == 2
 
 
+async def test_steps_of_one_agent_turn_share_the_turn_as_parent(calibration):
+    recorder = Recorder("autogen", calibration=calibration)
+    client_r = GroundlensChatCompletionClient(replay(tool_call(), GROUNDED), agent_name="researcher", recorder=recorder)
+    client_w = GroundlensChatCompletionClient(replay(SUMMARY), agent_name="writer", recorder=recorder)
+    with groundlens_trace(recorder, "team run") as key:
+        result = await team(client_r, client_w).run(task=TASK)
+    # live, through the model clients: the researcher's tool turn and its answer after the tool ran
+    call, answer, summary = recorder.get_trace(key).steps
+    assert call.parent_id == answer.parent_id == f"turn:{call.id}"
+    assert summary.parent_id == f"turn:{summary.id}"
+
+    # after the run, from its messages: the turn is named by AutoGen's id of its first message
+    request = next(m for m in result.messages if type(m).__name__ == "ToolCallRequestEvent")
+    written = next(m for m in result.messages if isinstance(m, TextMessage) and m.source == "writer")
+    trace = GroundlensChecker(calibration=calibration).check(result)
+    assert [s.node for s in trace.steps] == ["researcher", "city_facts", "researcher", "writer"]
+    assert [s.parent_id for s in trace.steps] == [f"turn:{request.id}"] * 3 + [f"turn:{written.id}"]
+
+
 async def test_checker_ranks_the_ungrounded_run_lower(calibration):
     checker = GroundlensChecker(calibration=calibration)
     good = checker.check(await scripted_team_result(GROUNDED))
@@ -331,7 +351,7 @@ async def test_internal_failures_never_break_the_team(monkeypatch, caplog):
     def broken(*args, **kwargs):
         raise KeyError("bug")
 
-    monkeypatch.setattr(ag, "request_question_and_context", broken)
+    monkeypatch.setattr(ag_client, "request_question_and_context", broken)
     client = GroundlensChatCompletionClient(replay("Paris."), agent_name="geo", recorder=Recorder("autogen"))
     assert (await client.create([UserMessage(content=TASK, source="user")])).content == "Paris."
     (step,) = client.get_trace().steps

@@ -342,16 +342,21 @@ def test_self_check_without_context_uses_the_agents_earlier_tool_results(listene
 # ------------------------------------------------------------------ crews
 
 
-def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
-    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
-    writer_llm = scripted(final("At 330 metres including antennas, the Eiffel Tower, completed in 1889, is tall."))
+def research_then_write(research_llm, writer_llm):
+    """A researcher (with the lookup tool) finds a fact; a writer gets it as task context."""
     res = researcher(research_llm, [make_lookup()])
     writer = Agent(role="Writer", goal="Write short summaries.", backstory="A concise writer.", llm=writer_llm,
                    verbose=False)
     t1 = Task(description="Find the height of the Eiffel Tower.", expected_output="A fact.", agent=res)
     t2 = Task(description="Write one sentence about the Eiffel Tower's height.", expected_output="A sentence.",
               agent=writer, context=[t1])
-    crew = Crew(agents=[res, writer], tasks=[t1, t2], verbose=False)
+    return Crew(agents=[res, writer], tasks=[t1, t2], verbose=False), res, writer, t1, t2
+
+
+def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
+    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
+    writer_llm = scripted(final("At 330 metres including antennas, the Eiffel Tower, completed in 1889, is tall."))
+    crew, res, writer, t1, t2 = research_then_write(research_llm, writer_llm)
     crew.kickoff()
 
     trace = listener.get_trace()
@@ -374,6 +379,22 @@ def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
     traces = listener.get_traces()
     assert len(traces) == 2 and traces[0].id != traces[1].id
     assert [s.kind for s in traces[1].steps] == [s.kind for s in traces[0].steps]
+
+
+def test_steps_hang_under_their_agent_in_task_and_tool_results_under_the_turn_that_asked(listener):
+    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
+    writer_llm = scripted(final("The Eiffel Tower is 330 metres tall."))
+    crew, res, writer, t1, t2 = research_then_write(research_llm, writer_llm)
+    crew.kickoff()
+
+    trace = listener.get_trace()
+    assert trace.metadata["crew_id"] == str(crew.id)  # crew -> the trace
+    assert [s.kind for s in trace.steps] == ["tool_call", "tool", "llm", "llm"]
+    turn, tool_step, research_answer, writer_answer = trace.steps
+    # task -> agent -> LLM call: crewai's own task and agent ids
+    assert turn.parent_id == research_answer.parent_id == f"task:{t1.id}/agent:{res.id}"
+    assert writer_answer.parent_id == f"task:{t2.id}/agent:{writer.id}"
+    assert tool_step.parent_id == turn.id  # the tool result hangs under the turn that asked for it
 
 
 def test_failing_tool_still_leaves_a_trace(listener):

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models.fake import FakeListLLM
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -132,6 +132,39 @@ def test_callback_on_retriever_prompt_model_chain():
     assert step.node == "writer"  # the chat model's name outside a graph
     assert step.question == QUESTION  # the human message, not the system prompt holding the context
     assert [(c.source, c.text) for c in step.context] == [("retriever", CONTEXT)]
+
+
+class RunParents(BaseCallbackHandler):
+    """A plain LangChain handler beside ours: every run's parent run, and the chat model runs."""
+
+    def __init__(self):
+        self.parent: dict[str, str | None] = {}
+        self.models: list[str] = []
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+
+    def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None, **kwargs):
+        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+
+    def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
+        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+        self.models.append(str(run_id))
+
+
+def test_chain_steps_carry_the_run_that_called_them_as_parent():
+    retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
+    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
+    model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
+    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
+             "question": RunnablePassthrough()} | prompt | model
+    cb, runs = GroundlensCallback(), RunParents()
+    chain.invoke(QUESTION, config={"callbacks": [cb, runs]})
+    retrieval, answer = cb.get_trace().steps
+    root = cb.get_trace().metadata["root_run_id"]
+    assert answer.id == runs.models[0] and answer.parent_id == root  # the sequence called the model
+    assert retrieval.parent_id == runs.parent[retrieval.id] != root  # the retriever's own sequence
+    assert runs.parent[runs.parent[retrieval.id]] is not None  # ... which sits inside the root's map
 
 
 def test_callback_on_a_bare_chat_model_and_every_generation(cal):

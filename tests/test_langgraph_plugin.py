@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Callable, TypedDict
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
+from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
@@ -461,29 +461,22 @@ async def test_send_fanout_branches_keep_their_own_context_async():
     _check_fanout(cb.get_trace())
 
 
-def test_subgraph_node_path_and_retriever_context_inside_it():
+def research_subgraph(write: Callable[[RagState], dict]):
+    """A compiled subgraph: retrieve (a keyword retriever over DOCS), then ``write``."""
     retriever = KeywordRetriever(docs=DOCS)
-    model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
-
-    class Sub(TypedDict, total=False):
-        question: str
-        documents: list[Document]
-        answer: str
-
-    def retrieve(state: Sub):
-        return {"documents": retriever.invoke(state["question"])}
-
-    def write(state: Sub):
-        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
-
-    sg = StateGraph(Sub)
-    sg.add_node("retrieve", retrieve)
+    sg = StateGraph(RagState)
+    sg.add_node("retrieve", lambda state: {"documents": retriever.invoke(state["question"])})
     sg.add_node("write", write)
     sg.add_edge(START, "retrieve")
     sg.add_edge("retrieve", "write")
-    research = sg.compile()
+    return sg.compile()
 
-    g = StateGraph(Sub)
+
+def test_subgraph_node_path_and_retriever_context_inside_it():
+    model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
+    research = research_subgraph(lambda state: {"answer": model.invoke([HumanMessage(state["question"])]).content})
+
+    g = StateGraph(RagState)
     g.add_node("research", research)
     g.add_edge(START, "research")
     g.add_edge("research", END)
@@ -495,6 +488,59 @@ def test_subgraph_node_path_and_retriever_context_inside_it():
     assert step.method == "sgi" and step.question == "How long is the Great Wall of China?"
     assert {c.source for c in step.context} == {"retriever"}  # state:documents holds the same texts
     assert any("21,000" in c.text for c in step.context)
+
+
+class NodeRuns(BaseCallbackHandler):
+    """A plain LangChain handler beside ours: the run id of every graph node, by checkpoint namespace."""
+
+    def __init__(self):
+        self.by_ns: dict[str, str] = {}
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, metadata=None, **kwargs):
+        ns = (metadata or {}).get("langgraph_checkpoint_ns")
+        if ns:
+            self.by_ns.setdefault(ns, str(run_id))  # the first run of a namespace is the node's own run
+
+
+def test_steps_in_a_subgraph_hang_under_their_node_run():
+    model = scripted(
+        AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Paris"}, "id": "call-7"}]),
+        "The Great Wall of China is more than 21,000 kilometres long.",
+        "In Paris it is sunny.",
+    )
+
+    def write(state: RagState):
+        model.invoke([HumanMessage("Weather in Paris?")])  # a tool-call turn
+        return {"answer": model.invoke([HumanMessage(state["question"])]).content}
+
+    def summary(state: RagState):
+        return {"answer": model.invoke([HumanMessage("Summarise: " + state["answer"])]).content}
+
+    g = StateGraph(RagState)
+    g.add_node("research", research_subgraph(write))
+    g.add_node("summary", summary)
+    g.add_edge(START, "research")
+    g.add_edge("research", "summary")
+    g.add_edge("summary", END)
+    cb, nodes = GroundlensLangGraphCallback(), NodeRuns()
+    g.compile().invoke({"question": "How long is the Great Wall of China?"}, config={"callbacks": [cb, nodes]})
+    trace = cb.get_trace()
+    by_node = {}
+    for s in trace.steps:
+        by_node.setdefault(s.node, []).append(s)
+    node_run = {ns.split(":")[0] if "|" not in ns else "/".join(p.split(":")[0] for p in ns.split("|")): rid
+                for ns, rid in nodes.by_ns.items()}
+    assert set(node_run) >= {"research", "research/retrieve", "research/write", "summary"}
+    retrieval, = by_node["research/retrieve"]
+    turn, answer = by_node["research/write"]
+    final, = by_node["summary"]
+    assert (turn.kind, answer.kind, final.kind) == ("tool_call", "llm", "llm")
+    # every step's parent is the run of the graph node (inside the subgraph: the subgraph's node) it ran in
+    assert retrieval.parent_id == node_run["research/retrieve"]
+    assert turn.parent_id == answer.parent_id == node_run["research/write"]
+    assert final.parent_id == node_run["summary"]
+    assert node_run["research/write"] != node_run["research"]
+    assert trace.to_dict()["steps"][2]["parent_id"] == node_run["research/write"]
 
 
 def test_graph_that_raises_keeps_the_steps_so_far():

@@ -209,6 +209,30 @@ async def test_native_outputs_are_tool_steps_and_context_for_later_prompt_functi
     assert guard.get_trace().steps[0].method == "dgi"
 
 
+class Pipeline:
+    """A native function that runs the prompt function itself: the LLM call nests inside it."""
+
+    def __init__(self, kernel, answer):
+        self.kernel, self.answer = kernel, answer
+
+    @kernel_function(name="research", description="Looks the question up and answers it.")
+    async def research(self, question: str) -> str:
+        return str(await self.kernel.invoke(self.answer, KernelArguments(input=question, context=FACTS)))
+
+
+async def test_a_prompt_function_called_by_another_function_hangs_under_it(calibration):
+    guard = GroundlensFilter(calibration=calibration)
+    kernel, answer = make_kernel([GROUNDED], guard, tools=False)
+    kernel.add_plugin(Pipeline(kernel, answer), "pipeline")
+    out = await kernel.invoke(plugin_name="pipeline", function_name="research", question=QUESTION)
+    assert str(out) == GROUNDED
+    trace = guard.get_trace()
+    assert [(s.node, s.kind) for s in trace.steps] == [("qa-answer", "llm"), ("pipeline-research", "tool")]
+    llm, outer = trace.steps
+    assert llm.parent_id == outer.id and outer.parent_id is None  # function -> LLM call
+    assert llm.method == "sgi"
+
+
 async def test_streaming_invocation_is_recorded_and_scored_after_the_stream(calibration):
     guard = GroundlensFilter(calibration=calibration)
     kernel, fn = make_kernel([GROUNDED], guard, tools=False, prompt="Context: {{$context}}\nQuestion: {{$input}}")

@@ -1,0 +1,107 @@
+"""AutoGen AgentChat: the checker that reads a finished or streaming run; one trace per check."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import Any, AsyncIterator, Iterable
+
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._autogen_reading import _agentchat, _AutoGenShell, _Conversation, _messages_of
+from groundlens_core.plugins._shell import handle_internal_errors
+from groundlens_core.trace.model import Trace, new_id
+from groundlens_core.trace.recorder import CallRecord
+
+
+class GroundlensChecker(_AutoGenShell):
+    """Scores the answers in a finished (or streaming) AgentChat run; one trace per check.
+
+    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`), plus
+    ``question_sources`` and ``agent_messages_as_context``.
+    """
+
+    def __init__(self, **kwargs: Any):
+        _agentchat()
+        super().__init__(**kwargs)
+
+    def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:
+        records: list[CallRecord] = []
+        with handle_internal_errors(
+            self, f"reading a {type(msg).__name__}", trace_key=key, node=str(getattr(msg, "source", "agent"))
+        ):
+            records = conv.feed(msg)
+        for r in records:
+            self.recorder.record(dataclasses.replace(r, trace_key=key))
+
+    def check_messages(
+        self, messages: Iterable[Any], *, name: str | None = None, stop_reason: str | None = None
+    ) -> Trace:
+        """Record and score a run's messages; returns the trace once scored."""
+        key = new_id()
+        meta = {"stop_reason": stop_reason} if stop_reason is not None else None
+        self.recorder.start_trace(key, name=name or self.name, metadata=meta)
+        conv = self._conversation()
+        for msg in messages:
+            self._observe(conv, key, msg)
+        self.recorder.end_trace(key)
+        return self.recorder.get_trace(key)  # type: ignore[return-value]
+
+    def check(self, task_result: Any, *, name: str | None = None) -> Trace:
+        """Record and score a ``TaskResult`` (from ``team.run`` / ``agent.run``)."""
+        return self.check_messages(
+            _messages_of(task_result), name=name, stop_reason=getattr(task_result, "stop_reason", None)
+        )
+
+    def check_stream(self, stream: Any, *, name: str | None = None) -> CheckedStream:
+        """Follow a ``run_stream``: ``async for`` yields every item through, ``await`` returns the trace."""
+        return CheckedStream(self, stream, name)
+
+
+class CheckedStream:
+    """A ``run_stream`` passed through a checker. Iterate it once, or await it."""
+
+    def __init__(self, checker: GroundlensChecker, stream: Any, name: str | None):
+        self._checker = checker
+        self._stream = stream
+        self._name = name
+        self.key: str | None = None
+        self.task_result: Any = None
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Any]:
+        checker, recorder = self._checker, self._checker.recorder
+        self.key = key = new_id()
+        recorder.start_trace(key, name=self._name or checker.name)
+        conv = checker._conversation()
+        error: str | None = None
+        try:
+            async for item in self._stream:
+                with handle_internal_errors(checker, "observing a stream item", trace_key=key):
+                    if hasattr(item, "stop_reason") and hasattr(item, "messages"):  # the final TaskResult
+                        self.task_result = item
+                        recorder.annotate_trace(key, {"stop_reason": item.stop_reason})
+                    elif hasattr(item, "chat_message") and hasattr(item, "inner_messages"):  # an agent's Response
+                        checker._observe(conv, key, item.chat_message)
+                    else:
+                        checker._observe(conv, key, item)
+                yield item
+        except Exception as exc:
+            error = describe_exception(exc)
+            raise
+        finally:
+            recorder.end_trace(key, error=error)
+
+    async def _consume(self) -> Trace | None:
+        async for _ in self:
+            pass
+        return await asyncio.to_thread(self._checker.recorder.get_trace, self.key)
+
+    def __await__(self):
+        return self._consume().__await__()
+
+    @property
+    def trace(self) -> Trace | None:
+        """The trace so far (after pending scores are done)."""
+        return None if self.key is None else self._checker.recorder.get_trace(self.key)
