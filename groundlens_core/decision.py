@@ -3,10 +3,10 @@
 The band is decided from the evidence, in this order:
 
 - **flagged** ("review first"): a specific fact of the response (an amount, a duration, a date, a
-  name ...) is contradicted by its source or absent from it; or at least half of the response's
-  content words are absent from the source (``support < 0.50``) while SGI is below 0.95: it ignores
-  its source. With no question, support below 0.50 alone. Without a context: DGI at or below the
-  method's pass mark (0.30).
+  name ...) is contradicted by its source or absent from it; or the response ignores its source:
+  SGI below 0.95 (no closer to its context than to the question) with one content word in three
+  absent from the source (``support < 2/3``), or, with no question, half its content words absent
+  (``support < 0.50``). Without a context: DGI at or below the method's pass mark (0.30).
 - **trusted**: every fact is in the source, SGI is a strong pass (> 1.20) and support is at least
   0.80 (support above 0.95 when there is no question, so no SGI).
 - **review**: the rest. Weaker word evidence (a paraphrase, a response that leans only weakly toward
@@ -33,6 +33,7 @@ __all__ = ["Decision", "decide_sgi", "decide_support", "decide_dgi", "band_of_sc
 SCORE_EDGES = (1 / 3, 2 / 3)
 _BAND_START = {"flagged": 0.0, "review": SCORE_EDGES[0], "trusted": SCORE_EDGES[1]}
 IGNORES_SOURCE = 0.50  # support below this: at least half the content words are not in the source
+IGNORES_SOURCE_WITH_SGI = 2 / 3  # with SGI below 0.95: a third of the content words are not in the source
 STRONG_SUPPORT = 0.80  # with SGI > 1.20: trusted
 STRONG_SUPPORT_ALONE = 0.95  # no question: trusted on support alone
 MAX_FACTS_SHOWN = 3
@@ -86,7 +87,7 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     failed = len(ev.failed_facts())
     if failed:
         return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
-    if ev.content_tokens and ev.support < IGNORES_SOURCE and sgi_band == "flagged":
+    if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged":
         return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
     if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
         return Decision("trusted", _score("trusted", base), "every fact it states is in the source")

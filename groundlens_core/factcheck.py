@@ -140,10 +140,32 @@ def _candidates(fact: Fact, ctx: ContextFacts) -> list[_Mention]:
     return [m for m in ctx.mentions if m.fact.dim == fact.dim]
 
 
+#: demonyms whose country shares no four-letter start with them ("French" for "France")
+_DEMONYMS = {
+    "french": "france", "dutch": "netherlands", "spanish": "spain", "irish": "ireland", "welsh": "wales",
+    "british": "britain", "english": "england", "scottish": "scotland", "swiss": "switzerland",
+    "greek": "greece", "danish": "denmark", "swedish": "sweden", "finnish": "finland", "polish": "poland",
+    "turkish": "turkey", "norwegian": "norway", "thai": "thailand", "filipino": "philippines",
+    "peruvian": "peru", "portuguese": "portugal", "belgian": "belgium", "chilean": "chile",
+}  # fmt: skip
+
+
+def _name_word_in(word: str, ctx: ContextFacts) -> bool:
+    """``word`` of a name occurs in the context, or is the demonym of a country it names
+    ("French" / "France", "Canadian" / "Canada")."""
+    if word in ctx.words:
+        return True
+    if word in _DEMONYMS:
+        return _DEMONYMS[word] in ctx.words
+    if word.endswith(("ian", "an", "ese", "ish", "i")) and len(word) >= 6:
+        return any(w[:4] == word[:4] and len(w) >= 4 for w in ctx.words)
+    return False
+
+
 def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence: int) -> FactFinding:
     if fact.dim == "name":
         words = str(fact.value).split()
-        if not all(w in ctx.words for w in re.findall(r"[^\W_]+", str(fact.value))):
+        if not all(_name_word_in(w, ctx) for w in re.findall(r"[^\W_]+", str(fact.value))):
             pass  # a word the context never uses: compete below, or unsupported
         elif f" {' '.join(words)} " not in ctx.phrases or not _candidates(fact, ctx):
             return _finding(fact, sentence, "supported", None)  # every word is there (perhaps split otherwise)
