@@ -47,6 +47,37 @@ class _Mention:
 
 
 @dataclass(frozen=True)
+class _Clause:
+    text: str
+    start: int
+    end: int
+    words: frozenset[str]
+    negated: bool
+
+
+_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without|non)\b|n['\u2019]t\b", re.I)
+
+
+#: bounds, not negations: "no later than", "not more than", "no fewer than"
+_NOT_NEGATION = re.compile(r"\b(?:no|not)\s+(?:later|earlier|more|less|fewer|longer|sooner)\s+than\b", re.I)
+
+
+def _clauses(text: str, offset: int) -> list[_Clause]:
+    """The clauses of one sentence (cut as anchors are) with their content words."""
+    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
+    out = []
+    for a, b in zip(cuts, cuts[1:]):
+        piece = text[a:b]
+        words = frozenset(
+            t.key for t in content_tokens(piece) if not t.key.startswith("#") and t.text.lower() not in _NOT_ANCHOR
+        )
+        if words:
+            negated = bool(_NEGATION.search(_NOT_NEGATION.sub(" ", piece)))
+            out.append(_Clause(piece.strip(" ,;:"), a + offset, b + offset, words, negated))
+    return out
+
+
+@dataclass(frozen=True)
 class ContextFacts:
     """The facts of one context, each with its anchor; computed once per context."""
 
@@ -54,6 +85,7 @@ class ContextFacts:
     words: frozenset[str]  # every folded word of the context (for names)
     phrases: str  # the context's words, folded, space-separated and padded (for name phrases)
     numbers: frozenset[float]  # every number the context states, in any dimension
+    clauses: tuple[_Clause, ...] = ()  # for polarity: each clause's words and whether it is negated
 
 
 def _anchor(sentence: str, offset: int, fact: Fact, sentence_facts: Sequence[Fact]) -> dict[str, float]:
@@ -100,7 +132,8 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
-    return ContextFacts(tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers))
+    clauses = tuple(c for span in spans for c in _clauses(span.text, span.start))
+    return ContextFacts(tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers), clauses)
 
 
 def _same(a: Fact, b: Fact) -> bool:
@@ -199,11 +232,38 @@ def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> Fact
     )
 
 
+#: a response clause repeats a context clause when they share this many content words, and this share of
+#: the larger of the two
+POLARITY_MIN_WORDS, POLARITY_MIN_SHARE = 3, 0.6
+
+
+def _polarity(span: TextSpan, ctx: ContextFacts, sentence: int) -> list[FactFinding]:
+    """A clause that repeats the words of a context clause with the opposite polarity ("they are not
+    lost" against "they are lost"): copied wording with a negation added or dropped."""
+    out = []
+    for c in _clauses(span.text, span.start):
+        best = max(ctx.clauses, key=lambda k: len(c.words & k.words), default=None)
+        if best is None:
+            continue
+        shared = len(c.words & best.words)
+        similar = shared >= POLARITY_MIN_SHARE * max(len(c.words), len(best.words))
+        if shared >= POLARITY_MIN_WORDS and similar and c.negated != best.negated:
+            out.append(
+                FactFinding(
+                    text=c.text, kind="polarity", start=c.start, end=c.end, sentence=sentence,
+                    status="contradicted", source=best.text,
+                )
+            )  # fmt: skip
+    return out
+
+
 def check_facts(response_spans: Sequence[TextSpan], ctx: ContextFacts) -> tuple[FactFinding, ...]:
-    """Every fact of every response sentence, checked (``sentence`` indexes ``response_spans``)."""
+    """Every fact of every response sentence, checked (``sentence`` indexes ``response_spans``), then
+    any clause that repeats a context clause with its polarity flipped."""
     out = []
     for i, span in enumerate(response_spans):
         facts = extract_facts(span.text, span.start)
         for f in facts:
             out.append(_check_one(f, _anchor(span.text, span.start, f, facts), ctx, i))
+        out.extend(_polarity(span, ctx, i))
     return tuple(out)

@@ -141,3 +141,12 @@ def test_claim_set_wrong_facts_flagged_paraphrases_not_and_no_flagged_row_above_
     flagged = [x.rank for x in res if x.triage == "flagged"]
     trusted = [x.rank for x in res if x.triage == "trusted"]
     assert not trusted or max(flagged) < min(trusted)
+
+
+def test_a_copied_clause_with_its_polarity_flipped_is_contradicted():
+    ctx = "Booster vaccinations given before the previous one expires do not need a new wait."
+    (flip,) = check("Booster vaccinations given before the previous one expires also need a new wait.", ctx)
+    assert flip.kind == "polarity" and flip.status == "contradicted" and flip.source.startswith("Booster")
+    # a bound is no negation, and a paraphrase that shares few words is left to the other signals
+    assert check("Hand in the form no later than the day before booster vaccinations expire.", ctx) == ()
+    assert check("A booster given in time needs no fresh wait.", ctx) == ()
