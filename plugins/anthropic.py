@@ -54,10 +54,12 @@ Scores are triage signals for ranking outputs for human review, never verdicts o
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from groundlens_core.plugins._instrument import PENDING_TAP
 from groundlens_core.plugins._provider import (
     CONTEXT_KEYWORD,
     NODE_KEYWORD,
@@ -77,6 +79,7 @@ from groundlens_core.plugins._provider import (
     uninstrument,
     using_context,
 )
+from groundlens_core.plugins._provider_core import Tap
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
@@ -103,6 +106,12 @@ MESSAGES_STREAM = "messages.stream"
 DEFAULT_MAX_TOKENS = 1024
 _RAW_HEADER = "X-Stainless-Raw-Response"
 _TOOL_USE = ("tool_use", "server_tool_use", "mcp_tool_use")
+_MANAGERS = (
+    "MessageStreamManager",
+    "AsyncMessageStreamManager",
+    "BetaMessageStreamManager",
+    "BetaAsyncMessageStreamManager",
+)
 
 
 class AnthropicProvider(ProviderGuard):
@@ -190,111 +199,51 @@ class AnthropicProvider(ProviderGuard):
             stream=stream,
         )
 
-    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
-        return operation.endswith(".stream") or requested
+    def _request_clients(self, client: Any) -> list[Any]:
+        return [client]  # its ``request`` makes the raw ``Stream`` / ``AsyncStream`` of every stream
 
-    def _is_async_stream(self, result: Any) -> bool:
+    def _tap_stream(self, result: Any, tap: Tap) -> Any:
+        """``messages.stream(...)`` gives a ``MessageStreamManager``, which sends its request only
+        when entered: entering it (its own ``__enter__`` / ``__aenter__``) hands the tap to that
+        request, and a request that fails there is recorded as a failed stream."""
         streaming = self.sdk.lib.streaming
-        return isinstance(result, (streaming.AsyncMessageStreamManager, streaming.BetaAsyncMessageStreamManager))
-
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """``messages.create(stream=True)`` gives a ``Stream``/``AsyncStream``, which reads its
-        events from ``_iterator``: wrapped in place, the caller keeps the SDK's own object.
-
-        ``messages.stream(...)`` gives a ``MessageStreamManager``, which sends the request only when
-        entered; its request is wrapped so that the raw ``Stream`` it opens is tapped the same way
-        (the manager's own ``MessageStream`` then reads the tapped events). A request that fails as
-        the manager is entered goes through the tap too, so it is recorded as an error step."""
-        if hasattr(result, "_iterator"):
-            result._iterator = wrap(result._iterator)
+        managers = tuple(getattr(streaming, name) for name in _MANAGERS if hasattr(streaming, name))
+        if isinstance(result, managers):
+            result.__class__ = _entered_with_tap(type(result))  # type: ignore[arg-type]
+            result._groundlens_tap = tap
             return result
-        for cls in type(result).__mro__:  # the manager keeps its request in a name-mangled attribute
-            attr = f"_{cls.__name__}__api_request"
-            if attr in vars(result):
-                request = vars(result)[attr]
-                setattr(result, attr, _tapped_request(request, wrap))
-                return result
-        raise TypeError(f"cannot read events of a {type(result).__name__}")  # logged; the call goes on
+        return super()._tap_stream(result, tap)
 
 
-def _tapped_request(request: Any, wrap: Any) -> Any:
-    """The manager's request (a callable for the sync manager, an awaitable for the async one),
-    tapping the stream it returns."""
-    if callable(request):
+@functools.cache
+def _entered_with_tap(manager: type) -> type:
+    if hasattr(manager, "__aenter__"):
 
-        def send() -> Any:
+        class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
+            async def __aenter__(self) -> Any:
+                token = PENDING_TAP.set(self._groundlens_tap)
+                try:
+                    return await super().__aenter__()
+                except BaseException as exc:
+                    self._groundlens_tap.end(exc)
+                    raise
+                finally:
+                    PENDING_TAP.reset(token)
+
+        return AsyncTappedManager
+
+    class TappedManager(manager):  # type: ignore[misc, valid-type]
+        def __enter__(self) -> Any:
+            token = PENDING_TAP.set(self._groundlens_tap)
             try:
-                stream = request()
+                return super().__enter__()
             except BaseException as exc:
-                _fail_through(wrap, exc)
+                self._groundlens_tap.end(exc)
                 raise
-            stream._iterator = wrap(stream._iterator)
-            _end_on_close(wrap, stream)
-            return stream
+            finally:
+                PENDING_TAP.reset(token)
 
-        return send
-
-    return _TappedAwaitable(request, wrap)
-
-
-class _TappedAwaitable:
-    """The async manager's request, awaited only when the manager is entered (a coroutine made here
-    and never awaited would add a warning of ours to the SDK's own when a manager is never entered)."""
-
-    def __init__(self, request: Any, wrap: Any) -> None:
-        self._request = request
-        self._wrap = wrap
-
-    def __await__(self) -> Any:
-        return self._send().__await__()
-
-    async def _send(self) -> Any:
-        try:
-            stream = await self._request
-        except BaseException as exc:
-            await _afail_through(self._wrap, exc)
-            raise
-        stream._iterator = self._wrap(stream._iterator)
-        _end_on_close(self._wrap, stream)
-        return stream
-
-
-def _end_on_close(wrap: Any, stream: Any) -> None:
-    """The manager's ``MessageStream`` closes the raw ``Stream`` on exit: that ``close()`` ends our
-    tap too, so a helper stream left early is recorded then (not only when Python collects it)."""
-    hook = getattr(wrap, "end_on_close", None)
-    if hook is not None:
-        hook(stream)
-
-
-def _raise(exc: BaseException) -> Iterable[Any]:
-    raise exc
-    yield  # pragma: no cover - makes this a generator
-
-
-async def _araise(exc: BaseException) -> Any:
-    raise exc
-    yield  # pragma: no cover - makes this an async generator
-
-
-def _fail_through(wrap: Any, exc: BaseException) -> None:
-    """Run ``exc`` through the tap: the layer records the call as failed with the SDK's exception
-    (whose traceback is put back as it was, so the caller sees the SDK's own)."""
-    traceback = exc.__traceback__
-    try:
-        next(iter(wrap(_raise(exc))))
-    except BaseException:
-        pass
-    exc.__traceback__ = traceback
-
-
-async def _afail_through(wrap: Any, exc: BaseException) -> None:
-    traceback = exc.__traceback__
-    try:
-        await wrap(_araise(exc)).__anext__()
-    except BaseException:
-        pass
-    exc.__traceback__ = traceback
+    return TappedManager
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:

@@ -196,15 +196,6 @@ class GoogleProvider(ProviderGuard):
             stream=operation == GENERATE_STREAM,
         )
 
-    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
-        return operation == GENERATE_STREAM
-
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """The SDK's streams are plain (async) generators: the caller gets one that yields the same
-        chunk objects, read as they pass. The SDK's generator sends its request when first read, so
-        HTTP errors come from the iteration, as without us."""
-        return wrap(result)
-
 
 def instrument(client: Any, **kwargs: Any) -> Any:
     """Record every ``models.generate_content`` / ``generate_content_stream`` call of ``client`` (a

@@ -187,13 +187,8 @@ class OpenAIProvider(ProviderGuard):
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
 
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """``openai.Stream`` / ``AsyncStream`` read their events from ``_iterator``; wrapping it in
-        place keeps the caller's object the SDK's own (its type, ``response``, ``close()``)."""
-        if hasattr(result, "_iterator"):
-            result._iterator = wrap(result._iterator)
-            return result
-        return wrap(result)  # not the SDK's stream type (a future SDK): a plain (async) generator
+    def _request_clients(self, client: Any) -> list[Any]:
+        return [client]  # its ``request`` makes the ``Stream`` / ``AsyncStream`` of a stream=True call
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:

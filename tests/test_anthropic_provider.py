@@ -247,7 +247,7 @@ def test_instrumented_create_stream_is_the_sdks_stream(client, fake_llm_server, 
     guard.instrument(client)
     stream = client.messages.create(model="m", max_tokens=100, messages=[{"role": "user", "content": QUESTION}],
                                     stream=True, groundlens_context=CONTEXT)
-    assert type(stream) is anthropic.Stream
+    assert isinstance(stream, anthropic.Stream)
     events = list(stream)
     assert events[0].type == "message_start" and events[-1].type == "message_stop"
     assert "".join(e.delta.text for e in events if e.type == "content_block_delta") == GROUNDED
@@ -421,7 +421,7 @@ async def test_instrumented_async_client(aclient, fake_llm_server, dgi_calibrati
     result = await aclient.messages.create(**kw, groundlens_context=CONTEXT)
     assert result.content[0].text == GROUNDED
     stream = await aclient.messages.create(**kw, stream=True)
-    assert type(stream) is anthropic.AsyncStream and [e async for e in stream]
+    assert isinstance(stream, anthropic.AsyncStream) and [e async for e in stream]
     async with aclient.messages.stream(**kw) as helper:
         assert await helper.get_final_text() == GROUNDED
     fake_llm_server.add(Reply.sse(message_events(message(GROUNDED)), cut_after=4))

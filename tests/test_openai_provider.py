@@ -333,7 +333,7 @@ def test_instrumented_stream_is_the_sdks_stream_and_recorded_when_it_ends(client
     guard.instrument(client)
     stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], stream=True,
                                             stream_options={"include_usage": True}, groundlens_context=CONTEXT)
-    assert type(stream) is openai.Stream
+    assert isinstance(stream, openai.Stream)
     chunks = list(stream)
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "It charges fully in 4 hours."
     assert chunks[-1].usage.completion_tokens == 6
@@ -365,7 +365,7 @@ def test_instrumented_stream_left_in_a_with_block_is_recorded_on_exit(client, fa
     guard.instrument(client)
     msgs = [{"role": "user", "content": QUESTION}]
     with client.chat.completions.create(model="m", messages=msgs, stream=True) as stream:
-        assert type(stream) is openai.Stream
+        assert isinstance(stream, openai.Stream)
         for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 break
@@ -392,7 +392,7 @@ async def test_async_instrumented_stream_left_in_an_async_with_block_is_recorded
     guard.instrument(aclient)
     msgs = [{"role": "user", "content": QUESTION}]
     async with await aclient.chat.completions.create(model="m", messages=msgs, stream=True) as stream:
-        assert type(stream) is openai.AsyncStream
+        assert isinstance(stream, openai.AsyncStream)
         async for chunk in stream:
             if chunk.choices and chunk.choices[0].delta.content:
                 break
@@ -528,7 +528,7 @@ async def test_instrumented_async_client(aclient, fake_llm_server, dgi_calibrati
     result = await aclient.chat.completions.create(model="m", messages=msgs, groundlens_context=CONTEXT)
     assert result.choices[0].message.content == GROUNDED
     stream = await aclient.chat.completions.create(model="m", messages=msgs, stream=True)
-    assert type(stream) is openai.AsyncStream
+    assert isinstance(stream, openai.AsyncStream)
     assert [c async for c in stream]
     response = await aclient.responses.create(model="m", input=QUESTION)
     assert response.output_text == GROUNDED
