@@ -42,7 +42,8 @@ class GuardCalls(ProviderCore):
         raise NotImplementedError
 
     async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        raise NotImplementedError
+        """Send with the async client (whose methods return coroutines)."""
+        return await self._send(client, request)
 
     # ============================================================ the calls
 

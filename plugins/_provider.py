@@ -28,24 +28,20 @@ from groundlens_core.plugins._shell import GroundlensFlaggedError
 
 __all__ = [
     "CONTEXT_KEYWORD",
-    "GROUNDLENS_KEYWORDS",
     "NODE_KEYWORD",
     "QUESTION_KEYWORD",
     "AsyncGuardedStream",
-    "Completion",
     "GroundlensFlaggedError",
     "GuardedStream",
-    "ProviderGuard",
     "ProviderResponse",
-    "RequestView",
-    "StreamReader",
-    "Target",
     "guard_of",
-    "listed",
     "prompt_with_context",
     "uninstrument",
     "using_context",
 ]
+#: the names every SDK module (``groundlens_core.providers.openai`` ...) re-exports
+PUBLIC = tuple(__all__)
+__all__ += ["GROUNDLENS_KEYWORDS", "Completion", "ProviderGuard", "RequestView", "StreamReader", "Target", "listed"]
 
 
 class ProviderGuard(GuardCalls, Instrumenting):

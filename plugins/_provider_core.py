@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import operator
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -23,6 +24,7 @@ from groundlens_core.plugins._shell import (
     GroundlensFlaggedError,
     InlineScore,
     check_mode,
+    get_field,
     require,
 )
 from groundlens_core.results import GroundlensScore
@@ -212,6 +214,23 @@ def as_pieces(value: Any, source: str) -> tuple[ContextPiece, ...]:
     return context_pieces(items, source)
 
 
+def whole_number(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def read_usage(usage: Any, keys: tuple[str, str, str | None], get: Callable[..., Any] = get_field) -> Usage | None:
+    """Token usage read by the SDK's own field names ``(input, output, total)``: the generic
+    ``parse_usage`` probes every SDK's names, and each one missing on a pydantic model costs a
+    raised and caught exception on the caller's thread, for every chunk of a stream."""
+    if usage is None:
+        return None
+    inp, out = whole_number(get(usage, keys[0])), whole_number(get(usage, keys[1]))
+    total = whole_number(get(usage, keys[2])) if keys[2] else None
+    if inp is None and out is None and total is None:
+        return None
+    return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
+
+
 def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
@@ -371,6 +390,9 @@ class ProviderCore(AdapterShell):
     sdk_name: ClassVar[str] = ""
     #: the operation (and node) of a guard call's step
     guard_operation: ClassVar[str] = "complete"
+    #: the SDK's sync and async client classes (``OpenAI``, ``AsyncOpenAI``), by name in the SDK module
+    client_class: ClassVar[str] = ""
+    async_client_class: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -417,10 +439,12 @@ class ProviderCore(AdapterShell):
 
     def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
         """A new SDK client (sync or async) from ``client_kwargs``."""
-        raise NotImplementedError
+        return operator.attrgetter(self.async_client_class if asynchronous else self.client_class)(self.sdk)(
+            **client_kwargs
+        )
 
     def _is_async_client(self, client: Any) -> bool:
-        raise NotImplementedError
+        return isinstance(client, operator.attrgetter(self.async_client_class)(self.sdk))
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
         """Text, model, usage, finish reason and tool calls of an SDK response."""

@@ -1,55 +1,7 @@
-"""Anthropic: a guard call and an instrumented client, through the real ``anthropic`` SDK.
-
-The guard call::
-
-    from groundlens_core.providers.anthropic import AnthropicProvider
-
-    guard = AnthropicProvider(model="claude-sonnet-4-5")     # or client=Anthropic(...) of your own
-    answer = guard.complete("Summarize this document.", context=document)
-    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
-
-Instrument a client you already have (its calls stay exactly as they are)::
-
-    from groundlens_core.providers.anthropic import instrument, guard_of
-
-    client = instrument(Anthropic(), name="support-bot")     # the same client object
-    client.messages.create(model=..., max_tokens=..., messages=[...], groundlens_context=docs)
-    with client.messages.stream(model=..., max_tokens=..., messages=[...]) as stream: ...
-    guard_of(client).get_trace().summary()
-
-What each call records (one step; node ``anthropic.messages`` / ``anthropic.messages.stream``
-unless ``groundlens_node=`` names it; ``gen_ai.provider.name`` ``anthropic``):
-
-* **question** — the text of the last ``user`` message that has text of its own. Anthropic sends
-  tool results back as ``user`` messages made only of ``tool_result`` blocks: those are context,
-  not the question. The ``system`` prompt is neither.
-* **context** — from that question on: every ``tool_result`` block (source ``tool:<name>``, the
-  name read from the ``tool_use`` block with the same id; text blocks of a list content are
-  joined), every ``document`` block that carries text (``source.type`` ``text`` or ``content``;
-  source ``document`` or ``document:<title>``), every ``search_result`` block (source
-  ``search_result:<source>``), plus attached context (``groundlens_context=``, ``using_context``).
-* **response** — the reply's ``text`` blocks, joined; a reply with ``tool_use`` blocks and no text
-  is an unscored ``tool_call`` step (metadata ``tool_calls``: the tool names).
-* **usage** — ``input_tokens`` / ``output_tokens`` (a stream: ``message_start``, then the
-  cumulative counts of ``message_delta``); **finish reason** — ``stop_reason``; **model** — the
-  reply's ``model``.
-
-Calls covered: ``messages.create`` (sync, async, ``stream=True``: the caller gets the SDK's own
-``Stream`` / ``AsyncStream``, its events read as they pass), ``messages.stream(...)`` (sync and
-async: the SDK's own ``MessageStreamManager``; the step is recorded when the stream ends, breaks or
-is closed early), ``messages.parse``, and the same three on ``client.beta.messages`` (nodes
-``anthropic.beta.messages``...). A failed call (an ``anthropic.APIStatusError`` after the SDK's retries, a
-time-out, an ``error`` event or a connection cut in the middle of a stream) is an ``error`` step;
-the caller gets the SDK's exception, untouched. Not instrumented: ``with_raw_response`` /
-``with_streaming_response`` (passed through unread), ``count_tokens``, ``batches``, the beta tool
-runner (it talks through threads, not these methods). A stream that is never read (a manager
-entered and left without reading) records nothing.
-
-The guard request is ``messages=[{"role": "user", "content": prompt_with_context(prompt,
-context)}]``, ``system=`` when given, ``max_tokens=`` :data:`DEFAULT_MAX_TOKENS` unless you pass
-your own, plus your ``request_kwargs``.
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""Anthropic: guard calls and instrumented clients through the real ``anthropic`` SDK
+(``messages.create``, ``messages.stream``, ``messages.parse`` and their ``beta`` twins, sync, async
+and streamed). What each call records is listed in ``docs/providers.md``; this module holds the
+Anthropic readers.
 """
 
 from __future__ import annotations
@@ -60,45 +12,21 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._instrument import PENDING_TAP
+from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
-    CONTEXT_KEYWORD,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
-    AsyncGuardedStream,
+    PUBLIC,
     Completion,
-    GroundlensFlaggedError,
-    GuardedStream,
     ProviderGuard,
-    ProviderResponse,
     RequestView,
     StreamReader,
     Target,
-    guard_of,
     listed,
-    prompt_with_context,
-    uninstrument,
-    using_context,
 )
-from groundlens_core.plugins._provider_core import Tap
+from groundlens_core.plugins._provider_core import Tap, read_usage, whole_number
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
-__all__ = [
-    "CONTEXT_KEYWORD",
-    "DEFAULT_MAX_TOKENS",
-    "NODE_KEYWORD",
-    "QUESTION_KEYWORD",
-    "AnthropicProvider",
-    "AsyncGuardedStream",
-    "GroundlensFlaggedError",
-    "GuardedStream",
-    "ProviderResponse",
-    "guard_of",
-    "instrument",
-    "prompt_with_context",
-    "uninstrument",
-    "using_context",
-]
+__all__ = [*PUBLIC, "DEFAULT_MAX_TOKENS", "AnthropicProvider", "instrument"]
 
 MESSAGES = "messages"
 MESSAGES_STREAM = "messages.stream"
@@ -130,13 +58,8 @@ class AnthropicProvider(ProviderGuard):
     sdk_name: ClassVar[str] = "The Anthropic SDK"
     guard_operation: ClassVar[str] = MESSAGES
 
-    # ------------------------------------------------------------ clients and guard requests
-
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        return (self.sdk.AsyncAnthropic if asynchronous else self.sdk.Anthropic)(**client_kwargs)
-
-    def _is_async_client(self, client: Any) -> bool:
-        return isinstance(client, self.sdk.AsyncAnthropic)
+    client_class: ClassVar[str] = "Anthropic"
+    async_client_class: ClassVar[str] = "AsyncAnthropic"
 
     def _build_request(
         self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
@@ -153,18 +76,11 @@ class AnthropicProvider(ProviderGuard):
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.messages.create(**request)
 
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        return await client.messages.create(**request)
-
-    # ------------------------------------------------------------ reading responses
-
     def _read_response(self, raw: Any, operation: str) -> Completion:
         return read_message(raw)
 
     def _stream_reader(self, operation: str) -> StreamReader:
         return MessageEventReader()
-
-    # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
         targets = [
@@ -381,15 +297,7 @@ def read_message(message: Any) -> Completion:
 
 
 def _usage(usage: Any) -> Usage | None:
-    """``input_tokens`` / ``output_tokens`` read by their own names (the shell's generic
-    ``parse_usage`` also probes other SDKs' names, and a missing attribute on a pydantic model costs
-    an exception)."""
-    if usage is None:
-        return None
-    inp, out = _int(get_field(usage, "input_tokens")), _int(get_field(usage, "output_tokens"))
-    if inp is None and out is None:
-        return None
-    return Usage(inp, out, (inp or 0) + (out or 0))
+    return read_usage(usage, ("input_tokens", "output_tokens", None))
 
 
 class MessageEventReader(StreamReader):
@@ -434,15 +342,15 @@ class MessageEventReader(StreamReader):
             message = get_field(event, "message")
             self.model = get_field(message, "model")
             usage = get_field(message, "usage")
-            self.input_tokens = _int(get_field(usage, "input_tokens"))
-            self.output_tokens = _int(get_field(usage, "output_tokens"))
+            self.input_tokens = whole_number(get_field(usage, "input_tokens"))
+            self.output_tokens = whole_number(get_field(usage, "output_tokens"))
         elif kind == "message_delta":
             self.finish_reason = get_field(get_field(event, "delta"), "stop_reason") or self.finish_reason
             usage = get_field(event, "usage")  # cumulative counts: they replace, never add
-            if _int(get_field(usage, "output_tokens")) is not None:
-                self.output_tokens = _int(get_field(usage, "output_tokens"))
-            if _int(get_field(usage, "input_tokens")) is not None:
-                self.input_tokens = _int(get_field(usage, "input_tokens"))
+            if whole_number(get_field(usage, "output_tokens")) is not None:
+                self.output_tokens = whole_number(get_field(usage, "output_tokens"))
+            if whole_number(get_field(usage, "input_tokens")) is not None:
+                self.input_tokens = whole_number(get_field(usage, "input_tokens"))
         elif kind == "message_stop":
             self.stopped = True
         return None
@@ -468,7 +376,3 @@ class MessageEventReader(StreamReader):
             finish_reason=self.finish_reason,
             tool_calls=tuple(self.tools.values()),
         )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
