@@ -10,14 +10,12 @@ import asyncio
 import contextlib
 from typing import Any
 
-from groundlens_core.plugins._provider_core import (
+from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
+from groundlens_core.plugins._provider_values import (
     GUARD_CONTEXT_SOURCE,
-    Call,
     Completion,
-    ProviderCore,
     ProviderResponse,
     RequestView,
-    Tap,
     as_pieces,
     guard_sending,
     prompt_with_context,

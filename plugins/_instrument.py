@@ -20,16 +20,14 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from groundlens_core.plugins._provider_core import (
+from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
+from groundlens_core.plugins._provider_values import (
     CONTEXT_KEYWORD,
     GROUNDLENS_KEYWORDS,
     GUARD_SENDING,
     NODE_KEYWORD,
     QUESTION_KEYWORD,
-    Call,
-    ProviderCore,
     RequestView,
-    Tap,
     Target,
 )
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from groundlens_core.plugins._guard_call import AsyncGuardedStream, GuardCalls, GuardedStream
 from groundlens_core.plugins._instrument import Instrumenting, guard_of, uninstrument
-from groundlens_core.plugins._provider_core import (
+from groundlens_core.plugins._provider_values import (
     CONTEXT_KEYWORD,
     GROUNDLENS_KEYWORDS,
     NODE_KEYWORD,

@@ -22,7 +22,8 @@ from groundlens_core.plugins._provider import (
     Target,
     listed,
 )
-from groundlens_core.plugins._provider_core import Tap, read_usage, whole_number
+from groundlens_core.plugins._provider_core import Tap
+from groundlens_core.plugins._provider_values import read_usage, whole_number
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import PUBLIC, Completion, ProviderGuard, RequestView, StreamReader, Target
-from groundlens_core.plugins._provider_core import read_usage
+from groundlens_core.plugins._provider_values import read_usage
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 

@@ -19,7 +19,7 @@ from groundlens_core.plugins._provider import (
     Target,
     listed,
 )
-from groundlens_core.plugins._provider_core import read_usage
+from groundlens_core.plugins._provider_values import read_usage
 from groundlens_core.plugins._shell import get_field, parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
