@@ -26,8 +26,7 @@ from standin import (
     guard_demo,
     scripted,
     sse,
-    standin_url,
-    start_standin,
+    standin_unless,
     write_report,
 )
 
@@ -91,17 +90,14 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments("anthropic", __doc__, argv)
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        client = anthropic.Anthropic()
-        model = os.environ.get("GROUNDLENS_ANTHROPIC_MODEL", "claude-sonnet-4-5")
-        print(f"Calling the Anthropic API ({client.base_url}, model {model}).\n")
-    else:
-        server = start_standin(standin_answer)
-        client = anthropic.Anthropic(base_url=standin_url(server), api_key="offline")
-        model = "standin-claude"
-        print("ANTHROPIC_API_KEY is not set: using a local stand-in server that answers from a script.\n")
-    try:
+    with standin_unless(bool(os.environ.get("ANTHROPIC_API_KEY")), standin_answer, "ANTHROPIC_API_KEY is not set") as url:
+        if url is None:
+            client = anthropic.Anthropic()
+            model = os.environ.get("GROUNDLENS_ANTHROPIC_MODEL", "claude-sonnet-4-5")
+            print(f"Calling the Anthropic API ({client.base_url}, model {model}).\n")
+        else:
+            client = anthropic.Anthropic(base_url=url, api_key="offline")
+            model = "standin-claude"
         guard = guard_demo(AnthropicProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
@@ -120,10 +116,6 @@ def main(argv: list[str] | None = None) -> int:
                 text = "".join(b.text for b in first.content if b.type == "text")
         print(f"Instrumented client: {text.strip()}")
         write_report(guard, args.out, "anthropic", "groundlens: Anthropic guard")
-    finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
     return 0
 
 

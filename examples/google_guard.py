@@ -28,8 +28,7 @@ from standin import (
     guard_demo,
     scripted,
     sse,
-    standin_url,
-    start_standin,
+    standin_unless,
     write_report,
 )
 
@@ -72,17 +71,14 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments("google", __doc__, argv)
-    server = None
-    if os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY"):
-        client = genai.Client()
-        model = os.environ.get("GROUNDLENS_GEMINI_MODEL", "gemini-2.5-flash")
-        print(f"Calling the Gemini API (model {model}).\n")
-    else:
-        server = start_standin(standin_answer)
-        client = genai.Client(api_key="offline", http_options=types.HttpOptions(base_url=standin_url(server)))
-        model = "standin-gemini"
-        print("GEMINI_API_KEY / GOOGLE_API_KEY are not set: using a local stand-in server that answers from a script.\n")
-    try:
+    with standin_unless(bool(os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")), standin_answer, "GEMINI_API_KEY / GOOGLE_API_KEY are not set") as url:
+        if url is None:
+            client = genai.Client()
+            model = os.environ.get("GROUNDLENS_GEMINI_MODEL", "gemini-2.5-flash")
+            print(f"Calling the Gemini API (model {model}).\n")
+        else:
+            client = genai.Client(api_key="offline", http_options=types.HttpOptions(base_url=url))
+            model = "standin-gemini"
         guard = guard_demo(GoogleProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
@@ -103,10 +99,6 @@ def main(argv: list[str] | None = None) -> int:
                 text = first.text or ""
         print(f"Instrumented client: {text.strip()}")
         write_report(guard, args.out, "google", "groundlens: Gemini guard")
-    finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
     return 0
 
 

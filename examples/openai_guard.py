@@ -25,8 +25,7 @@ from standin import (
     guard_demo,
     scripted,
     sse,
-    standin_url,
-    start_standin,
+    standin_unless,
     write_report,
 )
 
@@ -66,17 +65,14 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments("openai", __doc__, argv)
-    server = None
-    if os.environ.get("OPENAI_API_KEY"):
-        client = openai.OpenAI()
-        model = os.environ.get("GROUNDLENS_OPENAI_MODEL", "gpt-4o-mini")
-        print(f"Calling the OpenAI API ({client.base_url}, model {model}).\n")
-    else:
-        server = start_standin(standin_answer)
-        client = openai.OpenAI(base_url=standin_url(server) + "/v1", api_key="offline")
-        model = "standin-model"
-        print("OPENAI_API_KEY is not set: using a local stand-in server that answers from a script.\n")
-    try:
+    with standin_unless(bool(os.environ.get("OPENAI_API_KEY")), standin_answer, "OPENAI_API_KEY is not set") as url:
+        if url is None:
+            client = openai.OpenAI()
+            model = os.environ.get("GROUNDLENS_OPENAI_MODEL", "gpt-4o-mini")
+            print(f"Calling the OpenAI API ({client.base_url}, model {model}).\n")
+        else:
+            client = openai.OpenAI(base_url=url + "/v1", api_key="offline")
+            model = "standin-model"
         guard = guard_demo(OpenAIProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
@@ -93,10 +89,6 @@ def main(argv: list[str] | None = None) -> int:
                 final = first
         print(f"Instrumented client: {final.choices[0].message.content}")
         write_report(guard, args.out, "openai", "groundlens: OpenAI guard")
-    finally:
-        if server is not None:
-            server.shutdown()
-            server.server_close()
     return 0
 
 

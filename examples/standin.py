@@ -7,9 +7,10 @@ and a flagged answer, raise mode, a stream) and the report it writes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -68,8 +69,19 @@ def start_standin(answer: Callable[[str, dict], tuple[bytes, str]]) -> Threading
     return server
 
 
-def standin_url(server: ThreadingHTTPServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}"
+@contextlib.contextmanager
+def standin_unless(api_key_set: bool, answer: Callable[[str, dict], tuple[bytes, str]], what: str) -> Iterator[str | None]:
+    """The stand-in server's URL for the block (None when an API key is set: the real API is called)."""
+    if api_key_set:
+        yield None
+        return
+    server = start_standin(answer)
+    print(f"{what}: using a local stand-in server that answers from a script.\n")
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def arguments(name: str, doc: str, argv: list[str] | None) -> argparse.Namespace:

@@ -116,58 +116,66 @@ class Tap:
 
     def events(self, source: Iterable[Any], texts: bool = False) -> Iterator[Any]:
         """The events of ``source`` (or, with ``texts``, the text they carry), tapped."""
-        failure: BaseException | None = None
-        whole, flagged = False, None
-        try:
+        with self._ending(defer_scoring=False) as outcome:
             for event in source:
                 if self.closed:
                     break
-                text = self.feed(event)
-                if not texts:
-                    yield event
-                elif text:
-                    yield text
+                item = self._passed(event, texts)
+                if item is not _SKIP:
+                    yield item
             else:
-                whole = True
-        except GeneratorExit:
-            raise
-        except BaseException as exc:
-            failure = exc
-            raise
-        finally:
-            flagged = self.end(failure, whole and not self.closed)
-        if flagged is not None:
-            raise flagged
+                outcome.whole = True
+        if outcome.flagged is not None:
+            raise outcome.flagged
 
     async def aevents(self, source: AsyncIterator[Any], texts: bool = False) -> AsyncIterator[Any]:
         """:meth:`events` for an async stream; a guard stream is scored in a worker thread."""
-        failure: BaseException | None = None
-        whole = score_later = False
-        try:
+        with self._ending(defer_scoring=True) as outcome:
             async for event in source:
                 if self.closed:
                     break
-                text = self.feed(event)
-                if not texts:
-                    yield event
-                elif text:
-                    yield text
+                item = self._passed(event, texts)
+                if item is not _SKIP:
+                    yield item
             else:
-                whole = True
+                outcome.whole = True
+        if outcome.score_later:
+            outcome.flagged = await asyncio.to_thread(self.end, None, True)
+        if outcome.flagged is not None:
+            raise outcome.flagged
+
+    def _passed(self, event: Any, texts: bool) -> Any:
+        text = self.feed(event)
+        return event if not texts else text or _SKIP
+
+    @contextlib.contextmanager
+    def _ending(self, *, defer_scoring: bool) -> Iterator[_Outcome]:
+        """How the iteration ended (whole, with the SDK's error, or left: ``GeneratorExit``); the
+        stream is recorded on the way out, except a whole guard stream's scoring when deferred."""
+        outcome = _Outcome()
+        try:
+            yield outcome
         except GeneratorExit:
             raise
         except BaseException as exc:
-            failure = exc
+            outcome.failure = exc
             raise
         finally:
-            whole = whole and not self.closed
-            score_later = whole and self.scored
-            if not score_later:
-                self.end(failure, whole)
-        if score_later:
-            flagged = await asyncio.to_thread(self.end, None, True)
-            if flagged is not None:
-                raise flagged
+            whole = outcome.whole and not self.closed
+            outcome.score_later = defer_scoring and whole and self.scored
+            if not outcome.score_later:
+                outcome.flagged = self.end(outcome.failure, whole)
+
+
+_SKIP = object()  # an event that carries no text, in a stream of texts
+
+
+@dataclass
+class _Outcome:
+    whole: bool = False
+    failure: BaseException | None = None
+    flagged: GroundlensFlaggedError | None = None
+    score_later: bool = False
 
 
 # ---------------------------------------------------------------- the base of the provider guards

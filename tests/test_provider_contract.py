@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-import dataclasses
 import contextlib
+import dataclasses
 import gc
 import importlib
 import inspect
