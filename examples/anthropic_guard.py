@@ -19,16 +19,7 @@ import json
 import os
 
 import anthropic
-from standin import (
-    STOCK,
-    STOCK_QUESTION,
-    arguments,
-    guard_demo,
-    scripted,
-    sse,
-    standin_unless,
-    write_report,
-)
+import standin
 
 from groundlens_core.providers.anthropic import AnthropicProvider, guard_of, instrument
 
@@ -54,7 +45,7 @@ def standin_message(body: dict) -> dict:
     else:
         asked = next(_text_of(m["content"]) for m in reversed(messages)
                      if m.get("role") == "user" and _text_of(m["content"]).strip())
-        content, stop = [{"type": "text", "text": scripted(asked)}], "end_turn"
+        content, stop = [{"type": "text", "text": standin.scripted(asked)}], "end_turn"
     return {"id": "msg_standin", "type": "message", "role": "assistant", "model": "standin-claude", "content": content,
             "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 60, "output_tokens": 20}}
 
@@ -84,13 +75,13 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
     message = standin_message(body)
     if body.get("stream"):
         events = standin_events(message)
-        return sse(events, [e["type"] for e in events]), "text/event-stream"
+        return standin.sse(events, [e["type"] for e in events]), "text/event-stream"
     return json.dumps(message).encode(), "application/json"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments("anthropic", __doc__, argv)
-    with standin_unless(bool(os.environ.get("ANTHROPIC_API_KEY")), standin_answer, "ANTHROPIC_API_KEY is not set") as url:
+    args = standin.arguments("anthropic", __doc__, argv)
+    with standin.standin_unless(bool(os.environ.get("ANTHROPIC_API_KEY")), standin_answer, "ANTHROPIC_API_KEY is not set") as url:
         if url is None:
             client = anthropic.Anthropic()
             model = os.environ.get("GROUNDLENS_ANTHROPIC_MODEL", "claude-sonnet-4-5")
@@ -98,24 +89,24 @@ def main(argv: list[str] | None = None) -> int:
         else:
             client = anthropic.Anthropic(base_url=url, api_key="offline")
             model = "standin-claude"
-        guard = guard_demo(AnthropicProvider, model, client)
+        guard = standin.guard_demo(AnthropicProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
         instrument(client, recorder=guard.recorder)
-        messages = [{"role": "user", "content": STOCK_QUESTION}]
+        messages = [{"role": "user", "content": standin.STOCK_QUESTION}]
         with guard_of(client).trace("stock-check"):
             first = client.messages.create(model=model, max_tokens=300, messages=messages, tools=TOOLS)
             calls = [b for b in first.content if b.type == "tool_use"]
             if calls:  # the model asked for the tool: run it, send the result back, stream the answer
                 messages += [{"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
                              {"role": "user", "content": [{"type": "tool_result", "tool_use_id": calls[0].id,
-                                                           "content": STOCK}]}]
+                                                           "content": standin.STOCK}]}]
                 with client.messages.stream(model=model, max_tokens=300, messages=messages, tools=TOOLS) as final:
                     text = final.get_final_text()
             else:
                 text = "".join(b.text for b in first.content if b.type == "text")
         print(f"Instrumented client: {text.strip()}")
-        write_report(guard, args.out, "anthropic", "groundlens: Anthropic guard")
+        standin.write_report(guard, args.out, "anthropic", "groundlens: Anthropic guard")
     return 0
 
 

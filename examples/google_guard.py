@@ -19,18 +19,9 @@ from __future__ import annotations
 import json
 import os
 
+import standin
 from google import genai
 from google.genai import types
-from standin import (
-    STOCK,
-    STOCK_QUESTION,
-    arguments,
-    guard_demo,
-    scripted,
-    sse,
-    standin_unless,
-    write_report,
-)
 
 from groundlens_core.providers.google import GoogleProvider, guard_of, instrument
 
@@ -48,7 +39,7 @@ def standin_parts(body: dict) -> list[dict]:
         return [{"functionCall": {"name": "check_stock", "args": {"city": "Oslo"}}}]
     asked = next(" ".join(p["text"] for p in c["parts"] if "text" in p) for c in reversed(contents)
                  if c.get("role", "user") == "user" and any("text" in p for p in c.get("parts", [])))
-    return [{"text": scripted(asked)}]
+    return [{"text": standin.scripted(asked)}]
 
 
 def _chunk(parts: list[dict], finish: str | None) -> dict:
@@ -66,12 +57,12 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
         return json.dumps(_chunk(parts, "STOP")).encode(), "application/json"
     pieces = [[{"text": parts[0]["text"][i:i + 16]}] for i in range(0, len(parts[0]["text"]), 16)] \
         if "text" in parts[0] else [parts]  # SSE: the text in pieces, usage in the last chunk
-    return sse([_chunk(p, "STOP" if i == len(pieces) - 1 else None) for i, p in enumerate(pieces)]), "text/event-stream"
+    return standin.sse([_chunk(p, "STOP" if i == len(pieces) - 1 else None) for i, p in enumerate(pieces)]), "text/event-stream"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments("google", __doc__, argv)
-    with standin_unless(bool(os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")), standin_answer, "GEMINI_API_KEY / GOOGLE_API_KEY are not set") as url:
+    args = standin.arguments("google", __doc__, argv)
+    with standin.standin_unless(bool(os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")), standin_answer, "GEMINI_API_KEY / GOOGLE_API_KEY are not set") as url:
         if url is None:
             client = genai.Client()
             model = os.environ.get("GROUNDLENS_GEMINI_MODEL", "gemini-2.5-flash")
@@ -79,26 +70,26 @@ def main(argv: list[str] | None = None) -> int:
         else:
             client = genai.Client(api_key="offline", http_options=types.HttpOptions(base_url=url))
             model = "standin-gemini"
-        guard = guard_demo(GoogleProvider, model, client)
+        guard = standin.guard_demo(GoogleProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
         instrument(client, recorder=guard.recorder)
         config = types.GenerateContentConfig(tools=[CHECK_STOCK],
                                              automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True))
-        contents: list = [types.Content(role="user", parts=[types.Part.from_text(text=STOCK_QUESTION)])]
+        contents: list = [types.Content(role="user", parts=[types.Part.from_text(text=standin.STOCK_QUESTION)])]
         with guard_of(client).trace("stock-check"):
             first = client.models.generate_content(model=model, contents=contents, config=config)
             if first.function_calls:  # the model asked for the tool: run it, send the result back, stream the answer
                 call = first.function_calls[0]
                 contents += [first.candidates[0].content,
                              types.Content(role="user", parts=[types.Part.from_function_response(
-                                 name=call.name, response={"output": STOCK})])]
+                                 name=call.name, response={"output": standin.STOCK})])]
                 text = "".join(c.text or "" for c in client.models.generate_content_stream(
                     model=model, contents=contents, config=config))
             else:
                 text = first.text or ""
         print(f"Instrumented client: {text.strip()}")
-        write_report(guard, args.out, "google", "groundlens: Gemini guard")
+        standin.write_report(guard, args.out, "google", "groundlens: Gemini guard")
     return 0
 
 

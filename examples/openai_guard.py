@@ -18,16 +18,7 @@ import json
 import os
 
 import openai
-from standin import (
-    STOCK,
-    STOCK_QUESTION,
-    arguments,
-    guard_demo,
-    scripted,
-    sse,
-    standin_unless,
-    write_report,
-)
+import standin
 
 from groundlens_core.providers.openai import OpenAIProvider, guard_of, instrument
 
@@ -51,7 +42,7 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
         completion = _completion({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls")
     else:
         asked = next(m["content"] for m in reversed(messages) if m.get("role") == "user")
-        completion = _completion({"role": "assistant", "content": scripted(asked)}, "stop")
+        completion = _completion({"role": "assistant", "content": standin.scripted(asked)}, "stop")
     if not body.get("stream"):
         return json.dumps(completion).encode(), "application/json"
     head = {k: completion[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
@@ -60,12 +51,12 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
                                     "finish_reason": None}]} for i, w in enumerate(words)]
     chunks += [{**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
                {**head, "choices": [], "usage": completion["usage"]}, "[DONE]"]
-    return sse(chunks), "text/event-stream"
+    return standin.sse(chunks), "text/event-stream"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = arguments("openai", __doc__, argv)
-    with standin_unless(bool(os.environ.get("OPENAI_API_KEY")), standin_answer, "OPENAI_API_KEY is not set") as url:
+    args = standin.arguments("openai", __doc__, argv)
+    with standin.standin_unless(bool(os.environ.get("OPENAI_API_KEY")), standin_answer, "OPENAI_API_KEY is not set") as url:
         if url is None:
             client = openai.OpenAI()
             model = os.environ.get("GROUNDLENS_OPENAI_MODEL", "gpt-4o-mini")
@@ -73,22 +64,22 @@ def main(argv: list[str] | None = None) -> int:
         else:
             client = openai.OpenAI(base_url=url + "/v1", api_key="offline")
             model = "standin-model"
-        guard = guard_demo(OpenAIProvider, model, client)
+        guard = standin.guard_demo(OpenAIProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.
         instrument(client, recorder=guard.recorder)
-        messages = [{"role": "user", "content": STOCK_QUESTION}]
+        messages = [{"role": "user", "content": standin.STOCK_QUESTION}]
         with guard_of(client).trace("stock-check"):
             first = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
             call = first.choices[0].message.tool_calls[0] if first.choices[0].message.tool_calls else None
             if call is not None:  # the model asked for the tool: run it, send the result back
                 messages += [first.choices[0].message.model_dump(exclude_none=True),
-                             {"role": "tool", "tool_call_id": call.id, "content": STOCK}]
+                             {"role": "tool", "tool_call_id": call.id, "content": standin.STOCK}]
                 final = client.chat.completions.create(model=model, messages=messages, tools=TOOLS)
             else:
                 final = first
         print(f"Instrumented client: {final.choices[0].message.content}")
-        write_report(guard, args.out, "openai", "groundlens: OpenAI guard")
+        standin.write_report(guard, args.out, "openai", "groundlens: OpenAI guard")
     return 0
 
 
