@@ -133,11 +133,13 @@ class Instrumenting(ProviderCore):
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
         """What the caller gets for a stream: the SDK's stream, already tapped by its ``request``;
         a plain (async) generator, tapped here."""
+        if inspect.isgenerator(result):
+            return tap.events(result)
+        if inspect.isasyncgen(result):
+            return tap.aevents(result)
         if getattr(result, "_groundlens_tap", None) is tap:
             return result
-        if inspect.isasyncgen(result) or hasattr(result, "__anext__"):
-            return tap.aevents(result)
-        return tap.events(result)
+        return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
 
     # ============================================================ instrument
 

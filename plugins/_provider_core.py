@@ -104,7 +104,7 @@ class Tap:
                 f"read a {self.call.operation} stream event", exc, self.call.key, self.call.node
             )
             return None
-        if text:
+        if text and self.scored:  # a guard stream's text so far
             self.parts.append(text)
         return text
 
