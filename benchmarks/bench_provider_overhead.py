@@ -78,11 +78,9 @@ class Timed:
         finally:
             self.wall += time.perf_counter() - w
             self.cpu += time.thread_time() - c
-        if hasattr(result, "_iterator"):  # openai / anthropic Stream: the events come from _iterator
-            result._iterator = self._timed_events(result._iterator)
-        elif isinstance(result, types.GeneratorType):  # google-genai: the stream is a generator
+        if isinstance(result, types.GeneratorType):  # google-genai: the stream is a generator
             return self._timed_events(result)
-        return result
+        return result  # an openai / anthropic Stream: its events are timed by time_sdk_streams
 
     def _timed_events(self, events):
         while True:
@@ -95,6 +93,34 @@ class Timed:
                 self.wall += time.perf_counter() - w
                 self.cpu += time.thread_time() - c
             yield event
+
+
+#: the timer of each client (by id) whose SDK ``Stream`` events are being timed
+STREAM_TIMERS: dict[int, Timed] = {}
+
+
+def time_sdk_streams() -> None:
+    """Time every pull from the SDK's own event generator (``Stream.__stream__``) of the openai and
+    anthropic SDKs, for the client's timer: whatever wraps the events (our tap, at any seam) stays
+    outside the SDK's time."""
+    import importlib
+
+    for name in ("openai", "anthropic"):
+        try:
+            stream_cls = importlib.import_module(name).Stream
+        except ImportError:
+            continue
+        original = stream_cls.__stream__
+        if getattr(original, "timed", False):
+            continue
+
+        def __stream__(self, _original=original):
+            timer = STREAM_TIMERS.get(id(self._client))
+            events = _original(self)
+            return events if timer is None else timer._timed_events(events)
+
+        __stream__.timed = True
+        stream_cls.__stream__ = __stream__
 
 
 def pct(values: list[float], q: float) -> float:
@@ -249,6 +275,7 @@ APIS = {"openai": openai_api, "anthropic": anthropic_api, "google": google_api}
 def run(api: Api, calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[str, list[float]]]:
     from groundlens_core.plugins._provider import Target, guard_of
 
+    time_sdk_streams()
     server = FakeLLMServer(default=api.answer(delay, chunks))
     try:
         clients, timers, guards = {}, {}, []
@@ -268,6 +295,7 @@ def run(api: Api, calls: int, delay: float, chunks: int, stream: bool) -> dict[s
                 timers[name] = Timed(getattr(owner, attr).__groundlens_original__)
                 setattr(owner, attr, guard._wrap(Target(owner, attr, operation), timers[name]))
             clients[name] = (owner, attr, client)  # keep the client: google-genai closes its transport when collected
+            STREAM_TIMERS[id(client)] = timers[name]
 
         kwargs = api.kwargs(stream)
 

@@ -1,101 +1,33 @@
-"""Anthropic: a guard call and an instrumented client, through the real ``anthropic`` SDK.
-
-The guard call::
-
-    from groundlens_core.providers.anthropic import AnthropicProvider
-
-    guard = AnthropicProvider(model="claude-sonnet-4-5")     # or client=Anthropic(...) of your own
-    answer = guard.complete("Summarize this document.", context=document)
-    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
-
-Instrument a client you already have (its calls stay exactly as they are)::
-
-    from groundlens_core.providers.anthropic import instrument, guard_of
-
-    client = instrument(Anthropic(), name="support-bot")     # the same client object
-    client.messages.create(model=..., max_tokens=..., messages=[...], groundlens_context=docs)
-    with client.messages.stream(model=..., max_tokens=..., messages=[...]) as stream: ...
-    guard_of(client).get_trace().summary()
-
-What each call records (one step; node ``anthropic.messages`` / ``anthropic.messages.stream``
-unless ``groundlens_node=`` names it; ``gen_ai.provider.name`` ``anthropic``):
-
-* **question** — the text of the last ``user`` message that has text of its own. Anthropic sends
-  tool results back as ``user`` messages made only of ``tool_result`` blocks: those are context,
-  not the question. The ``system`` prompt is neither.
-* **context** — from that question on: every ``tool_result`` block (source ``tool:<name>``, the
-  name read from the ``tool_use`` block with the same id; text blocks of a list content are
-  joined), every ``document`` block that carries text (``source.type`` ``text`` or ``content``;
-  source ``document`` or ``document:<title>``), every ``search_result`` block (source
-  ``search_result:<source>``), plus attached context (``groundlens_context=``, ``using_context``).
-* **response** — the reply's ``text`` blocks, joined; a reply with ``tool_use`` blocks and no text
-  is an unscored ``tool_call`` step (metadata ``tool_calls``: the tool names).
-* **usage** — ``input_tokens`` / ``output_tokens`` (a stream: ``message_start``, then the
-  cumulative counts of ``message_delta``); **finish reason** — ``stop_reason``; **model** — the
-  reply's ``model``.
-
-Calls covered: ``messages.create`` (sync, async, ``stream=True``: the caller gets the SDK's own
-``Stream`` / ``AsyncStream``, its events read as they pass), ``messages.stream(...)`` (sync and
-async: the SDK's own ``MessageStreamManager``; the step is recorded when the stream ends, breaks or
-is closed early), ``messages.parse``, and the same three on ``client.beta.messages`` (nodes
-``anthropic.beta.messages``...). A failed call (an ``anthropic.APIStatusError`` after the SDK's retries, a
-time-out, an ``error`` event or a connection cut in the middle of a stream) is an ``error`` step;
-the caller gets the SDK's exception, untouched. Not instrumented: ``with_raw_response`` /
-``with_streaming_response`` (passed through unread), ``count_tokens``, ``batches``, the beta tool
-runner (it talks through threads, not these methods). A stream that is never read (a manager
-entered and left without reading) records nothing.
-
-The guard request is ``messages=[{"role": "user", "content": prompt_with_context(prompt,
-context)}]``, ``system=`` when given, ``max_tokens=`` :data:`DEFAULT_MAX_TOKENS` unless you pass
-your own, plus your ``request_kwargs``.
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""Anthropic: guard calls and instrumented clients through the real ``anthropic`` SDK
+(``messages.create``, ``messages.stream``, ``messages.parse`` and their ``beta`` twins, sync, async
+and streamed). What each call records is listed in ``docs/providers.md``; this module holds the
+Anthropic readers.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
+from groundlens_core.plugins._instrument import PENDING_TAP
+from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
-    CONTEXT_KEYWORD,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
-    AsyncGuardedStream,
+    PUBLIC,
     Completion,
-    GroundlensFlaggedError,
-    GuardedStream,
     ProviderGuard,
-    ProviderResponse,
     RequestView,
     StreamReader,
     Target,
-    guard_of,
     listed,
-    prompt_with_context,
-    uninstrument,
-    using_context,
 )
+from groundlens_core.plugins._provider_core import Tap
+from groundlens_core.plugins._provider_values import read_usage, whole_number
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
-__all__ = [
-    "CONTEXT_KEYWORD",
-    "DEFAULT_MAX_TOKENS",
-    "NODE_KEYWORD",
-    "QUESTION_KEYWORD",
-    "AnthropicProvider",
-    "AsyncGuardedStream",
-    "GroundlensFlaggedError",
-    "GuardedStream",
-    "ProviderResponse",
-    "guard_of",
-    "instrument",
-    "prompt_with_context",
-    "uninstrument",
-    "using_context",
-]
+__all__ = [*PUBLIC, "DEFAULT_MAX_TOKENS", "AnthropicProvider", "instrument"]
 
 MESSAGES = "messages"
 MESSAGES_STREAM = "messages.stream"
@@ -103,6 +35,12 @@ MESSAGES_STREAM = "messages.stream"
 DEFAULT_MAX_TOKENS = 1024
 _RAW_HEADER = "X-Stainless-Raw-Response"
 _TOOL_USE = ("tool_use", "server_tool_use", "mcp_tool_use")
+_MANAGERS = (
+    "MessageStreamManager",
+    "AsyncMessageStreamManager",
+    "BetaMessageStreamManager",
+    "BetaAsyncMessageStreamManager",
+)
 
 
 class AnthropicProvider(ProviderGuard):
@@ -121,13 +59,8 @@ class AnthropicProvider(ProviderGuard):
     sdk_name: ClassVar[str] = "The Anthropic SDK"
     guard_operation: ClassVar[str] = MESSAGES
 
-    # ------------------------------------------------------------ clients and guard requests
-
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        return (self.sdk.AsyncAnthropic if asynchronous else self.sdk.Anthropic)(**client_kwargs)
-
-    def _is_async_client(self, client: Any) -> bool:
-        return isinstance(client, self.sdk.AsyncAnthropic)
+    client_class: ClassVar[str] = "Anthropic"
+    async_client_class: ClassVar[str] = "AsyncAnthropic"
 
     def _build_request(
         self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
@@ -144,18 +77,11 @@ class AnthropicProvider(ProviderGuard):
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.messages.create(**request)
 
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        return await client.messages.create(**request)
-
-    # ------------------------------------------------------------ reading responses
-
     def _read_response(self, raw: Any, operation: str) -> Completion:
         return read_message(raw)
 
     def _stream_reader(self, operation: str) -> StreamReader:
         return MessageEventReader()
-
-    # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
         targets = [
@@ -190,111 +116,51 @@ class AnthropicProvider(ProviderGuard):
             stream=stream,
         )
 
-    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
-        return operation.endswith(".stream") or requested
+    def _request_clients(self, client: Any) -> list[Any]:
+        return [client]  # its ``request`` makes the raw ``Stream`` / ``AsyncStream`` of every stream
 
-    def _is_async_stream(self, result: Any) -> bool:
+    def _tap_stream(self, result: Any, tap: Tap) -> Any:
+        """``messages.stream(...)`` gives a ``MessageStreamManager``, which sends its request only
+        when entered: entering it (its own ``__enter__`` / ``__aenter__``) hands the tap to that
+        request, and a request that fails there is recorded as a failed stream."""
         streaming = self.sdk.lib.streaming
-        return isinstance(result, (streaming.AsyncMessageStreamManager, streaming.BetaAsyncMessageStreamManager))
-
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """``messages.create(stream=True)`` gives a ``Stream``/``AsyncStream``, which reads its
-        events from ``_iterator``: wrapped in place, the caller keeps the SDK's own object.
-
-        ``messages.stream(...)`` gives a ``MessageStreamManager``, which sends the request only when
-        entered; its request is wrapped so that the raw ``Stream`` it opens is tapped the same way
-        (the manager's own ``MessageStream`` then reads the tapped events). A request that fails as
-        the manager is entered goes through the tap too, so it is recorded as an error step."""
-        if hasattr(result, "_iterator"):
-            result._iterator = wrap(result._iterator)
+        managers = tuple(getattr(streaming, name) for name in _MANAGERS if hasattr(streaming, name))
+        if isinstance(result, managers):
+            result.__class__ = _entered_with_tap(type(result))  # type: ignore[arg-type]
+            result._groundlens_tap = tap
             return result
-        for cls in type(result).__mro__:  # the manager keeps its request in a name-mangled attribute
-            attr = f"_{cls.__name__}__api_request"
-            if attr in vars(result):
-                request = vars(result)[attr]
-                setattr(result, attr, _tapped_request(request, wrap))
-                return result
-        raise TypeError(f"cannot read events of a {type(result).__name__}")  # logged; the call goes on
+        return super()._tap_stream(result, tap)
 
 
-def _tapped_request(request: Any, wrap: Any) -> Any:
-    """The manager's request (a callable for the sync manager, an awaitable for the async one),
-    tapping the stream it returns."""
-    if callable(request):
+@functools.cache
+def _entered_with_tap(manager: type) -> type:
+    if hasattr(manager, "__aenter__"):
 
-        def send() -> Any:
+        class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
+            async def __aenter__(self) -> Any:
+                token = PENDING_TAP.set(self._groundlens_tap)
+                try:
+                    return await super().__aenter__()
+                except BaseException as exc:
+                    self._groundlens_tap.end(exc)
+                    raise
+                finally:
+                    PENDING_TAP.reset(token)
+
+        return AsyncTappedManager
+
+    class TappedManager(manager):  # type: ignore[misc, valid-type]
+        def __enter__(self) -> Any:
+            token = PENDING_TAP.set(self._groundlens_tap)
             try:
-                stream = request()
+                return super().__enter__()
             except BaseException as exc:
-                _fail_through(wrap, exc)
+                self._groundlens_tap.end(exc)
                 raise
-            stream._iterator = wrap(stream._iterator)
-            _end_on_close(wrap, stream)
-            return stream
+            finally:
+                PENDING_TAP.reset(token)
 
-        return send
-
-    return _TappedAwaitable(request, wrap)
-
-
-class _TappedAwaitable:
-    """The async manager's request, awaited only when the manager is entered (a coroutine made here
-    and never awaited would add a warning of ours to the SDK's own when a manager is never entered)."""
-
-    def __init__(self, request: Any, wrap: Any) -> None:
-        self._request = request
-        self._wrap = wrap
-
-    def __await__(self) -> Any:
-        return self._send().__await__()
-
-    async def _send(self) -> Any:
-        try:
-            stream = await self._request
-        except BaseException as exc:
-            await _afail_through(self._wrap, exc)
-            raise
-        stream._iterator = self._wrap(stream._iterator)
-        _end_on_close(self._wrap, stream)
-        return stream
-
-
-def _end_on_close(wrap: Any, stream: Any) -> None:
-    """The manager's ``MessageStream`` closes the raw ``Stream`` on exit: that ``close()`` ends our
-    tap too, so a helper stream left early is recorded then (not only when Python collects it)."""
-    hook = getattr(wrap, "end_on_close", None)
-    if hook is not None:
-        hook(stream)
-
-
-def _raise(exc: BaseException) -> Iterable[Any]:
-    raise exc
-    yield  # pragma: no cover - makes this a generator
-
-
-async def _araise(exc: BaseException) -> Any:
-    raise exc
-    yield  # pragma: no cover - makes this an async generator
-
-
-def _fail_through(wrap: Any, exc: BaseException) -> None:
-    """Run ``exc`` through the tap: the layer records the call as failed with the SDK's exception
-    (whose traceback is put back as it was, so the caller sees the SDK's own)."""
-    traceback = exc.__traceback__
-    try:
-        next(iter(wrap(_raise(exc))))
-    except BaseException:
-        pass
-    exc.__traceback__ = traceback
-
-
-async def _afail_through(wrap: Any, exc: BaseException) -> None:
-    traceback = exc.__traceback__
-    try:
-        await wrap(_araise(exc)).__anext__()
-    except BaseException:
-        pass
-    exc.__traceback__ = traceback
+    return TappedManager
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
@@ -432,15 +298,7 @@ def read_message(message: Any) -> Completion:
 
 
 def _usage(usage: Any) -> Usage | None:
-    """``input_tokens`` / ``output_tokens`` read by their own names (the shell's generic
-    ``parse_usage`` also probes other SDKs' names, and a missing attribute on a pydantic model costs
-    an exception)."""
-    if usage is None:
-        return None
-    inp, out = _int(get_field(usage, "input_tokens")), _int(get_field(usage, "output_tokens"))
-    if inp is None and out is None:
-        return None
-    return Usage(inp, out, (inp or 0) + (out or 0))
+    return read_usage(usage, ("input_tokens", "output_tokens", None))
 
 
 class MessageEventReader(StreamReader):
@@ -485,15 +343,15 @@ class MessageEventReader(StreamReader):
             message = get_field(event, "message")
             self.model = get_field(message, "model")
             usage = get_field(message, "usage")
-            self.input_tokens = _int(get_field(usage, "input_tokens"))
-            self.output_tokens = _int(get_field(usage, "output_tokens"))
+            self.input_tokens = whole_number(get_field(usage, "input_tokens"))
+            self.output_tokens = whole_number(get_field(usage, "output_tokens"))
         elif kind == "message_delta":
             self.finish_reason = get_field(get_field(event, "delta"), "stop_reason") or self.finish_reason
             usage = get_field(event, "usage")  # cumulative counts: they replace, never add
-            if _int(get_field(usage, "output_tokens")) is not None:
-                self.output_tokens = _int(get_field(usage, "output_tokens"))
-            if _int(get_field(usage, "input_tokens")) is not None:
-                self.input_tokens = _int(get_field(usage, "input_tokens"))
+            if whole_number(get_field(usage, "output_tokens")) is not None:
+                self.output_tokens = whole_number(get_field(usage, "output_tokens"))
+            if whole_number(get_field(usage, "input_tokens")) is not None:
+                self.input_tokens = whole_number(get_field(usage, "input_tokens"))
         elif kind == "message_stop":
             self.stopped = True
         return None
@@ -519,7 +377,3 @@ class MessageEventReader(StreamReader):
             finish_reason=self.finish_reason,
             tool_calls=tuple(self.tools.values()),
         )
-
-
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None

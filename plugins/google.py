@@ -1,64 +1,7 @@
-"""Google Gemini: a guard call and an instrumented client, through the ``google-genai`` SDK.
-
-``google-genai`` is Google's current SDK (``from google import genai``); the older
-``google-generativeai`` package is retired and not supported.
-
-The guard call::
-
-    from groundlens_core.providers.google import GoogleProvider
-
-    guard = GoogleProvider(model="gemini-2.5-flash")         # or client=genai.Client(...) of your own
-    answer = guard.complete("Summarize this document.", context=document)
-    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
-
-Instrument a client you already have (its calls stay exactly as they are)::
-
-    from groundlens_core.providers.google import instrument, guard_of
-
-    client = instrument(genai.Client(), name="support-bot")  # the same client object
-    client.models.generate_content(model=..., contents=..., groundlens_context=docs)
-    for chunk in client.models.generate_content_stream(model=..., contents=...): ...
-    await client.aio.models.generate_content(model=..., contents=...)   # client.aio too
-    guard_of(client).get_trace().summary()
-
-What each call records (one step; node ``gcp.gemini.generate_content`` /
-``gcp.gemini.generate_content_stream`` unless ``groundlens_node=`` names it;
-``gen_ai.provider.name`` ``gcp.gemini``):
-
-* **question** — ``contents`` read as the SDK reads it (one string or part is one user turn;
-  consecutive loose parts form one turn; ``Content`` objects or dicts keep their ``role``): the
-  text of the last ``user`` turn that has text of its own. Function results come back as ``user``
-  turns made only of ``function_response`` parts: those are context, not the question. The
-  ``system_instruction`` is neither.
-* **context** — from that question on: every ``function_response`` part (source ``tool:<name>``;
-  its ``response`` dict read as text: the ``output`` / ``result`` / ``content`` / ``text`` value
-  when it is a string, else the dict as JSON), plus attached context (``groundlens_context=``,
-  ``using_context``).
-* **response** — the text parts of the first candidate (``thought`` parts left out); a candidate
-  with ``function_call`` parts and no text is an unscored ``tool_call`` step (metadata
-  ``tool_calls``: the function names).
-* **usage** — ``usage_metadata``: ``prompt_token_count``, ``candidates_token_count``,
-  ``total_token_count`` (a stream: the last chunk that carries it); **finish reason** — the first
-  candidate's ``finish_reason`` (``STOP``, ``MAX_TOKENS``, ``SAFETY`` ...); **model** —
-  ``model_version`` (else the requested model).
-
-Calls covered: ``client.models.generate_content`` and ``generate_content_stream`` and the same on
-``client.aio.models`` (instrumenting a ``Client`` covers its ``aio`` side; ``client.chats`` sessions
-go through these methods and are recorded too). A stream is the SDK's generator, its chunks read as
-they pass; the step is recorded when it ends, breaks or is closed early. A failed call (a
-``google.genai.errors.APIError`` after the SDK's retries, a time-out, a connection cut in the middle
-of a stream: the SDK raises it as the stream is read) is an ``error`` step; the caller gets the SDK's
-exception, untouched. Automatic function calling (Python functions as ``tools``: the SDK runs them
-and calls the model again inside one ``generate_content``) is one step for the whole call, scored
-on its final answer, with the function results the SDK gathered (its
-``automatic_function_calling_history``) as context; the model calls inside it are not separate
-steps. A prompt blocked before any candidate has finish reason ``BLOCKED:<block_reason>``.
-
-The guard request is ``contents=[{"role": "user", "parts": [{"text": prompt_with_context(prompt,
-context)}]}]``, ``config.system_instruction=system`` when given (merged into your ``config=``), plus
-your ``request_kwargs``.
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
+"""Google Gemini: guard calls and instrumented clients through the ``google-genai`` SDK
+(``models.generate_content`` and ``generate_content_stream``, on the client and its ``aio`` side).
+The retired ``google-generativeai`` package is not supported. What each call records is listed in
+``docs/providers.md``; this module holds the Gemini readers.
 """
 
 from __future__ import annotations
@@ -67,42 +10,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from groundlens_core.plugins._provider import (
-    CONTEXT_KEYWORD,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
-    AsyncGuardedStream,
-    Completion,
-    GroundlensFlaggedError,
-    GuardedStream,
-    ProviderGuard,
-    ProviderResponse,
-    RequestView,
-    StreamReader,
-    Target,
-    guard_of,
-    prompt_with_context,
-    uninstrument,
-    using_context,
-)
+from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
+from groundlens_core.plugins._provider import PUBLIC, Completion, ProviderGuard, RequestView, StreamReader, Target
+from groundlens_core.plugins._provider_values import read_usage
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
-__all__ = [
-    "CONTEXT_KEYWORD",
-    "NODE_KEYWORD",
-    "QUESTION_KEYWORD",
-    "AsyncGuardedStream",
-    "GoogleProvider",
-    "GroundlensFlaggedError",
-    "GuardedStream",
-    "ProviderResponse",
-    "guard_of",
-    "instrument",
-    "prompt_with_context",
-    "uninstrument",
-    "using_context",
-]
+__all__ = [*PUBLIC, "GoogleProvider", "instrument"]
 
 GENERATE = "generate_content"
 GENERATE_STREAM = "generate_content_stream"
@@ -127,14 +41,12 @@ class GoogleProvider(ProviderGuard):
     sdk_name: ClassVar[str] = "The Google Gen AI SDK (google-genai)"
     guard_operation: ClassVar[str] = GENERATE
 
-    # ------------------------------------------------------------ clients and guard requests
+    client_class: ClassVar[str] = "Client"
+    async_client_class: ClassVar[str] = "client.AsyncClient"
 
     def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
         client = self.sdk.Client(**client_kwargs)
         return client.aio if asynchronous else client
-
-    def _is_async_client(self, client: Any) -> bool:
-        return isinstance(client, self.sdk.client.AsyncClient)
 
     def _async_client_or_none(self) -> Any:
         """A sync ``genai.Client`` carries its async side (``client.aio``): the async calls use it."""
@@ -164,14 +76,6 @@ class GoogleProvider(ProviderGuard):
             return client.models.generate_content_stream(**kwargs)
         return client.models.generate_content(**kwargs)
 
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        kwargs = dict(request)
-        if kwargs.pop(_STREAM_FLAG, False):
-            return await client.models.generate_content_stream(**kwargs)
-        return await client.models.generate_content(**kwargs)
-
-    # ------------------------------------------------------------ reading responses
-
     def _read_response(self, raw: Any, operation: str) -> Completion:
         reader = ChunkReader()
         reader.add(raw)
@@ -179,8 +83,6 @@ class GoogleProvider(ProviderGuard):
 
     def _stream_reader(self, operation: str) -> StreamReader:
         return ChunkReader()
-
-    # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
         sides = [client] if self._is_async_client(client) else [client, client.aio]
@@ -195,15 +97,6 @@ class GoogleProvider(ProviderGuard):
             model=str(model) if model else None,
             stream=operation == GENERATE_STREAM,
         )
-
-    def _is_stream(self, operation: str, requested: bool, result: Any) -> bool:
-        return operation == GENERATE_STREAM
-
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """The SDK's streams are plain (async) generators: the caller gets one that yields the same
-        chunk objects, read as they pass. The SDK's generator sends its request when first read, so
-        HTTP errors come from the iteration, as without us."""
-        return wrap(result)
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
@@ -331,22 +224,8 @@ def request_context(contents: Any) -> list[ContextPiece]:
 # ---------------------------------------------------------------- reading replies
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
 def _usage(meta: Any) -> Usage | None:
-    """``usage_metadata`` read by its own field names (the shell's generic ``parse_usage`` probes
-    other SDKs' names first, and a missing attribute on a pydantic model costs an exception: ~30 us
-    each, for every chunk of a stream)."""
-    if meta is None:
-        return None
-    inp, out, total = (
-        _int(_get(meta, k)) for k in ("prompt_token_count", "candidates_token_count", "total_token_count")
-    )
-    if inp is None and out is None and total is None:
-        return None
-    return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
+    return read_usage(meta, ("prompt_token_count", "candidates_token_count", "total_token_count"), _get)
 
 
 def _finish(value: Any) -> str | None:

@@ -1,43 +1,6 @@
-"""OpenAI: a guard call and an instrumented client, through the real ``openai`` SDK.
-
-The guard call::
-
-    from groundlens_core.providers.openai import OpenAIProvider
-
-    guard = OpenAIProvider(model="gpt-4o")                   # or client=OpenAI(...) of your own
-    answer = guard.complete("Summarize this document.", context=document)
-    answer.text, answer.groundlens_score.flagged             # SGI with context, DGI without
-
-Instrument a client you already have (its calls stay exactly as they are)::
-
-    from groundlens_core.providers.openai import instrument, guard_of
-
-    client = instrument(OpenAI(), name="support-bot")        # the same client object
-    client.chat.completions.create(model=..., messages=[...], groundlens_context=docs)
-    client.responses.create(model=..., input="...")
-    guard_of(client).get_trace().summary()
-
-What each call records (one step; node ``openai.chat`` / ``openai.responses`` unless
-``groundlens_node=`` names it; ``gen_ai.provider.name`` ``openai``):
-
-* ``chat.completions.create`` (sync, async, ``stream=True``): question = the last ``user``
-  message; context = every ``role="tool"`` message (source ``tool:<function name>``, the name read
-  from the assistant's ``tool_calls``) plus attached context; response = ``choices[0]``'s content;
-  a turn whose first choice only has ``tool_calls`` is an unscored ``tool_call`` step (metadata
-  ``tool_calls``: the function names); model, usage (``prompt_tokens``/``completion_tokens``; for a
-  stream, when ``stream_options={"include_usage": True}`` asks for it), ``finish_reason``.
-* ``responses.create`` (sync, async, ``stream=True``): question = ``input`` when it is text, else
-  the last ``user`` message of the input items; context = ``function_call_output`` items (source
-  ``tool:<name>`` from the matching ``function_call`` item) plus attached context; response =
-  ``output_text``; a response whose output is only ``function_call`` items is a ``tool_call`` step;
-  usage (``input_tokens``/``output_tokens``); finish reason = the response ``status``
-  (``incomplete:<reason>`` when cut short). A stream is read from its typed events
-  (``response.output_text.delta``, ``response.completed``/``incomplete``/``failed``).
-
-A failed call (an ``openai.APIStatusError`` after the SDK's retries, a time-out, a stream that
-breaks) is an ``error`` step; the caller gets the SDK's exception, untouched. Not instrumented:
-``with_raw_response`` / ``with_streaming_response`` (passed through unread), the ``beta`` and
-``chat.completions.stream``/``parse`` helpers, embeddings, images, audio.
+"""OpenAI: guard calls and instrumented clients through the real ``openai`` SDK
+(``chat.completions.create`` and ``responses.create``, sync, async and streamed). What each call
+records is listed in ``docs/providers.md``; this module holds the OpenAI readers.
 """
 
 from __future__ import annotations
@@ -46,43 +9,21 @@ from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._common import as_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
-    CONTEXT_KEYWORD,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
-    AsyncGuardedStream,
+    PUBLIC,
     Completion,
-    GroundlensFlaggedError,
-    GuardedStream,
     ProviderGuard,
-    ProviderResponse,
     RequestView,
     StreamReader,
     Target,
-    guard_of,
     listed,
-    prompt_with_context,
-    uninstrument,
-    using_context,
 )
+from groundlens_core.plugins._provider_values import read_usage
 from groundlens_core.plugins._shell import get_field, parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
-__all__ = [
-    "CONTEXT_KEYWORD",
-    "NODE_KEYWORD",
-    "QUESTION_KEYWORD",
-    "AsyncGuardedStream",
-    "GroundlensFlaggedError",
-    "GuardedStream",
-    "OpenAIProvider",
-    "ProviderResponse",
-    "guard_of",
-    "instrument",
-    "prompt_with_context",
-    "uninstrument",
-    "using_context",
-]
+__all__ = [*PUBLIC, "OpenAIProvider", "instrument"]
 
 CHAT = "chat"
 RESPONSES = "responses"
@@ -109,13 +50,8 @@ class OpenAIProvider(ProviderGuard):
     sdk_name: ClassVar[str] = "The OpenAI SDK"
     guard_operation: ClassVar[str] = CHAT
 
-    # ------------------------------------------------------------ clients and guard requests
-
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        return (self.sdk.AsyncOpenAI if asynchronous else self.sdk.OpenAI)(**client_kwargs)
-
-    def _is_async_client(self, client: Any) -> bool:
-        return isinstance(client, self.sdk.AsyncOpenAI)
+    client_class: ClassVar[str] = "OpenAI"
+    async_client_class: ClassVar[str] = "AsyncOpenAI"
 
     def _build_request(
         self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
@@ -133,11 +69,6 @@ class OpenAIProvider(ProviderGuard):
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.chat.completions.create(**request)
-
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        return await client.chat.completions.create(**request)
-
-    # ------------------------------------------------------------ reading responses
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
         if operation == RESPONSES:
@@ -158,8 +89,6 @@ class OpenAIProvider(ProviderGuard):
 
     def _stream_reader(self, operation: str) -> StreamReader:
         return _ResponsesStreamReader() if operation == RESPONSES else _ChatStreamReader()
-
-    # ------------------------------------------------------------ instrumenting a client
 
     def _targets(self, client: Any) -> list[Target]:
         targets = [Target(client.chat.completions, "create", CHAT)]
@@ -187,13 +116,8 @@ class OpenAIProvider(ProviderGuard):
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
 
-    def _tap_stream(self, result: Any, wrap: Any) -> Any:
-        """``openai.Stream`` / ``AsyncStream`` read their events from ``_iterator``; wrapping it in
-        place keeps the caller's object the SDK's own (its type, ``response``, ``close()``)."""
-        if hasattr(result, "_iterator"):
-            result._iterator = wrap(result._iterator)
-            return result
-        return wrap(result)  # not the SDK's stream type (a future SDK): a plain (async) generator
+    def _request_clients(self, client: Any) -> list[Any]:
+        return [client]  # its ``request`` makes the ``Stream`` / ``AsyncStream`` of a stream=True call
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
@@ -208,21 +132,12 @@ def instrument(client: Any, **kwargs: Any) -> Any:
 
 
 def _usage(usage: Any, naming: str) -> Usage | None:
-    """Token usage by OpenAI's own field names: ``prompt_tokens``/``completion_tokens`` (Chat
-    Completions) or ``input_tokens``/``output_tokens`` (Responses). The shell's ``parse_usage``
-    probes other SDKs' names first, and every name missing on a pydantic model costs a raised and
-    caught ``AttributeError`` on the caller's thread; it stays the fallback for odd objects."""
+    """Chat Completions' ``prompt_tokens``/``completion_tokens`` or Responses'
+    ``input_tokens``/``output_tokens``; the generic ``parse_usage`` for odd objects."""
     if usage is None:
         return None
-    inp_key, out_key = (
-        ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
-    )
-    inp, out, total = get_field(usage, inp_key), get_field(usage, out_key), get_field(usage, "total_tokens")
-    if not all(x is None or (isinstance(x, int) and not isinstance(x, bool)) for x in (inp, out, total)):
-        return parse_usage(usage)
-    if inp is None and out is None and total is None:
-        return parse_usage(usage)
-    return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
+    keys = ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
+    return read_usage(usage, (*keys, "total_tokens")) or parse_usage(usage)
 
 
 def _tool_call_name(tool_call: Any) -> str:

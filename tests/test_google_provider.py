@@ -1,15 +1,10 @@
-"""The Gemini guard and instrumented client, through the real ``google-genai`` SDK against a local server.
-
-The server (tests/fake_llm_server.py) speaks the Gemini API (tests/google_wire.py):
-``:generateContent`` JSON and ``:streamGenerateContent?alt=sse`` chunks. The client is the SDK's
-own ``genai.Client`` pointed at it with ``http_options=HttpOptions(base_url=...)``, with its own
-transport, retries (tenacity, when ``retry_options`` asks for them), SSE reading and error mapping.
+"""What only the Gemini module does, through the real ``google-genai`` SDK against its wire server
+(tests/google_wire.py): the system instruction merged into the caller's config, function responses as
+context, automatic function calling, chat sessions, Vertex AI, the ``aio`` side, and how ``contents``
+are read. The contract every provider keeps is in tests/test_provider_contract.py.
 """
 
 from __future__ import annotations
-
-import threading
-import types as pytypes
 
 import pytest
 
@@ -24,10 +19,8 @@ from google_wire import error, model, response, stream_chunks  # noqa: E402
 from groundlens_core.providers import ProviderResponse  # noqa: E402
 from groundlens_core.providers.google import (  # noqa: E402
     GoogleProvider,
-    GroundlensFlaggedError,
     guard_of,
     instrument,
-    uninstrument,
     using_context,
 )
 from groundlens_core.results import DGIResult, SGIResult  # noqa: E402
@@ -65,8 +58,6 @@ def _sent(server, i: int = -1) -> dict:
     return server.requests[i].json
 
 
-# ---------------------------------------------------------------- the guard call
-
 
 def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(guard, fake_llm_server):
     fake_llm_server.add(Reply.json(response(GROUNDED, prompt_tokens=40, output_tokens=17)))
@@ -103,80 +94,13 @@ def test_complete_without_context_scores_dgi_with_a_dict_config(guard, fake_llm_
     assert guard.get_trace().steps[0].question == "What is the capital of France?"
 
 
-def test_guard_in_raise_mode(client, fake_llm_server, dgi_calibration):
-    fake_llm_server.default = says(FLAGGED)
-    strict = GoogleProvider(model="m", client=client, calibration=dgi_calibration, mode="raise")
-    with pytest.raises(GroundlensFlaggedError) as caught:
-        strict.complete(QUESTION, context=CONTEXT)
-    assert caught.value.response.text == FLAGGED and strict.get_trace().steps[0].triage == "flagged"
-    fake_llm_server.default = says(GROUNDED)
-    assert not strict.complete(QUESTION, context=CONTEXT).flagged
-
-
-def test_http_500_is_the_sdks_own_error_and_a_429_is_retried(fake_llm_server, dgi_calibration):
-    no_retries = GoogleProvider(model="m", client=make_client(fake_llm_server), calibration=dgi_calibration)
-    fake_llm_server.add(error(500, "the server fell over"))
-    with pytest.raises(genai_errors.ServerError) as caught:
-        no_retries.complete(QUESTION, context=CONTEXT)
-    assert caught.value.code == 500 and len(fake_llm_server.requests) == 1  # google-genai retries only if asked
-    step = no_retries.get_trace().steps[0]
-    assert step.method == "error" and "ServerError" in step.error
-
-    retrying = GoogleProvider(model="m", client=make_client(fake_llm_server, retry_options=FAST_RETRY),
-                              calibration=dgi_calibration)
-    fake_llm_server.add(error(429, "slow down"), Reply.json(response(GROUNDED)))
-    assert retrying.complete(QUESTION, context=CONTEXT).text == GROUNDED
-    assert len(fake_llm_server.requests) == 3 and [s.method for s in retrying.get_trace().steps] == ["sgi"]
-
-
-def test_stream_yields_chunks_then_the_scored_response(guard, fake_llm_server):
-    fake_llm_server.add(Reply.sse(stream_chunks(response(GROUNDED, prompt_tokens=30, output_tokens=11), piece=20)))
-    stream = guard.stream(QUESTION, context=CONTEXT)
-    chunks = list(stream)
-    assert len(chunks) > 1 and "".join(chunks) == GROUNDED and isinstance(stream.raw, pytypes.GeneratorType)
-    got = stream.response
-    assert isinstance(got.groundlens_score, SGIResult) and got.finish_reason == "STOP"
-    assert (got.usage.input_tokens, got.usage.output_tokens) == (30, 11)
-    assert fake_llm_server.requests[-1].path.endswith(":streamGenerateContent?alt=sse")
-
-
-def test_stream_cut_midway_raises_the_sdks_error_and_records_it(guard, fake_llm_server):
-    fake_llm_server.add(Reply.sse(stream_chunks(response(GROUNDED), piece=20), cut_after=1))
-    got = []
-    with pytest.raises(httpx2.RemoteProtocolError):
-        for text in guard.stream(QUESTION, context=CONTEXT):
-            got.append(text)
-    assert got == [GROUNDED[:20]]
-    step = guard.get_trace().steps[0]
-    assert step.method == "error" and "RemoteProtocolError" in step.error and step.response == GROUNDED[:20]
-
-
 async def test_acomplete_and_astream_use_the_clients_aio_side(client, fake_llm_server, dgi_calibration):
     fake_llm_server.default = says(GROUNDED)
     guard = GoogleProvider(model="m", client=client, calibration=dgi_calibration)
-    got = await guard.acomplete(QUESTION, context=CONTEXT)
-    assert got.text == GROUNDED and isinstance(got.raw, types.GenerateContentResponse) and got.triage == "trusted"
+    assert (await guard.acomplete(QUESTION, context=CONTEXT)).triage == "trusted"
+    assert guard._async_client is client.aio  # the caller's own client, not a second one
     stream = await guard.astream(QUESTION, context=CONTEXT)
     assert "".join([c async for c in stream]) == GROUNDED and stream.response.triage == "trusted"
-    assert guard._async_client is client.aio  # the caller's own client, not a second one
-    only_async = GoogleProvider(model="m", client=client.aio, calibration=dgi_calibration)
-    assert (await only_async.acomplete(QUESTION)).text == GROUNDED
-    fake_llm_server.add(error(400, "bad request"))
-    with pytest.raises(genai_errors.ClientError):
-        await only_async.acomplete(QUESTION)
-    assert [t.steps[0].method for t in only_async.get_traces()] == ["dgi", "error"]
-
-
-# ---------------------------------------------------------------- instrumented clients
-
-
-def test_guard_calls_through_a_client_the_guard_instrumented_are_recorded_once(guard, fake_llm_server):
-    fake_llm_server.default = says(GROUNDED)
-    guard.instrument()
-    guard.complete(QUESTION, context=CONTEXT)
-    list(guard.stream(QUESTION, context=CONTEXT))
-    steps = [s for t in guard.get_traces() for s in t.steps]
-    assert [(s.method, s.question) for s in steps] == [("sgi", QUESTION), ("sgi", QUESTION)]
 
 
 def _tool_conversation() -> list:
@@ -213,21 +137,6 @@ def test_instrumented_generate_content_is_unchanged_and_recorded(client, fake_ll
     assert step.provider == "gcp.gemini" and step.model == "gemini-test"
 
 
-def test_function_call_only_turns_are_unscored_tool_call_steps(client, fake_llm_server):
-    guard = GoogleProvider(client=client)
-    guard.instrument(client)
-    fake_llm_server.default = model(lambda body: response(None, function_calls=[("get_weather", {"city": "Oslo"})]))
-    tool = types.Tool(function_declarations=[types.FunctionDeclaration(name="get_weather", description="weather")])
-    config = types.GenerateContentConfig(tools=[tool])
-    result = client.models.generate_content(model="m", contents="Weather in Oslo?", config=config)
-    assert result.function_calls[0].name == "get_weather"
-    chunks = list(client.models.generate_content_stream(model="m", contents="Weather in Oslo?", config=config))
-    assert chunks[0].function_calls[0].args == {"city": "Oslo"}
-    steps = [t.steps[0] for t in guard.get_traces()]
-    assert [s.kind for s in steps] == ["tool_call"] * 2 and {s.method for s in steps} == {"skipped"}
-    assert all(s.metadata["tool_calls"] == ["get_weather"] for s in steps)
-
-
 def test_automatic_function_calling_is_one_step_with_the_function_results_as_context(client, fake_llm_server,
                                                                                      dgi_calibration):
     def check_stock(city: str) -> str:
@@ -252,18 +161,6 @@ def test_automatic_function_calling_is_one_step_with_the_function_results_as_con
         ("tool:check_stock", "Oslo store: Aurora-7 in stock, 3 units, ready for pickup today.")]
 
 
-def test_instrumented_stream_yields_the_sdks_chunks(client, fake_llm_server, dgi_calibration):
-    fake_llm_server.add(Reply.sse(stream_chunks(response(GROUNDED, prompt_tokens=12, output_tokens=6))))
-    guard = GoogleProvider(client=client, calibration=dgi_calibration)
-    guard.instrument(client)
-    chunks = list(client.models.generate_content_stream(model="m", contents=QUESTION, groundlens_context=CONTEXT))
-    assert all(isinstance(c, types.GenerateContentResponse) for c in chunks)
-    assert "".join(c.text for c in chunks) == GROUNDED and chunks[-1].usage_metadata.total_token_count == 18
-    step = guard.get_trace().steps[0]
-    assert step.method == "sgi" and step.response == GROUNDED and step.usage.output_tokens == 6
-    assert step.node == "gcp.gemini.generate_content_stream" and step.metadata["streaming"] is True
-
-
 def test_chat_sessions_go_through_the_instrumented_methods(client, fake_llm_server, dgi_calibration):
     fake_llm_server.default = says(GROUNDED)
     guard = GoogleProvider(client=client, calibration=dgi_calibration)
@@ -275,44 +172,6 @@ def test_chat_sessions_go_through_the_instrumented_methods(client, fake_llm_serv
     first, second = guard.get_trace().steps
     assert (first.question, second.question) == ("Hello", QUESTION)  # the last user turn of the history
     assert second.method == "sgi" and second.context[0].source == "attached"
-
-
-def _outcome(fn):
-    try:
-        return ("ok", fn())
-    except Exception as exc:  # what a caller sees: the type and the message
-        return (type(exc), str(exc))
-
-
-def test_errors_are_exactly_the_sdks_with_and_without_instrumentation(fake_llm_server):
-    """HTTP 500 after retries, a 400, a time-out and a cut stream: the same exception, bare or instrumented.
-
-    Only the time-out scenario has a short time-out (per request, 500 ms against a reply held 10 s):
-    a client-wide 500 ms turned a slow reply on a loaded machine into a time-out on one side only."""
-    def make():
-        return make_client(fake_llm_server, timeout=120_000,
-                           retry_options=types.HttpRetryOptions(attempts=2, initial_delay=0.01, max_delay=0.02,
-                                                                jitter=0))
-
-    def scenarios(c):
-        kw = {"model": "m", "contents": "hi"}
-        short = types.GenerateContentConfig(http_options=types.HttpOptions(timeout=500))
-        yield [error(500, "boom")] * 2, lambda: c.models.generate_content(**kw)
-        yield [error(400, "bad")], lambda: c.models.generate_content(**kw)
-        yield [Reply.json(response("late"), delay=10)] * 2, lambda: c.models.generate_content(**kw, config=short)
-        yield [Reply.sse(stream_chunks(response("a b c d e f"), piece=2), cut_after=1)], lambda: [
-            x.text for x in c.models.generate_content_stream(**kw)]
-
-    bare, wrapped = make(), make()
-    guard = GoogleProvider(client=wrapped)
-    guard.instrument(wrapped)
-    for (replies, call_bare), (_, call_wrapped) in zip(scenarios(bare), scenarios(wrapped)):
-        fake_llm_server.add(*replies)
-        expected = _outcome(call_bare)
-        fake_llm_server.add(*replies)
-        got = _outcome(call_wrapped)
-        assert expected[0] != "ok" and got == expected
-    assert [s.method for t in guard.get_traces() for s in t.steps] == ["error"] * 4
 
 
 async def test_instrumented_aio_side(client, fake_llm_server, dgi_calibration):
@@ -361,80 +220,6 @@ def test_vertex_ai_mode_is_read_the_same(fake_llm_server, dgi_calibration):
     assert [s.method for s in steps] == ["sgi", "dgi"] and steps[0].usage.total_tokens == 25
 
 
-def test_scoring_of_instrumented_calls_runs_off_the_callers_thread(client, fake_llm_server):
-    from groundlens_core import get_embedder
-
-    threads: list[str] = []
-
-    class SpyEmbedder:
-        def __init__(self, inner):
-            self._inner = inner
-
-        def encode(self, texts):
-            threads.append(threading.current_thread().name)
-            return self._inner.encode(texts)
-
-        def __getattr__(self, name):
-            return getattr(self._inner, name)
-
-    fake_llm_server.default = says(GROUNDED)
-    guard = GoogleProvider(client=client, embedder=SpyEmbedder(get_embedder()))
-    guard.instrument(client)
-    client.models.generate_content(model="m", contents=QUESTION)
-    list(client.models.generate_content_stream(model="m", contents=QUESTION))
-    assert [t.steps[0].method for t in guard.get_traces()] == ["dgi", "dgi"]
-    assert threads and threading.current_thread().name not in threads
-
-
-def test_uninstrument_puts_the_sdk_methods_back(client, fake_llm_server):
-    fake_llm_server.default = says(GROUNDED)
-    guard = GoogleProvider(client=client)
-    guard.instrument(client)
-    uninstrument(client)
-    assert guard_of(client) is None
-    assert "generate_content" not in vars(client.models) and "generate_content" not in vars(client.aio.models)
-    client.models.generate_content(model="m", contents="hi")
-    assert guard.get_traces() == []
-
-
-def test_otel_spans_carry_the_provider_and_the_evaluation(client, fake_llm_server, dgi_calibration):
-    pytest.importorskip("opentelemetry.sdk")
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    fake_llm_server.add(Reply.json(response(GROUNDED)))
-    instrument(client, tracer_provider=provider, calibration=dgi_calibration)
-    client.models.generate_content(model="gemini-test", contents=QUESTION, groundlens_context=CONTEXT)
-    guard_of(client).flush()
-    chat = [s for s in spans.get_finished_spans() if s.name.startswith("chat")]
-    assert len(chat) == 1
-    attrs = chat[0].attributes
-    assert attrs["gen_ai.provider.name"] == "gcp.gemini" and attrs["gen_ai.request.model"] == "gemini-test"
-    assert attrs["gen_ai.evaluation.score.label"] == "trusted" and attrs["gen_ai.usage.input_tokens"] == 17
-    provider.shutdown()
-
-
-def test_missing_sdk_names_the_extra(monkeypatch):
-    import builtins
-    import importlib
-
-    real_import = builtins.__import__
-
-    def no_genai(name, *args, **kwargs):
-        if name == "google.genai" or name.startswith("google.genai."):
-            raise ImportError("No module named 'google.genai'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_genai)
-    monkeypatch.setattr(importlib, "import_module", lambda name, *a: no_genai(name))
-    with pytest.raises(ImportError, match=r'pip install "groundlens-core\[google\]"'):
-        GoogleProvider(model="m")
-
-
 def test_contents_are_read_the_way_the_sdk_reads_them():
     """Strings, loose parts, dicts in REST spelling, thought parts: question and context as the model sees them."""
     from groundlens_core.plugins.google import ChunkReader, request_context, request_question
@@ -453,3 +238,4 @@ def test_contents_are_read_the_way_the_sdk_reads_them():
     blocked = ChunkReader()
     blocked.add({"candidates": [], "prompt_feedback": {"block_reason": "SAFETY"}})
     assert blocked.completion().finish_reason == "BLOCKED:SAFETY" and blocked.completion().text is None
+

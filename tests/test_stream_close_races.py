@@ -121,32 +121,32 @@ async def test_an_async_guard_stream_closed_by_another_task_mid_read(fake_llm_se
 def test_an_instrumented_stream_closed_as_its_reader_ends_is_recorded_once(client, fake_llm_server, dgi_calibration):
     """The SDK stream's close() on one thread and the end of its iteration on another both end the
     call's step: whichever comes second must see the first. Forced: each of the two, once inside
-    ``_stream_ended`` and having read ``call.ended`` as False, waits (bounded) for the other to read
-    it too, so a check-then-set without a lock lets both record."""
+    ``Call.claim`` and having read the call's end flag as False, waits (bounded) for the other to
+    read it too, so a check-then-set without a lock lets both record."""
     import sys
 
     fake_llm_server.add(Reply.sse(chat_chunks(PARTS)))
     guard = OpenAIProvider(client=client, calibration=dgi_calibration)
     guard.instrument(client)
     stream = client.chat.completions.create(model="m", messages=[{"role": "user", "content": QUESTION}], stream=True)
-    call = stream._iterator.gi_frame.f_locals["call"]  # our tap, not started yet: its arguments
+    call = stream._groundlens_tap.call  # the call our tap will end
     seen = threading.Condition()
     reads = [0]
 
     class Watched(type(call)):
         @property
-        def ended(self):
-            value = self.__dict__["ended"]
-            if not value and sys._getframe(1).f_code.co_name == "_stream_ended":
+        def _ended(self):
+            value = self.__dict__["_ended"]
+            if not value and sys._getframe(1).f_code.co_name == "claim":
                 with seen:
                     reads[0] += 1
                     seen.notify_all()
                     seen.wait_for(lambda: reads[0] >= 2, 3)  # bounded: with a lock the other cannot come
             return value
 
-        @ended.setter
-        def ended(self, value):
-            self.__dict__["ended"] = value
+        @_ended.setter
+        def _ended(self, value):
+            self.__dict__["_ended"] = value
 
     call.__class__ = Watched
     reader = threading.Thread(target=lambda: list(stream))

@@ -10,40 +10,15 @@ with the install line)::
 Each gives a guard call (``complete`` / ``acomplete`` / ``stream`` / ``astream`` returning a
 :class:`ProviderResponse` with ``groundlens_score``) and ``instrument(client)``, which records the
 calls of a client you already have into a trace without changing them. The code lives beside the
-framework adapters, in ``groundlens_core.plugins`` (the shared layer is
-``groundlens_core.plugins._provider``); these modules are their public names.
+framework adapters, in ``groundlens_core.plugins``; these modules are their public names. How
+they work: ``docs/providers.md``.
 
 Scores are triage signals for ranking outputs for human review, never verdicts of truth.
 """
 
 from __future__ import annotations
 
-from groundlens_core.plugins._provider import (
-    CONTEXT_KEYWORD,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
-    AsyncGuardedStream,
-    GuardedStream,
-    ProviderGuard,
-    ProviderResponse,
-    guard_of,
-    prompt_with_context,
-    uninstrument,
-    using_context,
-)
-from groundlens_core.plugins._shell import GroundlensFlaggedError
+from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names
+from groundlens_core.plugins._provider import PUBLIC, ProviderGuard
 
-__all__ = [
-    "CONTEXT_KEYWORD",
-    "NODE_KEYWORD",
-    "QUESTION_KEYWORD",
-    "AsyncGuardedStream",
-    "GroundlensFlaggedError",
-    "GuardedStream",
-    "ProviderGuard",
-    "ProviderResponse",
-    "guard_of",
-    "prompt_with_context",
-    "uninstrument",
-    "using_context",
-]
+__all__ = [*PUBLIC, "ProviderGuard"]

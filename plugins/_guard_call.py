@@ -1,0 +1,300 @@
+"""Guard calls: one request sent through the SDK, its answer scored in line and returned with the
+score (``complete``, ``acomplete``), or streamed as text chunks and scored when it ends (``stream``,
+``astream``). The send, the stream tap and the end path are the instrumentation's own
+(:mod:`._provider_core`); what a guard call adds is the inline score and the guard mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
+from groundlens_core.plugins._provider_values import (
+    GUARD_CONTEXT_SOURCE,
+    Completion,
+    ProviderResponse,
+    RequestView,
+    as_pieces,
+    guard_sending,
+    prompt_with_context,
+)
+from groundlens_core.plugins._shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
+from groundlens_core.results import GroundlensScore
+
+
+class GuardCalls(ProviderCore):
+    """``complete`` / ``acomplete`` / ``stream`` / ``astream`` of a provider guard."""
+
+    # ============================================================ what an SDK module supplies
+
+    def _build_request(
+        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
+    ) -> dict[str, Any]:
+        """The keyword arguments of the SDK call (model, messages, ...); ``user_text`` holds the context."""
+        raise NotImplementedError
+
+    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+        """Send a guard request with the sync client; returns the SDK's response (or stream)."""
+        raise NotImplementedError
+
+    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
+        """Send with the async client (whose methods return coroutines)."""
+        return await self._send(client, request)
+
+    # ============================================================ the calls
+
+    def complete(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> ProviderResponse:
+        """Ask the model, score the answer, return both (SGI with context, DGI without).
+
+        Raises the SDK's own exceptions unchanged; :class:`GroundlensFlaggedError` only in
+        ``mode="raise"`` for a flagged answer; ``TypeError`` for a missing prompt or model.
+        """
+        call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
+        raw = self._sent(call, self._send, self._sync_client, request)
+        completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
+        inline = self.score_inline(**call.score_args(completion))
+        return self._answer(call, raw, completion, inline, read_error)
+
+    async def acomplete(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> ProviderResponse:
+        """:meth:`complete` for asyncio: the async client (or the sync one in a worker thread);
+        scoring runs in a worker thread so the event loop keeps going."""
+        call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
+        raw = await self._asent(call, request, stream=False)
+        completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
+        inline = await self.ascore_inline(**call.score_args(completion))
+        return self._answer(call, raw, completion, inline, read_error)
+
+    def stream(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> GuardedStream:
+        """Send the request and return a :class:`GuardedStream` of text chunks; once it ends,
+        ``.response`` holds the scored :class:`ProviderResponse`. HTTP errors raise here."""
+        call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
+        raw = self._sent(call, self._send, self._sync_client, request)
+        return GuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+
+    async def astream(
+        self,
+        prompt: str,
+        context: Any = None,
+        *,
+        question: str | None = None,
+        system: str | None = None,
+        **request_kwargs: Any,
+    ) -> AsyncGuardedStream:
+        """:meth:`stream` for asyncio: ``async for text in await guard.astream(...)``."""
+        call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
+        raw = await self._asent(call, request, stream=True)
+        return AsyncGuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+
+    # ============================================================ their parts
+
+    def _prepare(
+        self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
+    ) -> tuple[Call, dict[str, Any]]:
+        if not isinstance(prompt, str) or not prompt.strip():
+            raise TypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
+        if question is not None and not isinstance(question, str):
+            raise TypeError(f"question must be text, got {type(question).__name__}")
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system must be text, got {type(system).__name__}")
+        if not stream and request_kwargs.get("stream"):  # the answer would be an unread SDK stream, text ""
+            raise TypeError(f"{type(self).__name__}.complete takes no stream=True; use .stream() / .astream()")
+        pieces = as_pieces(context, GUARD_CONTEXT_SOURCE)
+        kwargs = dict(request_kwargs)
+        if self.model is not None:
+            kwargs.setdefault("model", self.model)
+        if not kwargs.get("model"):
+            raise TypeError(
+                f"{type(self).__name__} needs a model: {type(self).__name__}(model=...) or complete(..., model=...)"
+            )
+        request = self._build_request(
+            user_text=prompt_with_context(prompt, [str(p.text) for p in pieces]),
+            system=system,
+            stream=stream,
+            request_kwargs=kwargs,
+        )
+        view = RequestView(
+            question=question if question and question.strip() else prompt,
+            context=pieces,
+            model=str(kwargs.get("model")),
+            stream=stream,
+            metadata={"guard": self.mode},
+        )
+        call = self._begin(self.guard_operation, view)
+        if question:
+            call.metadata["question_source"] = "question"
+        return call, request
+
+    def _sent(self, call: Call, send: Any, client: Any, request: dict[str, Any]) -> Any:
+        """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
+        try:
+            with guard_sending(self.recorder):
+                return send(client(), request)
+        except BaseException as exc:
+            self.end_call(call, None, failure=exc)
+            raise
+
+    async def _asent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
+        try:  # a client that cannot be had is an error step too, and the call's trace ends
+            client = self._async_client_or_none()
+            with guard_sending(self.recorder):
+                if client is not None:
+                    return await self._asend(client, request)
+                if stream:
+                    raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
+                return await asyncio.to_thread(self._send, self._sync_client(), request)
+        except BaseException as exc:
+            self.end_call(call, None, failure=exc)
+            raise
+
+    def _answer(
+        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+    ) -> ProviderResponse:
+        if not call.claim():  # pragma: no cover - a guard call ends here only
+            raise RuntimeError("a guard call ended twice")
+        response, flagged = self._guard_end(call, raw, completion, inline, read_error)
+        if flagged is not None:
+            raise flagged
+        return response
+
+    def _guard_end(
+        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+    ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
+        """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
+        error = None if read_error is None else f"groundlens could not read the response: {read_error}"
+        response = ProviderResponse(
+            text=(completion.text if completion is not None else None) or "",
+            model=completion.model if completion is not None else None,
+            usage=completion.usage if completion is not None else None,
+            groundlens_score=inline.score,
+            finish_reason=completion.finish_reason if completion is not None else None,
+            raw=raw,
+            scoring_error=error or inline.error,
+            question=call.question,
+            context=call.context_with(completion),
+            tool_calls=completion.tool_calls if completion is not None else (),
+            step_id=call.step_id,
+        )
+        with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
+            self._record(call, completion, error=error, inline=inline)
+        flagged = apply_guard(
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
+        )
+        with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
+            self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
+        return response, flagged
+
+
+# ---------------------------------------------------------------- the streams of guard calls
+
+
+class _GuardStream:
+    """What the sync and async streams of a guard call share: the tap, the SDK stream, the response."""
+
+    def __init__(self, tap: Tap):
+        self._tap = tap
+        self.raw = tap.raw  # the SDK's stream object
+
+    @property
+    def response(self) -> ProviderResponse | None:
+        """The scored :class:`ProviderResponse` once the stream ended whole; None before, or when cut."""
+        return self._tap.response
+
+    @property
+    def groundlens_score(self) -> GroundlensScore | None:
+        return None if self._tap.response is None else self._tap.response.groundlens_score
+
+    @property
+    def text(self) -> str:
+        """The text so far (all of it once the stream ended)."""
+        return self._tap.response.text if self._tap.response is not None else "".join(self._tap.parts)
+
+
+class GuardedStream(_GuardStream):
+    """The text chunks of a guard call's stream, as they arrive; the scored response once it ends.
+
+    Iterate it (``for text in stream``) or use it as a context manager. In ``mode="raise"`` a
+    flagged answer raises :class:`GroundlensFlaggedError` after the last chunk. A stream that breaks
+    raises the SDK's own exception and is recorded as an ``error`` step.
+    """
+
+    def __init__(self, tap: Tap):
+        super().__init__(tap)
+        self._iterator = tap.events(tap.raw, texts=True)
+
+    def __iter__(self) -> GuardedStream:
+        return self
+
+    def __next__(self) -> str:
+        return next(self._iterator)
+
+    def close(self) -> None:
+        """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``).
+        Safe from another thread while one is reading (a "stop" button): that read ends at its next
+        event, or with the SDK's own error for a stream closed under it."""
+        self._tap.closed = True
+        with contextlib.suppress(ValueError):  # "generator already executing": read on another thread now
+            self._iterator.close()  # type: ignore[attr-defined]
+        self._tap.end()  # closed before the first chunk, or mid-read elsewhere
+        with contextlib.suppress(Exception):
+            self.raw.close()
+
+    def __enter__(self) -> GuardedStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncGuardedStream(_GuardStream):
+    """:class:`GuardedStream` for asyncio: ``async for text in stream``."""
+
+    def __init__(self, tap: Tap):
+        super().__init__(tap)
+        self._iterator = tap.aevents(tap.raw, texts=True)
+
+    def __aiter__(self) -> AsyncGuardedStream:
+        return self
+
+    async def __anext__(self) -> str:
+        return await self._iterator.__anext__()
+
+    async def aclose(self) -> None:
+        """Stop early (see :meth:`GuardedStream.close`); safe while another task is reading."""
+        self._tap.closed = True
+        with contextlib.suppress(RuntimeError):  # "asynchronous generator is already running": another task
+            await self._iterator.aclose()  # type: ignore[attr-defined]
+        self._tap.end()
+        with contextlib.suppress(Exception):
+            await self.raw.close()
+
+    async def __aenter__(self) -> AsyncGuardedStream:
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

@@ -1,0 +1,261 @@
+"""Instrumented clients: ``guard.instrument(client)`` puts a thin wrapper over the SDK's generate
+methods on that client instance; each call is recorded as a step (scored on the recorder's worker,
+never on the caller's thread) and works exactly as before: same arguments, the SDK's own return
+objects and exceptions.
+
+A stream is tapped at the most public seam its SDK offers: for the Stainless SDKs (OpenAI,
+Anthropic) the client's own ``request`` method, which is handed a subclass of the SDK's stream
+class whose ``__stream__`` passes through the one :class:`~._provider_core.Tap` (as pydantic's
+logfire does); for google-genai, whose streams are plain generators, the generator itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import functools
+import inspect
+import typing
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
+from groundlens_core.plugins._provider_values import (
+    CONTEXT_KEYWORD,
+    GROUNDLENS_KEYWORDS,
+    GUARD_SENDING,
+    NODE_KEYWORD,
+    QUESTION_KEYWORD,
+    RequestView,
+    Target,
+)
+
+_GUARDS: weakref.WeakKeyDictionary[Any, Instrumenting] = weakref.WeakKeyDictionary()
+
+#: the tap of the instrumented stream whose request is being sent now: the client's ``request``
+#: hands it to the stream class it makes
+PENDING_TAP: contextvars.ContextVar[Tap | None] = contextvars.ContextVar("groundlens_pending_tap", default=None)
+
+
+def guard_of(client: Any) -> Any:
+    """The guard that instrumented ``client`` (its recorder holds the client's traces), or None."""
+    try:
+        return _GUARDS.get(client)
+    except TypeError:
+        return None
+
+
+def uninstrument(client: Any) -> Any:
+    """Put the SDK's own methods back on ``client``; returns it."""
+    guard = guard_of(client)
+    if guard is not None:
+        guard.uninstrument(client)
+    return client
+
+
+@functools.cache
+def tapped_stream_class(stream_cls: Any) -> type:
+    """A subclass of the SDK's stream class (``Stream[Chunk]``, ``AsyncStream[Chunk]``) whose events
+    pass through the pending tap, and whose ``close()`` (which ``with`` calls on exit) records a
+    stream left early. Everything else is the SDK's own."""
+    origin = typing.get_origin(stream_cls) or stream_cls
+    if inspect.isasyncgenfunction(origin.__stream__):
+
+        class TappedAsyncStream(stream_cls):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                self._groundlens_tap = PENDING_TAP.get()  # before the SDK's __init__, which may open the stream
+                super().__init__(*args, **kwargs)
+
+            def __stream__(self) -> Any:
+                events = super().__stream__()
+                return events if self._groundlens_tap is None else self._groundlens_tap.aevents(events)
+
+            async def close(self) -> None:
+                if self._groundlens_tap is not None:
+                    self._groundlens_tap.end()
+                await super().close()
+
+        return TappedAsyncStream
+
+    class TappedStream(stream_cls):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            self._groundlens_tap = PENDING_TAP.get()
+            super().__init__(*args, **kwargs)
+
+        def __stream__(self) -> Any:
+            events = super().__stream__()
+            return events if self._groundlens_tap is None else self._groundlens_tap.events(events)
+
+        def close(self) -> None:
+            if self._groundlens_tap is not None:
+                self._groundlens_tap.end()
+            super().close()
+
+    return TappedStream
+
+
+def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
+    """The client's ``request`` (sync or async: the result is passed on as it is), making the stream
+    of an instrumented call with :func:`tapped_stream_class`."""
+
+    @functools.wraps(original)
+    def request(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("stream") and kwargs.get("stream_cls") is not None and PENDING_TAP.get() is not None:
+            kwargs["stream_cls"] = tapped_stream_class(kwargs["stream_cls"])
+        return original(*args, **kwargs)
+
+    request.__groundlens_original__ = original  # type: ignore[attr-defined]
+    return request
+
+
+class Instrumenting(ProviderCore):
+    """``instrument(client)`` / ``uninstrument(client)`` of a provider guard."""
+
+    # ============================================================ what an SDK module supplies
+
+    def _targets(self, client: Any) -> list[Target]:
+        """The methods of ``client`` that ``instrument`` wraps."""
+        raise NotImplementedError
+
+    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+        """Question, tool-result context, model and stream flag of one call."""
+        raise NotImplementedError
+
+    def _request_clients(self, client: Any) -> list[Any]:
+        """The Stainless clients whose ``request`` makes the SDK's streams (none for other SDKs)."""
+        return []
+
+    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
+        """True for calls the wrapper must not read at all (e.g. the SDK's raw-response helpers)."""
+        return False
+
+    def _tap_stream(self, result: Any, tap: Tap) -> Any:
+        """What the caller gets for a stream: the SDK's stream, already tapped by its ``request``;
+        a plain (async) generator, tapped here."""
+        if inspect.isgenerator(result):
+            return tap.events(result)
+        if inspect.isasyncgen(result):
+            return tap.aevents(result)
+        if getattr(result, "_groundlens_tap", None) is tap:
+            return result
+        return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
+
+    # ============================================================ instrument
+
+    def instrument(self, client: Any = None) -> Any:
+        """Record every generate call of ``client`` (default: this guard's own client) into this
+        guard's recorder; returns the same client, its calls unchanged. Only that client instance is
+        touched (``client.with_options(...)`` / ``copy()`` make new, uninstrumented clients)."""
+        if client is None:
+            client = self._client or self._async_client or self._sync_client()
+        if guard_of(client) is not None:
+            if guard_of(client) is not self:
+                self.log.warning(
+                    "groundlens: %s is already instrumented by another guard; left as it is", type(client).__name__
+                )
+            return client
+        patched: list[tuple[Any, str]] = []
+        for target in self._targets(client):
+            original = getattr(target.owner, target.attr)
+            if getattr(original, "__groundlens_original__", None) is None:
+                setattr(target.owner, target.attr, self._wrap(target, original))
+                patched.append((target.owner, target.attr))
+        for owner in self._request_clients(client):
+            if getattr(owner.request, "__groundlens_original__", None) is None:
+                owner.request = _tapped_request(owner.request)
+                patched.append((owner, "request"))
+        self._instrumented[client] = patched
+        _GUARDS[client] = self
+        return client
+
+    @functools.cached_property
+    def _instrumented(self) -> weakref.WeakKeyDictionary[Any, list[tuple[Any, str]]]:
+        return weakref.WeakKeyDictionary()
+
+    def uninstrument(self, client: Any) -> Any:
+        """Put the SDK's own methods back on ``client``; returns it."""
+        for owner, attr in self._instrumented.pop(client, []):
+            with contextlib.suppress(AttributeError):
+                delattr(owner, attr)  # the instance attribute goes; the class's method shows again
+        with contextlib.suppress(KeyError, TypeError):
+            del _GUARDS[client]
+        return client
+
+    def _wrap(self, target: Target, original: Callable[..., Any]) -> Callable[..., Any]:
+        """The wrapper put on the client: a plain function, as the SDK's own methods are; for an
+        async client the SDK method returns a coroutine, and so does the wrapper."""
+        guard, operation = self, target.operation
+
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            extras = {k: kwargs.pop(k) for k in GROUNDLENS_KEYWORDS if k in kwargs} if kwargs else {}
+            if guard._passthrough(kwargs) or GUARD_SENDING.get() is guard.recorder:
+                return original(*args, **kwargs)
+            call, tap = guard._start_call(operation, args, kwargs, extras)
+            token = PENDING_TAP.set(tap) if tap is not None else None
+            try:
+                result = original(*args, **kwargs)
+            except BaseException as exc:
+                if call is not None:
+                    guard.end_call(call, None, failure=exc)
+                raise
+            finally:
+                if token is not None:
+                    PENDING_TAP.reset(token)
+            if call is None:
+                return result
+            if inspect.isawaitable(result):
+                return guard._awaited(call, tap, result)
+            return guard._returned(call, tap, result)
+
+        wrapper.__groundlens_original__ = original  # type: ignore[attr-defined]
+        return wrapper
+
+    async def _awaited(self, call: Call, tap: Tap | None, awaitable: Any) -> Any:
+        token = PENDING_TAP.set(tap) if tap is not None else None
+        try:
+            result = await awaitable
+        except BaseException as exc:
+            self.end_call(call, None, failure=exc)
+            raise
+        finally:
+            if token is not None:
+                PENDING_TAP.reset(token)
+        return self._returned(call, tap, result)
+
+    def _start_call(
+        self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any], extras: dict[str, Any]
+    ) -> tuple[Call | None, Tap | None]:
+        """Read the request; (None, None) and an error recorded when our reading fails, and then the
+        call goes on unrecorded. A stream gets its tap now, before its request is sent."""
+        try:
+            view = self._read_request(operation, args, kwargs)
+            call = self._begin(
+                operation,
+                view,
+                question=extras.get(QUESTION_KEYWORD),
+                extra_context=extras.get(CONTEXT_KEYWORD),
+                node=extras.get(NODE_KEYWORD),
+            )
+            call.metadata["operation"] = operation
+            call.metadata["stream"] = view.stream
+            return call, (Tap(self, call, self._stream_reader(operation)) if view.stream else None)
+        except Exception as exc:
+            self.record_internal_error(f"read a {operation} request", exc)
+            return None, None
+
+    def _returned(self, call: Call, tap: Tap | None, result: Any) -> Any:
+        """The SDK returned: record the call (a stream when it ends); returns what the caller gets."""
+        try:
+            if tap is not None:
+                return self._tap_stream(result, tap)
+            completion = self._read_response(result, call.operation)
+        except Exception as exc:
+            self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
+            if call.claim():
+                with contextlib.suppress(Exception):
+                    self._close_trace(call)
+            return result
+        self.end_call(call, completion)
+        return result

@@ -1,0 +1,438 @@
+"""What guard calls and instrumented clients share: the readers' result types, the context a block
+attaches, one call in progress (with its one record-once latch), one stream tap (sync and async),
+and the one end path that records a call and closes its trace.
+
+How the layer fits together, and what an SDK module supplies, is in ``docs/providers.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import operator
+import threading
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, ClassVar
+
+from groundlens_core.plugins._provider_values import (
+    _ATTACHED,
+    _TRACE,
+    ATTACHED_SOURCE,
+    QUESTION_KEYWORD,
+    Completion,
+    ProviderResponse,
+    RequestView,
+    StreamReader,
+    as_pieces,
+    describe,
+)
+from groundlens_core.plugins._shell import (
+    GUARD_MODES,
+    AdapterShell,
+    GroundlensFlaggedError,
+    InlineScore,
+    check_mode,
+    require,
+)
+from groundlens_core.trace.model import ContextPiece, new_id
+from groundlens_core.trace.recorder import CallRecord, Recorder, context_pieces
+
+# ---------------------------------------------------------------- one call in progress
+
+
+@dataclass
+class Call:
+    """What a guarded or instrumented call knows between its start and its end."""
+
+    key: str
+    owns_trace: bool
+    node: str
+    operation: str
+    question: str | None
+    context: tuple[ContextPiece, ...]
+    model: str | None
+    started: float
+    step_id: str = field(default_factory=new_id)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    _ended: bool = field(default=False, repr=False)
+    _latch: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def claim(self) -> bool:
+        """True for the first of the call's ends only, which records it: a stream's close on one
+        thread can meet the end of its iteration on another, and both must not record."""
+        with self._latch:
+            first, self._ended = not self._ended, True
+        return first
+
+    def context_with(self, completion: Completion | None) -> tuple[ContextPiece, ...]:
+        """The call's context, plus what the SDK gathered within the call."""
+        if completion is None or not completion.context:
+            return self.context
+        return context_pieces(tuple(self.context) + tuple(completion.context))
+
+    def score_args(self, completion: Completion | None) -> dict[str, Any]:
+        text = None if completion is None or completion.only_tool_calls else completion.text
+        return {"question": self.question, "response": text, "context": self.context_with(completion)}
+
+
+# ---------------------------------------------------------------- the one stream tap
+
+
+class Tap:
+    """One stream's events on their way to the caller: each is read as it passes, and the first of
+    the stream's ends (its last event, its error, a close, the caller leaving it) records the call
+    through :meth:`ProviderCore.end_stream`. ``scored`` (a guard call's stream) scores it in line."""
+
+    def __init__(self, guard: ProviderCore, call: Call, reader: StreamReader, *, scored: bool = False, raw: Any = None):
+        self.guard = guard
+        self.call = call
+        self.reader = reader
+        self.scored = scored
+        self.raw = raw
+        self.closed = False  # a guard stream closed: a read under way elsewhere stops at its next event
+        self.parts: list[str] = []
+        self.response: ProviderResponse | None = None
+
+    def feed(self, event: Any) -> str | None:
+        try:
+            text = self.reader.add(event)
+        except Exception as exc:
+            self.guard.record_internal_error(
+                f"read a {self.call.operation} stream event", exc, self.call.key, self.call.node
+            )
+            return None
+        if text and self.scored:  # a guard stream's text so far
+            self.parts.append(text)
+        return text
+
+    def end(self, failure: BaseException | None = None, whole: bool = False) -> GroundlensFlaggedError | None:
+        """Record the stream once; returns the guard's error to raise, if any (a whole guard stream)."""
+        if not self.call.claim():
+            return None
+        return self.guard.end_stream(self, failure, whole)
+
+    def events(self, source: Iterable[Any], texts: bool = False) -> Iterator[Any]:
+        """The events of ``source`` (or, with ``texts``, the text they carry), tapped."""
+        with self._ending(defer_scoring=False) as outcome:
+            for event in source:
+                if self.closed:
+                    break
+                item = self._passed(event, texts)
+                if item is not _SKIP:
+                    yield item
+            else:
+                outcome.whole = True
+        if outcome.flagged is not None:
+            raise outcome.flagged
+
+    async def aevents(self, source: AsyncIterator[Any], texts: bool = False) -> AsyncIterator[Any]:
+        """:meth:`events` for an async stream; a guard stream is scored in a worker thread."""
+        with self._ending(defer_scoring=True) as outcome:
+            async for event in source:
+                if self.closed:
+                    break
+                item = self._passed(event, texts)
+                if item is not _SKIP:
+                    yield item
+            else:
+                outcome.whole = True
+        if outcome.score_later:
+            outcome.flagged = await asyncio.to_thread(self.end, None, True)
+        if outcome.flagged is not None:
+            raise outcome.flagged
+
+    def _passed(self, event: Any, texts: bool) -> Any:
+        text = self.feed(event)
+        return event if not texts else text or _SKIP
+
+    @contextlib.contextmanager
+    def _ending(self, *, defer_scoring: bool) -> Iterator[_Outcome]:
+        """How the iteration ended (whole, with the SDK's error, or left: ``GeneratorExit``); the
+        stream is recorded on the way out, except a whole guard stream's scoring when deferred."""
+        outcome = _Outcome()
+        try:
+            yield outcome
+        except GeneratorExit:
+            raise
+        except BaseException as exc:
+            outcome.failure = exc
+            raise
+        finally:
+            whole = outcome.whole and not self.closed
+            outcome.score_later = defer_scoring and whole and self.scored
+            if not outcome.score_later:
+                outcome.flagged = self.end(outcome.failure, whole)
+
+
+_SKIP = object()  # an event that carries no text, in a stream of texts
+
+
+@dataclass
+class _Outcome:
+    whole: bool = False
+    failure: BaseException | None = None
+    flagged: GroundlensFlaggedError | None = None
+    score_later: bool = False
+
+
+# ---------------------------------------------------------------- the base of the provider guards
+
+
+class ProviderCore(AdapterShell):
+    """The clients, traces, steps and the one end path of a provider guard; the guard calls
+    (:mod:`._guard_call`) and the instrumentation (:mod:`._instrument`) are built on it.
+
+    Args:
+        model: the model guard calls ask for; instrumented calls name their own.
+        client: your configured SDK client, sync or async (made from ``client_kwargs`` when first
+            needed if not given).
+        async_client: the async client for ``acomplete``/``astream`` when ``client`` is a sync one.
+        mode / on_flagged: guard modes of guard calls; instrumented calls are only recorded.
+        name, recorder, embedder, calibration, long_context, listeners, tracer_provider,
+        max_traces: the adapter shell's keywords, the same on every adapter.
+        **client_kwargs: passed to the SDK client constructor (``api_key=``, ``base_url=``, ...).
+    """
+
+    #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
+    provider: ClassVar[str] = "provider"
+    #: the SDK's import name and what to call it in the install hint
+    sdk_module: ClassVar[str] = ""
+    sdk_name: ClassVar[str] = ""
+    #: the operation (and node) of a guard call's step
+    guard_operation: ClassVar[str] = "complete"
+    #: the SDK's sync and async client classes (``OpenAI``, ``AsyncOpenAI``), by name in the SDK module
+    client_class: ClassVar[str] = ""
+    async_client_class: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model: str | None = None,
+        client: Any = None,
+        *,
+        async_client: Any = None,
+        mode: str = "annotate",
+        on_flagged: Callable[..., Any] | None = None,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[Any] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
+        **client_kwargs: Any,
+    ):
+        self.mode = check_mode(mode, on_flagged, GUARD_MODES)
+        self.on_flagged = on_flagged
+        self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
+        self.model = model
+        self._client_kwargs = dict(client_kwargs)
+        self._client = None
+        self._async_client = async_client
+        if client is not None:
+            if self._is_async_client(client):
+                self._async_client = client
+            else:
+                self._client = client
+
+    # ============================================================ what an SDK module supplies
+
+    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
+        """A new SDK client (sync or async) from ``client_kwargs``."""
+        return operator.attrgetter(self.async_client_class if asynchronous else self.client_class)(self.sdk)(
+            **client_kwargs
+        )
+
+    def _is_async_client(self, client: Any) -> bool:
+        return isinstance(client, operator.attrgetter(self.async_client_class)(self.sdk))
+
+    def _read_response(self, raw: Any, operation: str) -> Completion:
+        """Text, model, usage, finish reason and tool calls of an SDK response."""
+        raise NotImplementedError
+
+    def _stream_reader(self, operation: str) -> StreamReader:
+        """A new reader for the events of one stream of ``operation``."""
+        raise NotImplementedError
+
+    # ============================================================ clients
+
+    def _sync_client(self) -> Any:
+        if self._client is None:
+            if self._async_client is not None and not self._client_kwargs:
+                raise TypeError(
+                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
+                )
+            self._client = self._new_client(asynchronous=False, **self._client_kwargs)
+        return self._client
+
+    def _async_client_or_none(self) -> Any:
+        """The async client; None when only a sync client was given (its calls then run in a thread)."""
+        if self._async_client is None and self._client is None:
+            self._async_client = self._new_client(asynchronous=True, **self._client_kwargs)
+        return self._async_client
+
+    @property
+    def client(self) -> Any:
+        """The sync SDK client guard calls use (made on first use when none was given)."""
+        return self._sync_client()
+
+    # ============================================================ traces and steps
+
+    @contextlib.contextmanager
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+        """Group the guard and instrumented calls made inside the block into one trace; yields its key."""
+        key = new_id()
+        self.recorder.start_trace(key, name=name or self.name, metadata=metadata)
+        token = _TRACE.set((self.recorder, key))
+        error: str | None = None
+        try:
+            yield key
+        except BaseException as exc:
+            error = describe(exc)
+            raise
+        finally:
+            _TRACE.reset(token)
+            self.recorder.end_trace(key, error=error)
+
+    def _begin(
+        self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None, node: Any = None
+    ) -> Call:
+        """Open the step of one call: its trace (the block's, or a new one), question and context."""
+        current = _TRACE.get()
+        node_name = str(node) if node else f"{self.provider}.{operation}"
+        if current is not None and current[0] is self.recorder:
+            key, owns = current[1], False
+        else:
+            key, owns = new_id(), True
+            self.recorder.start_trace(key, name=self.name or node_name)
+        q = question if isinstance(question, str) and question.strip() else view.question
+        context = tuple(view.context) + as_pieces(extra_context, ATTACHED_SOURCE) + _ATTACHED.get()
+        meta = dict(view.metadata)
+        if question is not None:
+            meta["question_source"] = QUESTION_KEYWORD
+        return Call(
+            key=key,
+            owns_trace=owns,
+            node=node_name,
+            operation=operation,
+            question=q,
+            context=context_pieces(context),
+            model=view.model,
+            started=time.time(),
+            metadata=meta,
+        )
+
+    def _record(
+        self,
+        call: Call,
+        completion: Completion | None,
+        *,
+        error: str | None = None,
+        inline: InlineScore | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> str:
+        """Hand one finished call to the recorder (scored there unless ``inline`` scored it already)."""
+        meta = {**call.metadata, **(metadata or {})}
+        scored = {} if inline is None else inline.record_fields()
+        if error is None:
+            error = scored.get("error")
+        if completion is not None:
+            if completion.finish_reason:
+                meta["finish_reason"] = completion.finish_reason
+            if completion.tool_calls:
+                meta["tool_calls"] = list(completion.tool_calls)
+        kind = "tool_call" if completion is not None and completion.only_tool_calls else "llm"
+        return self.recorder.record(
+            CallRecord(
+                trace_key=call.key,
+                node=call.node,
+                kind=kind,
+                question=call.question,
+                context=call.context_with(completion),
+                response=None if completion is None or kind == "tool_call" else completion.text,
+                model=(completion.model if completion is not None and completion.model else call.model),
+                provider=self.provider,
+                usage=None if completion is None else completion.usage,
+                started_at=call.started,
+                ended_at=time.time(),
+                step_id=call.step_id,
+                error=error,
+                metadata=meta,
+                score=scored.get("score"),
+                scoring_latency_ms=scored.get("scoring_latency_ms"),
+            )
+        )
+
+    def _close_trace(self, call: Call, error: str | None = None) -> None:
+        if call.owns_trace:
+            self.recorder.end_trace(call.key, error=error)
+
+    # ============================================================ the one end path
+
+    def end_call(
+        self,
+        call: Call,
+        completion: Completion | None,
+        *,
+        failure: BaseException | None = None,
+        incomplete: bool = False,
+        claimed: bool = False,
+    ) -> None:
+        """Record a call that is not scored in line (an instrumented call, a failed or cut guard
+        call) and close its trace: once, whichever of its ends comes first. Never raises."""
+        if not claimed and not call.claim():
+            return
+        what = "stream" if call.metadata.get("streaming") else "call"
+        meta: dict[str, Any] = {}
+        error = None
+        if failure is not None:
+            error = f"the {what} raised {describe(failure)}"
+            meta["sdk_error"] = type(failure).__name__
+        elif incomplete:
+            meta["stream_incomplete"] = True
+        try:
+            self._record(call, completion, error=error, metadata=meta)
+        except Exception as exc:
+            self.record_internal_error(f"record a {call.operation} {what}", exc, call.key, call.node)
+        try:
+            self._close_trace(call, error)
+        except Exception as exc:
+            self.record_internal_error(f"end a {call.operation} trace", exc, call.key, call.node)
+
+    def read_completion(self, call: Call, read: Callable[[], Completion]) -> tuple[Completion | None, str | None]:
+        """``read()``, or (None, why) when our reader fails: the call goes on."""
+        try:
+            return read(), None
+        except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
+            self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
+            return None, describe(exc)
+
+    def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
+        """A tapped stream ended (claimed already): a guard stream that ended whole is scored in
+        line (:meth:`_guard_end`), every other end is recorded for the recorder to score."""
+        tap.call.metadata["streaming"] = True
+        completion, read_error = self.read_completion(tap.call, tap.reader.completion)
+        if whole and tap.scored:
+            inline = self.score_inline(**tap.call.score_args(completion))
+            tap.response, flagged = self._guard_end(tap.call, tap.raw, completion, inline, read_error)
+            return flagged
+        self.end_call(tap.call, completion, failure=failure, incomplete=failure is None and not whole, claimed=True)
+        return None
+
+    def _guard_end(
+        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+    ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
+        raise NotImplementedError  # the guard calls' end (._guard_call)
