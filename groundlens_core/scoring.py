@@ -46,7 +46,7 @@ from groundlens_core.results import (
     SupportResult,
     quote_sentence,
 )
-from groundlens_core.text import is_blank
+from groundlens_core.text import has_words, is_blank
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
 DEFAULT_LONG_CONTEXT = "mean"
@@ -62,6 +62,8 @@ def _check_text(name: str, value: Any) -> str:
         raise GroundlensInputError(f"{name} must be text, got {type(value).__name__}")
     if is_blank(value):  # no letter, digit or symbol once invisible characters are removed
         raise GroundlensInputError(f"{name} is blank")
+    if not has_words(value):
+        raise GroundlensInputError(f"{name} has no letter or digit (only symbols or emoji): nothing to score")
     if len(value) > MAX_TEXT_CHARS:
         raise GroundlensInputError(
             f"{name} has {len(value):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)"
@@ -99,7 +101,7 @@ def join_context(context: Any) -> str | None:
             pieces.append(p)
     else:
         raise GroundlensInputError(f"context must be text or a list of texts, got {type(context).__name__}")
-    pieces = [p.strip() for p in pieces if not is_blank(p)]
+    pieces = [p.strip() for p in pieces if has_words(p)]  # blank, or only symbols and emoji: nothing to read
     if not pieces:
         return None
     text = "\n\n".join(pieces)
@@ -123,7 +125,7 @@ def _make_item(q: Any, r: Any, c: Any) -> _Item:
     a context it is the usual one-line error, because DGI needs a real question."""
     response = _check_text("response", r)
     context = join_context(c)
-    no_question = q is None or (isinstance(q, float) and math.isnan(q)) or (isinstance(q, str) and is_blank(q))
+    no_question = q is None or (isinstance(q, float) and math.isnan(q)) or (isinstance(q, str) and not has_words(q))
     if context is not None and no_question:
         return _Item(None, response, context)
     return _Item(_check_text("question", q), response, context)

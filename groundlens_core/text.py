@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["is_blank", "visible"]
+__all__ = ["is_blank", "has_words", "visible"]
 
 _INVISIBLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zs", "Zl", "Zp", "Mn", "Me"})
 _CARRIES = ("L", "N", "S")
@@ -23,6 +23,13 @@ _CARRIES = ("L", "N", "S")
 def visible(text: str) -> str:
     """``text`` without its invisible characters."""
     return "".join(ch for ch in text if unicodedata.category(ch) not in _INVISIBLE)
+
+
+def has_words(text: str | None) -> bool:
+    """True when ``text`` has a letter or a digit. Emoji and symbols alone ("🎉🎉", "→") are not
+    blank, but the model reads them as unknown word pieces that all embed to one point, so a score
+    of them would be confident nonsense (SGI 10.0 for "🔥" against "🎉🎉"): they are not scored."""
+    return bool(text) and any(unicodedata.category(ch)[0] in "LN" for ch in text)  # type: ignore[union-attr]
 
 
 def is_blank(text: str | None) -> bool:

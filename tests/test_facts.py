@@ -150,3 +150,10 @@ def test_a_copied_clause_with_its_polarity_flipped_is_contradicted():
     # a bound is no negation, and a paraphrase that shares few words is left to the other signals
     assert check("Hand in the form no later than the day before booster vaccinations expire.", ctx) == ()
     assert check("A booster given in time needs no fresh wait.", ctx) == ()
+
+
+def test_text_with_no_letter_or_digit_is_not_scored():
+    with pytest.raises(gl.GroundlensInputError, match="no letter or digit"):
+        gl.evaluate("What happened?", "\U0001F525", "\U0001F389\U0001F389")
+    # a context of emoji alone is no context: DGI, a weak signal, never SGI 10.0 trusted
+    assert gl.evaluate("What happened at the party?", "There was a party.", "\U0001F389\U0001F389").method == "dgi"
