@@ -21,6 +21,7 @@ only with context names that share a word with them ("Volta World Pass" against 
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -88,35 +89,59 @@ class ContextFacts:
     clauses: tuple[_Clause, ...] = ()  # for polarity: each clause's words and whether it is negated
 
 
-def _anchor(sentence: str, offset: int, fact: Fact, sentence_facts: Sequence[Fact]) -> dict[str, float]:
-    """Content-word keys of the sentence around ``fact``, each weighted by nearness: 1 in the fact's
-    own clause, halved for each clause further out. Numbers, amounts and dates are left out;
-    names stay (they say what a value is about). A clause ends at a comma, semicolon, colon,
-    bracket or dash, at "but", "unless", "while" ..., and at an "and"/"or" that joins another fact of
-    the same kind ("21 days and DVDs for 7 days")."""
-    lo, hi = fact.start - offset, fact.end - offset
+#: clauses further than this from a fact do not count in its anchor (their weight would be 1/32 or less)
+_ANCHOR_REACH = 4
+
+
+def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str, float]]:
+    """For each of ``facts`` (the facts of one sentence), the content-word keys of the sentence around
+    it, each weighted by nearness: 1 in the fact's own clause, halved for each clause further out
+    (up to four). Numbers, amounts and dates are left out; names stay (they say what a value is
+    about). A clause ends at a comma, semicolon, colon, bracket or dash, at "but", "unless", "while"
+    ..., and at an "and"/"or" with a fact on each side ("21 days and DVDs for 7 days"). Linear in
+    the sentence: the cuts and the words are found once, then each fact reads the clauses near it."""
     punct = [m.start() for m in _CLAUSE_BREAK.finditer(sentence)]
+    starts = sorted(f.start - offset for f in facts if f.dim != "name")
     cuts = list(punct)
-    same_kind = [f.start - offset for f in sentence_facts if f.dim != "name"]
     for m in _JOIN.finditer(sentence):
-        before = max((c for c in punct if c < m.start()), default=-1)
-        after = min((c for c in punct if c >= m.end()), default=len(sentence))
-        if any(before < x < m.start() for x in same_kind) and any(m.end() <= x < after for x in same_kind):
+        k = bisect.bisect_left(punct, m.start())
+        before = punct[k - 1] if k else -1
+        after = (
+            punct[bisect.bisect_left(punct, m.end())]
+            if bisect.bisect_left(punct, m.end()) < len(punct)
+            else len(sentence)
+        )
+        left = bisect.bisect_left(starts, m.start()) - bisect.bisect_right(starts, before)
+        right = bisect.bisect_left(starts, after) - bisect.bisect_left(starts, m.end())
+        if left > 0 and right > 0:
             cuts.append(m.start())
-    spans = [(f.start - offset, f.end - offset) for f in sentence_facts if f.dim != "name" or f is fact]
-    out: dict[str, float] = {}
+    cuts.sort()
+    value_spans = sorted((f.start - offset, f.end - offset) for f in facts if f.dim != "name")
+    span_starts = [a for a, _ in value_spans]
+    by_clause: dict[int, list[tuple[int, str]]] = {}
     for t in content_tokens(sentence):
         low = t.text.lower().replace("\u2019", "'")
         if low in _NOT_ANCHOR or low.split("'")[0] in STOP_WORDS:
             continue
         if t.key.startswith("#") and not low.isalpha():  # digits are facts; "first", "second" are words
             continue
-        if any(s <= t.start < e for s, e in spans):
-            continue
-        a, b = (t.end, lo) if t.end <= lo else (hi, t.start)
-        apart = sum(1 for c in cuts if a <= c < b)
+        k = bisect.bisect_right(span_starts, t.start) - 1
+        if k >= 0 and t.start < value_spans[k][1]:
+            continue  # a word of a number, amount or date
         key = low if t.key.startswith("#") else t.key
-        out[key] = max(out.get(key, 0.0), 0.5**apart)
+        by_clause.setdefault(bisect.bisect_left(cuts, t.start), []).append((t.start, key))
+    out = []
+    for fact in facts:
+        lo, hi = fact.start - offset, fact.end - offset
+        c_lo, c_hi = bisect.bisect_left(cuts, lo), bisect.bisect_left(cuts, hi)
+        weights: dict[str, float] = {}
+        for c in range(c_lo - _ANCHOR_REACH, c_hi + _ANCHOR_REACH + 1):
+            apart = c_lo - c if c < c_lo else max(0, c - c_hi)
+            for pos, key in by_clause.get(c, ()):
+                if lo <= pos < hi:
+                    continue  # the fact's own words (a name)
+                weights[key] = max(weights.get(key, 0.0), 0.5**apart)
+        out.append(weights)
     return out
 
 
@@ -128,12 +153,24 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
     for span in spans:
         facts = extract_facts(span.text, span.start)
-        mentions.extend(_Mention(f, _anchor(span.text, span.start, f, facts)) for f in facts)
+        mentions.extend(_Mention(f, a) for f, a in zip(facts, _anchors(span.text, span.start, facts)))
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
     clauses = tuple(c for span in spans for c in _clauses(span.text, span.start))
     return ContextFacts(tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers), clauses)
+
+
+_TIME_RATES = frozenset({"second", "minute", "hour", "day", "night", "week", "month", "year"})
+
+
+def _bounds_disagree(a: str, b: str) -> bool:
+    """Two qualifiers that bound a value from opposite sides ("at most" / "at least", "under" / "over"),
+    or one that includes the value and one that excludes it from the same side ("no more than" / "less than")."""
+    up, down = {"<=", "<"}, {">=", ">"}
+    if (a in up and b in down) or (a in down and b in up):
+        return True
+    return {a, b} in ({"<=", ">"}, {">=", "<"})
 
 
 def _same(a: Fact, b: Fact) -> bool:
@@ -146,13 +183,17 @@ def _same(a: Fact, b: Fact) -> bool:
             x, y = str(a.value).split("-"), str(b.value).split("-")
             return x[:2] == y[:2] and (len(x) < 3 or len(y) < 3 or x[2] == y[2])
         return a.value == b.value
+    if a.rate and b.rate and a.rate != b.rate and (a.rate in _TIME_RATES or b.rate in _TIME_RATES):
+        return False  # "$18 per rental" is not "$18 per day", "€25 a year" not "€25 a month"
+    if _bounds_disagree(a.approx, b.approx):  # "more than 23 kg" against "no more than 23 kg"
+        return False
     if a.approx and a.approx != b.approx and isinstance(a.value, float) and isinstance(b.value, float):
         # "more than $160 million" is borne out by $181,674,817; "about 20" by 19 or 21
         if a.value == b.value:
-            return True
-        if a.approx == ">":
+            return a.approx in ("~", "<=", ">=") or not b.approx
+        if a.approx in (">", ">="):
             return b.value > a.value
-        if a.approx == "<":
+        if a.approx in ("<", "<="):
             return b.value < a.value
         return abs(a.value - b.value) <= 0.1 * max(abs(a.value), abs(b.value))
     if a.dim == "time" and "12h" in (a.noun, b.noun):  # "12:30" without am/pm: either half of the day
@@ -186,12 +227,13 @@ _DEMONYMS = {
 def _name_word_in(word: str, ctx: ContextFacts) -> bool:
     """``word`` of a name occurs in the context, or is the demonym of a country it names
     ("French" / "France", "Canadian" / "Canada")."""
-    if word in ctx.words:
-        return True
+    if word in ctx.words or (word.endswith("s") and word[:-1] in ctx.words) or word + "s" in ctx.words:
+        return True  # "Thursday" / "Thursdays"
     if word in _DEMONYMS:
         return _DEMONYMS[word] in ctx.words
     if word.endswith(("ian", "an", "ese", "ish", "i")) and len(word) >= 6:
-        return any(w[:4] == word[:4] and len(w) >= 4 for w in ctx.words)
+        # the country's name less its last letter starts the demonym: "Canad(a)ian", "Ital(y)ian", "Indi(a)an"
+        return any(len(w) >= 5 and word.startswith(w[:-1]) and len(word) - len(w) <= 4 for w in ctx.words)
     return False
 
 
@@ -222,13 +264,28 @@ def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence
     strong = shared >= 2 and 2 * shared >= len(own)
     if not strong and any(_same(fact, m.fact) for m in cands):
         return _finding(fact, sentence, "supported", None)
-    says = "; ".join(dict.fromkeys(m.fact.text for m in top))
+    says = "; ".join(dict.fromkeys(_shown(m.fact) for m in top))
     return _finding(fact, sentence, "contradicted", says)
+
+
+_QUALIFIER_WORDS = {"<=": "at most", ">=": "at least", ">": "more than", "<": "less than", "~": "about"}
+
+
+def _shown(fact: Fact) -> str:
+    """The fact as a reviewer reads it: with its bound ("at most 23 kg") when it has one."""
+    text = f"{fact.text} per {fact.rate}" if fact.rate else fact.text
+    return f"{_QUALIFIER_WORDS[fact.approx]} {text}" if fact.approx in _QUALIFIER_WORDS else text
 
 
 def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> FactFinding:
     return FactFinding(
-        text=fact.text, kind=fact.dim, start=fact.start, end=fact.end, sentence=sentence, status=status, source=source
+        text=_shown(fact) if status == "contradicted" else fact.text,
+        kind=fact.dim,
+        start=fact.start,
+        end=fact.end,
+        sentence=sentence,
+        status=status,
+        source=source,
     )
 
 
@@ -263,7 +320,7 @@ def check_facts(response_spans: Sequence[TextSpan], ctx: ContextFacts) -> tuple[
     out = []
     for i, span in enumerate(response_spans):
         facts = extract_facts(span.text, span.start)
-        for f in facts:
-            out.append(_check_one(f, _anchor(span.text, span.start, f, facts), ctx, i))
+        for f, anchor in zip(facts, _anchors(span.text, span.start, facts)):
+            out.append(_check_one(f, anchor, ctx, i))
         out.extend(_polarity(span, ctx, i))
     return tuple(out)

@@ -32,7 +32,8 @@ class Fact:
     start: int
     end: int
     noun: str = ""  # the noun a bare count attaches to ("3 attempts" -> "attempt")
-    approx: str = ""  # ">" ("more than", "over"), "<" ("less than", "under"), "~" ("about", "nearly")
+    approx: str = ""  # "<=" ("no more than", "up to"), ">=" ("at least"), ">" ("more than"), "<" ("under"), "~"
+    rate: str = ""  # the unit an amount is per ("$18 per day" -> "day"), compared when both sides give one
 
     def shown(self) -> str:
         return self.text
@@ -86,7 +87,8 @@ _units("bitrate", 1e9, "gbps")
 _units("energy", 1, "kwh")
 _units("energy", 0.001, "wh")
 _units("power", 1, "kw")
-_units("temperature", 1, "degree", "degrees", "°c", "°f")
+_units("temperature", 1, "degree", "degrees", "°c")
+_units("temperature °F", 1, "°f")
 _units("percent", 1, "%", "percent", "per cent", "pc", "percentage points")
 
 #: currency sign, code or word -> (ISO code, factor to the main unit)
@@ -163,7 +165,11 @@ _BETWEEN = frozenset(
     """extra more further additional full whole consecutive clear unused paid free calendar straight
     complete separate other late early""".split()
 )
-_LABEL_STOP = frozenset({"The", "A", "An", "This", "That", "These", "Those", "It", "In", "On", "At", "By", "For"})
+#: capitalised words before a number that do not name it ("All 3 plans", "Only 2 refunds")
+_LABEL_STOP = frozenset(
+    "the a an this that these those it in on at by for all only around about some over under up to each every "
+    "any no both just nearly almost".split()
+)
 
 _TOKEN = re.compile(
     r"""
@@ -275,7 +281,15 @@ def _time_value(text: str) -> float | None:
 
 
 def extract_facts(text: str, offset: int = 0) -> list[Fact]:
-    """The facts of ``text`` (one sentence), in order; offsets shifted by ``offset``."""
+    """The facts of ``text`` (one sentence), in order; offsets shifted by ``offset``. A sentence the
+    reader cannot parse (a pathological number, say) has no facts rather than failing the score."""
+    try:
+        return _extract(text, offset)
+    except (ValueError, OverflowError, ArithmeticError, IndexError):
+        return []
+
+
+def _extract(text: str, offset: int = 0) -> list[Fact]:
     toks = _tokens(text)
     facts: list[Fact] = []
     used: set[int] = set()
@@ -304,9 +318,15 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
                     and toks[i + 1].low in ("to", "and", "-", "\u2013")
                     and toks[i + 2].kind in ("time", "ampm")
                 ):
-                    later = toks[i + 2].low  # "between 12:30 and 7:30 am": the first takes the second's am/pm
-                    if re.search(r"[ap]\.?m", later):
-                        v, half_day = _time_value(t.text + (" pm" if "p" in later else " am")) or v, False
+                    # "between 12:30 and 7:30 am": the first takes the second's half of the day when the
+                    # range then runs forward, else the other half ("9:30 to 5:30 pm": 9:30 am)
+                    later = toks[i + 2].low
+                    end = _time_value(toks[i + 2].text)
+                    if re.search(r"[ap]\.?m", later) and end is not None:
+                        same = _time_value(t.text + (" pm" if "p" in later else " am"))
+                        other = _time_value(t.text + (" am" if "p" in later else " pm"))
+                        if same is not None and other is not None:
+                            v, half_day = (same if same <= end else other), False
                 add("time", v, i, i + 1, "12h" if half_day else "")
                 i += 1
                 continue
@@ -348,12 +368,17 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
         if t.kind == "num":
             value, cur, pct, pence = _num_value(t.text)
             j = i + 1
-        elif t.kind == "time":  # "3.50" read as a decimal, not a time
-            value, j = float(t.text.replace(":", ".")), i + 1
+            if cur is None and i > 0 and toks[i - 1].text.isupper() and toks[i - 1].low in CURRENCIES:
+                cur = CURRENCIES[toks[i - 1].low][0]  # "USD 1,200", "CHF 100"
+                used.add(i - 1)
+        elif t.kind == "time" and re.fullmatch(r"\d{1,2}\.\d{2}", t.text):  # "3.50" read as a decimal, not a time
+            value, j = float(t.text), i + 1
         elif t.kind == "sym" and t.text in "$€£¥₹" and i + 1 < n and toks[i + 1].kind == "word":
             words, j = _number_words(toks, i + 1)
             if words:
                 value, cur = _word_number(words), CURRENCIES[t.text][0]
+        elif t.kind == "word" and _ordinal_day(toks, i) is not None:
+            value, j = _ordinal_day(toks, i)  # type: ignore[misc]
         elif t.kind == "word" and (low in _NUMBER_WORDS or low in _SPECIAL_NUMBERS):
             words, j = _number_words(toks, i)
             if words:
@@ -396,11 +421,17 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
                 add("time", float(((int(value) % 12) + (12 if pm else 0)) * 60), i, k)
                 i = k
                 continue
-        # ---- dates: "30 April", "April 30" is handled when the month is met
-        if j < n and toks[j].kind == "word" and toks[j].low in MONTHS and toks[j].text[0].isupper():
-            k = j + 1
-            if k < n and toks[k].kind == "word" and toks[k].low == "of":
-                k += 1
+        # ---- dates: "30 April", "the 3rd of May"; "April 30" is handled when the month is met
+        month_at = j + 1 if j + 1 < n and toks[j].low == "of" else j
+        is_day = 1 <= value <= 31 and value == int(value)
+        if (
+            is_day
+            and month_at < n
+            and toks[month_at].kind == "word"
+            and toks[month_at].low in MONTHS
+            and toks[month_at].text[0].isupper()
+        ):
+            j, k = month_at, month_at + 1
             year = ""
             if k < n and toks[k].kind == "num" and re.fullmatch(r"\d{4}", toks[k].text):
                 year, k = toks[k].text, k + 1
@@ -459,10 +490,12 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
             continue
         # a label: "Year 4", "Zone 2", "Go 30"
         if (
-            i > 0
+            i > 1  # not the sentence's first word: any word is capitalised there ("Bring 2 bags")
             and toks[i - 1].kind == "word"
             and toks[i - 1].text[0].isupper()
-            and toks[i - 1].text not in _LABEL_STOP
+            and toks[i - 1].low not in _LABEL_STOP
+            and toks[i - 1].low not in CURRENCIES
+            and toks[i - 2].kind != "punct"
         ):
             if t.kind == "num" and (i - 1) not in used:
                 label = f"{toks[i - 1].low} {t.text}"
@@ -480,26 +513,66 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
         )
         add("count", value, i, j, noun)
         i = j
-    facts = [_qualified(f, text, offset) if f.dim not in ("name", "label", "date") else f for f in facts]
+    facts = [_with_rate(_qualified(f, text, offset), text, offset) if f.dim not in _PLAIN else f for f in facts]
     facts.extend(_names(toks, text, offset, used))
     return sorted(facts, key=lambda f: (f.start, f.end))
 
 
-_QUALIFIER = re.compile(
-    r"(?P<gt>more than|over|above|exceeding|in excess of|upwards of)"
-    r"|(?P<lt>less than|fewer than|under|below)"
-    r"|(?P<approx>about|around|approximately|roughly|nearly|almost|some|close to|circa|~)",
+#: what a qualifier before a value says of it, longest phrases first: a bound that includes the value
+#: ("no more than", "at least", "up to"), one that excludes it ("more than", "under"), or "about"
+_QUALIFIERS = (
+    ("<=", ("no more than", "not more than", "no later than", "not later than", "at most", "up to", "a maximum of",
+            "no longer than", "not exceeding", "within")),
+    (">=", ("no less than", "not less than", "no fewer than", "not fewer than", "no earlier than", "at least",
+            "a minimum of")),
+    (">", ("more than", "over", "above", "exceeding", "in excess of", "upwards of", "later than", "longer than")),
+    ("<", ("less than", "fewer than", "under", "below", "earlier than", "shorter than")),
+    ("~", ("about", "around", "approximately", "roughly", "nearly", "almost", "some", "close to", "circa", "~")),
+)  # fmt: skip
+
+
+_PLAIN = frozenset({"name", "label", "date"})  # facts no qualifier or rate applies to
+_RATE = re.compile(
+    r"\s*(?:(?:per|a|an|each|every|for each|for every|/)\s*([^\W\d_]+)"
+    r"|(daily|weekly|monthly|yearly|annually|nightly|hourly)\b)",
+    re.I,
 )
+_RATE_WORDS = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year", "annually": "year",
+               "annum": "year", "nightly": "night", "hourly": "hour"}  # fmt: skip
+
+
+def _with_rate(fact: Fact, text: str, offset: int) -> Fact:
+    """An amount's rate, written just after it: "$18 per day", "£65 a year", "€5 each month", "€25 monthly"."""
+    if not fact.dim.startswith("money:"):
+        return fact
+    m = _RATE.match(text, fact.end - offset)
+    if not m:
+        return fact
+    word = (m.group(1) or m.group(2)).lower()
+    if m.group(1) and (word in ("few", "lot", "bit", "little") or word in _NUMBER_WORDS):
+        return fact
+    from groundlens_core.content import _stem
+
+    rate = _RATE_WORDS.get(word) or _stem(word.rstrip("s") if word.endswith("s") and len(word) > 3 else word)
+    return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, fact.approx, rate)
 
 
 def _qualified(fact: Fact, text: str, offset: int) -> Fact:
-    """``fact`` with the qualifier written just before it ("more than $160 million")."""
-    before = text[: fact.start - offset].rstrip().lower()
-    for m in _QUALIFIER.finditer(before[-20:]):
-        if before.endswith(m.group(0)):
-            op = ">" if m.lastgroup == "gt" else "<" if m.lastgroup == "lt" else "~"
-            return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, op)
+    """``fact`` with the qualifier written just before it ("more than $160 million", "no more than 23 kg")."""
+    before = " " + " ".join(text[: fact.start - offset].lower().split()[-4:])
+    for op, phrases in _QUALIFIERS:
+        for phrase in sorted(phrases, key=len, reverse=True):
+            if before.endswith(" " + phrase) or (phrase == "~" and before.endswith("~")):
+                if op in (">", "<") and before.endswith((" no " + phrase, " not " + phrase)):
+                    continue  # "no more than" is a "<=" bound, found first
+                if op in ("<=", "<") and _BEFORE_EVENT.match(text, fact.end - offset):
+                    # "up to 48 hours before arrival" leaves at least 48 hours: the bound faces the other way
+                    op = ">=" if op == "<=" else ">"
+                return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, op, fact.rate)
     return fact
+
+
+_BEFORE_EVENT = re.compile(r"\s*(?:before|ahead|prior|in advance|earlier)\b", re.I)
 
 
 def _names(toks: list[_Tok], text: str, offset: int, used: set[int]) -> list[Fact]:
@@ -538,10 +611,42 @@ def _names(toks: list[_Tok], text: str, offset: int, used: set[int]) -> list[Fac
     return out
 
 
+_ORDINALS = {
+    "first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10, "eleventh": 11, "twelfth": 12, "thirteenth": 13, "fourteenth": 14,
+    "fifteenth": 15, "sixteenth": 16, "seventeenth": 17, "eighteenth": 18, "nineteenth": 19,
+    "twentieth": 20, "thirtieth": 30,
+}  # fmt: skip
+
+
+def _ordinal_day(toks: list[_Tok], i: int) -> tuple[float, int] | None:
+    """An ordinal in words that is the day of a date ("the twenty-first of May", "third of June"):
+    (day, index after it); None otherwise ("the first permit" is no date)."""
+    low, j = toks[i].low, i + 1
+    if low in ("twenty", "thirty") and j + 1 < len(toks) and toks[j].kind == "dash" and toks[j + 1].low in _ORDINALS:
+        day, j = (20 if low == "twenty" else 30) + _ORDINALS[toks[j + 1].low], j + 2
+    elif low in _ORDINALS:
+        day = _ORDINALS[low]
+    else:
+        return None
+    k = j + 1 if j < len(toks) and toks[j].low == "of" else j
+    if day <= 31 and k < len(toks) and toks[k].low in MONTHS and toks[k].text[:1].isupper():
+        return float(day), j
+    return None
+
+
+#: words after which "a week", "an hour" is a duration of one unit ("within a week"); after others it is
+#: a rate ("£2.60 a day", "twice a week", "2 refunds a year")
+_BEFORE_ONE_UNIT = frozenset(
+    "for within in after over than about around nearly almost just only least most to up under takes take lasts "
+    "last wait waits is are be of half".split()
+)
+
+
 def _after_amount(toks: list[_Tok], i: int, used: set[int]) -> bool:
-    """``a`` in "£2.60 a day", "20p a day", "twice a week": a rate, not a duration of one unit."""
+    """``a`` in "£2.60 a day", "twice a week", "2 refunds a year": a rate, not a duration of one unit."""
     k = i - 1
-    return k >= 0 and (k in used or toks[k].kind == "num" or toks[k].low in _SPECIAL_NUMBERS)
+    return k >= 0 and (k in used or toks[k].kind != "word" or toks[k].low not in _BEFORE_ONE_UNIT)
 
 
 def _number_words(toks: list[_Tok], i: int) -> tuple[list[str], int]:
@@ -576,7 +681,7 @@ def _maybe_date_or_name(toks: list[_Tok], i: int, text: str, add, used: set[int]
         return
     if t.low in MONTHS and t.text[0].isupper() and i + 1 < len(toks) and toks[i + 1].kind == "num":
         raw = re.sub(r"(st|nd|rd|th)$", "", toks[i + 1].text)
-        if raw.isdigit() and 1 <= int(raw) <= 31:
+        if raw.isdigit() and len(raw) <= 2 and 1 <= int(raw) <= 31:
             k = i + 2
             year = ""
             if k + 1 < len(toks) and toks[k].text == "," and re.fullmatch(r"\d{4}", toks[k + 1].text):
