@@ -533,7 +533,7 @@ _QUALIFIERS = (
 
 _PLAIN = frozenset({"name", "label", "date"})  # facts no qualifier or rate applies to
 _RATE = re.compile(
-    r"\s*(?:(?:per|a|an|each|every|for each|for every|/)\s*([^\W\d_]+)"
+    r"\s*(?:(?:(?:per|a|an|each|every|for each|for every)\s+|/\s*)([^\W\d_]+)\b"
     r"|(daily|weekly|monthly|yearly|annually|nightly|hourly)\b)",
     re.I,
 )
