@@ -14,7 +14,6 @@ from typing import Any, Callable, Iterable, Sequence
 from groundlens_core.embedding import first_load
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
-from groundlens_core.trace.events import PENDING, Call
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Usage, to_iso
 
 log = logging.getLogger("groundlens.recorder")
@@ -188,16 +187,3 @@ def make_step(
         skip_reason=reason if method == "skipped" else None,
         metadata=dict(call.metadata),
     )
-
-
-def waiting_step(event: Call) -> Step:
-    """The step of a call not on its trace yet, as a copy of the trace lists it: ``pending``, or
-    skipped/error as it will be recorded when it needs no model."""
-    reason: str | None
-    if event.needs_model or event.reason:
-        method, reason = "skipped", event.reason or PENDING
-    else:
-        method, reason = decide(event.call)
-        if method == "score":  # scored in line by the adapter: only listing is left
-            method, reason = "skipped", PENDING
-    return make_step(event.call, event.index, event.step_id, method, reason, None, None)

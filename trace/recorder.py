@@ -17,7 +17,7 @@ from groundlens_core import settings
 from groundlens_core.embedding.lanes import usable_cpus
 from groundlens_core.trace import lifecycle
 from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
-from groundlens_core.trace.calls import CallRecord, context_pieces, decide, needs_model, text_bytes, waiting_step
+from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.ledger import ledger_listeners
 from groundlens_core.trace.model import Step, Trace, new_id, utc_now
@@ -310,7 +310,7 @@ class Recorder:
         out: dict[str, list[Step]] = {}
         if self._backlog.pending > 0:
             for event in self._backlog.waiting_calls():
-                out.setdefault(event.key, []).append(waiting_step(event))
+                out.setdefault(event.key, []).append(_waiting_step(event))
         return out
 
     # ------------------------------------------------------------ process lifecycle (lifecycle.py)
@@ -326,3 +326,16 @@ class Recorder:
         self._lock = threading.RLock()
         self._worker.reset_after_fork(self._lock)
         self._backlog.requeue_after_fork(self._store.applied)
+
+
+def _waiting_step(event: Call) -> Step:
+    """The step of a call not on its trace yet, as a copy of the trace lists it: ``pending``, or
+    skipped/error as it will be recorded when it needs no model."""
+    reason: str | None
+    if event.needs_model or event.reason:
+        method, reason = "skipped", event.reason or PENDING
+    else:
+        method, reason = decide(event.call)
+        if method == "score":  # scored in line by the adapter: only listing is left
+            method, reason = "skipped", PENDING
+    return make_step(event.call, event.index, event.step_id, method, reason, None, None)
