@@ -43,6 +43,7 @@ from groundlens_core import get_embedder  # noqa: E402
 from groundlens_core.embedding.packed import bf16_supported  # noqa: E402
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import recorder as recorder_mod  # noqa: E402
+from groundlens_core.trace import worker as worker_mod  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
 
 
@@ -83,11 +84,11 @@ class BaselineWorker:
         self.inner = inner
 
     def __enter__(self) -> None:
-        self.saved = (recorder_mod._BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script)
-        recorder_mod._BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script = 64, None, False
+        self.saved = (worker_mod.BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script)
+        worker_mod.BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script = 64, None, False
 
     def __exit__(self, *exc: Any) -> None:
-        recorder_mod._BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script = self.saved
+        worker_mod.BATCH_MAX, recorder_mod.WORKER_NICE, self.inner.use_script = self.saved
 
 
 def latency_phase(delay: float, n: int, texts: list, peer: Any | None) -> None:

@@ -60,14 +60,14 @@ def main() -> None:
     gate = threading.Event()
     if args.held:
         entered = threading.Event()
-        process = rec._process
+        process = rec._worker.process
 
         def held(items):
             entered.set()
             gate.wait()
             return process(items)
 
-        rec._process = held  # type: ignore[method-assign]
+        rec._worker.process = held  # type: ignore[method-assign]
         rec.start_trace("warm-up")
         rec.flush(0)
         entered.wait(60)

@@ -248,8 +248,8 @@ def test_a_bad_setting_in_the_environment_does_not_break_the_import():
     from pathlib import Path
 
     code = (
-        "import groundlens_core.trace.recorder as r; "
-        "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024, r._EXIT_FLUSH_SECONDS)"
+        "import groundlens_core.trace.recorder as r; from groundlens_core.trace import lifecycle; "
+        "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024, lifecycle.EXIT_FLUSH_SECONDS)"
     )
     env = dict(
         os.environ,
@@ -342,10 +342,10 @@ def test_an_exit_with_a_backlog_left_stops_the_worker_between_batches():
     import sys
 
     code = """
-from groundlens_core.trace import recorder as R
+from groundlens_core.trace import lifecycle, worker
 from groundlens_core.trace.recorder import CallRecord, Recorder
-R._EXIT_FLUSH_SECONDS = 0.3  # the backlog below outlasts it on any machine
-R._BATCH_MAX = 4
+lifecycle.EXIT_FLUSH_SECONDS = 0.3  # the backlog below outlasts it on any machine
+worker.BATCH_MAX = 4
 rec = Recorder("x", quiet_seconds=0.0, worker_lanes=2)
 rec.start_trace("w")
 rec.record(CallRecord(trace_key="w", node="n", question="warm up", context=["the model"], response="loads"))
@@ -354,7 +354,7 @@ rec.start_trace("k")
 for i in range(24):
     rec.record(CallRecord(trace_key="k", node="n", question=f"question {i} " * 10,
                           context=[f"context {i} " * 80], response=f"answer {i} " * 30))
-print("exiting with a backlog of", rec._pending, flush=True)
+print("exiting with a backlog of", rec._backlog.pending, flush=True)
 """
     for _ in range(2):  # the abort was likely, not certain: two exits
         done = subprocess.run(
@@ -369,8 +369,9 @@ def _short_program(out, gate: str = "") -> str:
     brought (``gate``: code run first, e.g. to hold the worker back)."""
     return f"""
 import json
-from groundlens_core.trace import recorder as recorder_module
+from groundlens_core.trace import lifecycle
 from groundlens_core.trace.recorder import CallRecord, Recorder
+from groundlens_core.trace.worker import Worker
 {gate}
 
 class Keep:
@@ -415,7 +416,7 @@ def test_steps_the_exit_flush_did_not_reach_are_recorded_pending_not_lost(tmp_pa
     """When the exit's wait runs out before the worker scored anything (held back here until then),
     the steps still reach the trace and its listeners, unscored, with one warning that says how many."""
     out = tmp_path / "steps.json"
-    gate = "Recorder._limit_torch_threads = lambda self: recorder_module._EXITING.wait(120)"
+    gate = "Worker._limit_torch_threads = lambda self: lifecycle.EXITING.wait(120)"
     done = _run_program(_short_program(out, gate), GROUNDLENS_EXIT_FLUSH_SECONDS="0")
     assert json.loads(out.read_text()) == ["pending"] * 3
     assert "exited before 3 step(s) of x were scored" in done.stderr, done.stderr[-2000:]

@@ -426,7 +426,7 @@ def test_recorder_signs_and_appends_on_its_worker_once_per_batch_with_text_only_
         rec.record(c)
     trace = rec.get_trace("t")
     assert led.threads and threading.current_thread().name not in led.threads
-    assert set(led.threads) == {rec._worker.name} and len(led.threads) < 6  # per batch, not per step
+    assert set(led.threads) == {rec._worker.thread.name} and len(led.threads) < 6  # per batch, not per step
     recs = list(iter_records(tmp_path / "l.jsonl"))
     assert [r["step_id"] for r in recs] == [s.id for s in trace.steps if s.kind != "tool"]
     assert recs[-1]["band"] == "error" and recs[-1]["reason"] == "the model timed out"

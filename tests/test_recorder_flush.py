@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 
+from groundlens_core.trace.events import Call, FlushMarker
 from groundlens_core.trace.recorder import CallRecord, Recorder
 
 
@@ -20,7 +21,7 @@ def test_flush_returns_once_what_came_before_it_is_done_while_others_keep_record
     rec = Recorder("test", quiet_seconds=0.001)
     busy = threading.Event()
     more = [0]
-    process = rec._process
+    process = rec._worker.process
 
     def steady(items):  # another agent's call arrives while each batch is being handled
         if busy.is_set() and more[0] < 1_000_000:  # bounded: stops when the flush returns
@@ -28,7 +29,7 @@ def test_flush_returns_once_what_came_before_it_is_done_while_others_keep_record
             rec.record(_tool("other", more[0]))
         return process(items)
 
-    rec._process = steady  # type: ignore[method-assign]
+    rec._worker.process = steady  # type: ignore[method-assign]
     for i in range(3):
         rec.record(_tool("mine", i))
     busy.set()
@@ -50,17 +51,17 @@ def test_a_call_recorded_while_get_trace_flushes_is_listed_not_left_out():
     # machine), no marker was queued then, and the late call was never recorded
     rec = Recorder("test", quiet_seconds=3600)
     gate, late = threading.Event(), threading.Event()
-    process = rec._process
+    process = rec._worker.process
 
     def held(items):  # a call of the same trace arrives while the flush's batch is handled; its own
-        if any(it[0] == "flush" for it in items) and not late.is_set():  # batch waits at the gate
+        if any(isinstance(it, FlushMarker) for it in items) and not late.is_set():  # batch waits at the gate
             late.set()
             rec.record(_tool("k", 9))
-        elif late.is_set() and any(it[0] == "call" and it[1].response == "result 9" for it in items):
+        elif late.is_set() and any(isinstance(it, Call) and it.call.response == "result 9" for it in items):
             gate.wait(60)
         return process(items)
 
-    rec._process = held  # type: ignore[method-assign]
+    rec._worker.process = held  # type: ignore[method-assign]
     for i in range(2):
         rec.record(_tool("k", i))
     try:
@@ -85,16 +86,16 @@ def test_the_exit_stops_a_worker_that_still_has_calls_after_the_flush():
     code = """
 import atexit
 seen = {}
-atexit.register(lambda: print("parked", seen["rec"]._parked.is_set(), flush=True))  # runs after the exit flush
+atexit.register(lambda: print("parked", seen["rec"]._worker.parked.is_set(), flush=True))  # runs after the exit flush
 from groundlens_core.trace.recorder import CallRecord, Recorder
 rec = seen["rec"] = Recorder("x", quiet_seconds=0.001, worker_torch_threads=None)  # no torch import: the
 # flush returns well inside the exit's 10 s (a loaded machine took ~10 s to import it on the niced worker,
 # and the flush then timed out: the path under test, a flush that returns with calls after it, was missed)
-process = rec._process
+process = rec._worker.process
 def steady(items):
     rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="more"))
     return process(items)
-rec._process = steady
+rec._worker.process = steady
 rec.record(CallRecord(trace_key="k", node="n", kind="tool", response="first"))
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)

@@ -15,6 +15,7 @@ import threading
 
 import pytest
 
+from groundlens_core.trace.events import Call
 from groundlens_core.trace.recorder import CallRecord, Recorder
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
@@ -57,15 +58,15 @@ def test_a_child_forked_mid_batch_gets_the_batch_and_its_flush_returns():
     rec = Recorder("test", quiet_seconds=3600)
     parent = os.getpid()
     entered, gate = threading.Event(), threading.Event()
-    process = rec._process
+    process = rec._worker.process
 
     def gated(items):  # the parent's worker holds its batch until the child has answered
-        if os.getpid() == parent and any(it[0] == "call" for it in items):
+        if os.getpid() == parent and any(isinstance(it, Call) for it in items):
             entered.set()
             gate.wait(120)
         return process(items)
 
-    rec._process = gated  # type: ignore[method-assign]
+    rec._worker.process = gated  # type: ignore[method-assign]
     for call in _tool_calls(3, "k"):
         rec.record(call)
     assert rec.flush(0) is False  # a flush marker: the worker takes the batch at once
@@ -95,7 +96,7 @@ def test_a_child_forked_while_the_worker_holds_the_lock_can_record():
 
         def get(self, *args):
             held = rec._lock._is_owned()  # type: ignore[attr-defined]
-            if os.getpid() == parent and held and threading.current_thread() is rec._worker and not gate.is_set():
+            if os.getpid() == parent and held and threading.current_thread() is rec._worker.thread and not gate.is_set():
                 entered.set()
                 # the fork must wait for the lock to be let go: the gate opens by itself after a while
                 # (with the lock held across the fork by the recorder, the fork waits that long; without,
@@ -103,7 +104,7 @@ def test_a_child_forked_while_the_worker_holds_the_lock_can_record():
                 gate.wait(3)
             return super().get(*args)
 
-    rec._traces = GatedTraces(rec._traces)
+    rec._store.traces = GatedTraces(rec._store.traces)
     rec.record(_tool_calls(1, "k")[0])
     assert rec.flush(0) is False
     assert entered.wait(60)

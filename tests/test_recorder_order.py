@@ -80,7 +80,7 @@ def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
             pass
 
     rec.add_listener(Listener())
-    wake = rec._wake
+    wake = rec._worker.wake
 
     class Busy:
         """The worker's event; each quiet wait sees one more event arrive (bounded)."""
@@ -95,7 +95,7 @@ def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
         def __getattr__(self, name):
             return getattr(wake, name)
 
-    rec._wake = Busy()  # type: ignore[assignment]
+    rec._worker.wake = Busy()  # type: ignore[assignment]
     rec.record(CallRecord(trace_key="k", node="tool", kind="tool", response="r0"))
     assert stepped.wait(60)  # no flush: a flush ends the quiet wait by itself
     assert rec.flush(60)

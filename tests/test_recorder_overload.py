@@ -44,7 +44,7 @@ def _calls(n: int, key: str, seed: int = 0) -> list[CallRecord]:
 
 def test_overload_marks_steps_warns_once_and_counts(caplog, dgi_calibration):
     rec = Recorder("test", calibration=dgi_calibration, max_pending_steps=3)
-    rec._clock = lambda: 0.0  # all within one warning interval
+    rec._backlog.clock = lambda: 0.0  # all within one warning interval
     caplog.set_level(logging.WARNING, logger="groundlens.recorder")
     t0 = time.perf_counter()
     for call in _calls(10, "a") + _calls(4, "b", seed=1):
@@ -85,14 +85,14 @@ class _Events:
 def _held_worker(rec: Recorder) -> threading.Event:
     """Hold ``rec``'s worker inside its first batch until the returned gate is set."""
     entered, gate = threading.Event(), threading.Event()
-    process = rec._process
+    process = rec._worker.process
 
     def gated(items):
         entered.set()
         gate.wait(300)
         return process(items)
 
-    rec._process = gated  # type: ignore[method-assign]
+    rec._worker.process = gated  # type: ignore[method-assign]
     rec.start_trace("warm-up", name="warm-up")
     assert rec.flush(0) is False  # the worker takes the start event at once and stays in the batch
     assert entered.wait(60)
@@ -119,7 +119,7 @@ def test_every_event_kind_counts_against_the_bounds(caplog, dgi_calibration):
     rec = Recorder("test", calibration=dgi_calibration, max_pending_steps=4, max_pending_events=bound,
                    max_traces=n + 1, listeners=[listener])
     now = [0.0]
-    rec._clock = lambda: now[0]  # one second of the agent's time per call
+    rec._backlog.clock = lambda: now[0]  # one second of the agent's time per call
     gate = _held_worker(rec)
     rng = random.Random(5)
     most = 0
@@ -149,7 +149,7 @@ def test_every_event_kind_counts_against_the_bounds(caplog, dgi_calibration):
     import re
 
     counted = sum(int(m.replace(",", "")) for w in warnings for m in re.findall(r"([\d,]+) step\(s\) recorded unscored", w))
-    assert counted + rec._unwarned["overload"] == over, (counted, over)
+    assert counted + rec._backlog.unwarned["overload"] == over, (counted, over)
 
 
 def test_events_held_for_traces_past_max_traces_are_dropped_with_them_and_counted(dgi_calibration):
@@ -209,8 +209,8 @@ def test_the_worker_waits_for_a_quiet_spell_before_the_first_batch(dgi_calibrati
 def test_get_trace_timeout_returns_scored_so_far_and_marks_the_rest_pending(dgi_calibration):
     rec = Recorder("test", calibration=dgi_calibration)
     gate = threading.Event()  # the worker cannot finish a batch until the early read is done
-    process = rec._process
-    rec._process = lambda items: (gate.wait(60), process(items))[1]  # type: ignore[method-assign]
+    process = rec._worker.process
+    rec._worker.process = lambda items: (gate.wait(60), process(items))[1]  # type: ignore[method-assign]
     for c in _calls(5, "k"):
         rec.record(c)
     early = rec.get_trace(timeout=0.0)

@@ -1,0 +1,249 @@
+"""The recorder's worker: a thread that takes queued events in batches, scores the calls among them
+and puts the steps on their traces, telling the listeners (exporters, the ledger) as it goes.
+
+It starts scoring after a quiet spell (an agent's burst of callbacks runs without it), runs at a lower
+OS priority with its own torch threads, and never lets a scoring or listener failure reach the agent.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import threading
+from typing import Any, Callable, Protocol
+
+from groundlens_core.embedding import first_load
+from groundlens_core.embedding.lanes import encode_lanes
+from groundlens_core.trace import lifecycle
+from groundlens_core.trace.backlog import Backlog
+from groundlens_core.trace.calls import make_step, score_calls
+from groundlens_core.trace.events import PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
+from groundlens_core.trace.model import Step, Trace
+from groundlens_core.trace.store import TraceStore
+
+log = logging.getLogger("groundlens.recorder")
+
+#: calls to score per batch (events that need no model ride along, so this bounds their wait;
+#: per-step cost is within ~10 % from 4 calls a batch up, on realistic steps)
+BATCH_MAX = 16
+#: events of any kind queued that end the wait for a quiet spell: an agent that keeps sending events
+#: which need no model (tool steps) faster than the quiet spell would otherwise hold every step back
+EVENTS_MAX = 64
+
+
+class TraceListener(Protocol):
+    """Exporters that follow a trace live. Called on the recorder's worker thread."""
+
+    def on_trace_start(self, trace: Trace) -> None: ...
+
+    def on_step(self, trace: Trace, step: Step) -> None: ...
+
+    def on_trace_end(self, trace: Trace) -> None: ...
+
+
+class Worker:
+    """One recorder's worker thread (started on demand, see :meth:`start`).
+
+    ``lock`` is the recorder's: the worker holds it briefly around the backlog and the store, never
+    while it scores or calls a listener."""
+
+    def __init__(
+        self,
+        framework: str,
+        lock: Any,
+        backlog: Backlog,
+        store: TraceStore,
+        listeners: list[Any],
+        options: Callable[[], dict[str, Any]],
+        *,
+        quiet: float,
+        torch_threads: int | None,
+        lanes: int,
+    ):
+        self.framework = framework
+        self.lock = lock
+        self.backlog = backlog
+        self.store = store
+        self.listeners = listeners  # the recorder's list: listeners added later are told too
+        self.options = options  # the scoring keywords (read per batch)
+        self.quiet = quiet
+        self.torch_threads = torch_threads
+        self.lanes = lanes  # read per batch: a changed setting applies to the next one
+        self.thread: threading.Thread | None = None
+        self.wake = threading.Event()
+        self.idle = True  # waiting for work: the next event wakes it
+        self.parked = threading.Event()  # stopped for good (interpreter exit)
+
+    # ------------------------------------------------------------ the agent's side (lock held)
+
+    def start(self, nice: int | None) -> bool:
+        """Start the thread unless it runs (``nice``: its OS nice value); True when it started it."""
+        if self.thread is not None and self.thread.is_alive():
+            return False
+        self.thread = threading.Thread(target=self._run, args=(nice,), name=f"groundlens-{self.framework}", daemon=True)
+        self.thread.start()
+        return True
+
+    def wake_up(self, urgent: bool) -> None:
+        """Wake the worker if it waits for work (``urgent``, a flush: also from a quiet wait). Only the
+        first event after an idle spell wakes it: waking a thread on every event hands it the GIL in
+        the middle of the agent's own work."""
+        if self.idle or urgent:
+            self.idle = False
+            self.wake.set()  # under the lock, so the clear in _take cannot come before it
+
+    def reset_after_fork(self, lock: Any) -> None:
+        """In a forked child: the recorder's new lock, fresh events, no thread (the next event starts one)."""
+        self.lock = lock
+        self.wake = threading.Event()
+        self.parked = threading.Event()
+        self.thread = None
+        self.idle = True
+
+    # ------------------------------------------------------------ the thread
+
+    def _lower_priority(self, nice: int | None) -> None:
+        if nice is None or not hasattr(os, "setpriority"):
+            return
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)  # this thread only
+        except (OSError, AttributeError) as exc:
+            log.debug("groundlens: could not lower the worker's priority: %s", exc)
+
+    def _limit_torch_threads(self) -> None:
+        """Give this thread ``torch_threads`` torch threads (None: leave torch alone)."""
+        if not self.torch_threads:
+            return
+        try:
+            # the worker's first import of torch: under the load lock, so a fork() meanwhile waits for it
+            first_load.import_torch().set_num_threads(self.torch_threads)  # this thread's setting only
+        except Exception as exc:  # torch missing or odd: scoring still works with its defaults
+            log.debug("groundlens: could not set the worker's torch threads: %s", exc)
+
+    def _run(self, nice: int | None) -> None:
+        self._lower_priority(nice)
+        self._limit_torch_threads()
+        while True:
+            if lifecycle.EXITING.is_set():  # the interpreter is exiting and the flush ran out: stop between batches
+                self._drain_unscored()
+                self.parked.set()
+                threading.Event().wait()  # for good (a daemon thread waiting here is harmless at exit)
+            items = self._take()
+            try:
+                with encode_lanes(self.lanes):
+                    self.process(items)
+            except Exception:  # pragma: no cover - last line of defence
+                log.exception("groundlens: worker failed on a batch")
+            finally:
+                self._finish(items)
+
+    def _take(self) -> list[Event]:
+        """Wait for work, then for a quiet spell (no new event for ``quiet`` seconds), a flush or a
+        full batch, and take the events in order up to (not past) a batch of calls to score."""
+        while True:
+            with self.lock:
+                if self.backlog.items:
+                    # the wake-up that brought us here is not a flush: clear it, or the quiet wait below
+                    # returns at once and scores the first event of a burst without waiting for the rest
+                    self.wake.clear()
+                    break
+                self.idle = True  # the next event wakes us
+                self.wake.clear()
+            self.wake.wait()
+        batch = min(BATCH_MAX, self.backlog.max_steps)
+        while True:
+            with self.lock:
+                seen = len(self.backlog.items)
+                if self.backlog.ready(batch) or seen >= EVENTS_MAX:  # EVENTS_MAX: no quiet spell is near
+                    break
+            self.wake.wait(self.quiet)  # a flush sets it; new events do not
+            self.wake.clear()
+            with self.lock:
+                if len(self.backlog.items) == seen:
+                    break
+        with self.lock:
+            return self.backlog.take(BATCH_MAX)
+
+    def _finish(self, items: list[Event]) -> None:
+        """The worker is done with ``items``: they leave the pending count, and each flush among them
+        wakes its caller (everything queued before it is on its traces now)."""
+        with self.lock:
+            self.backlog.done(len(items))
+        for it in items:
+            if isinstance(it, FlushMarker):
+                it.done.set()
+
+    def _drain_unscored(self) -> None:
+        """At exit, once the flush ran out: every queued event goes on its trace now, the calls that
+        wait for the model as unscored ``pending`` steps (no model is touched), so nothing recorded
+        is lost from the traces and their listeners. One warning says how many and what to raise."""
+        items: list[Event] = []
+        try:
+            with self.lock:
+                items = self.backlog.take_all()
+            items = [
+                dataclasses.replace(it, needs_model=False, size=0, reason=it.reason or PENDING)
+                if isinstance(it, Call) and it.needs_model
+                else it
+                for it in items
+            ]
+            late = sum(1 for it in items if isinstance(it, Call) and it.reason == PENDING)
+            if late:
+                log.warning(
+                    "groundlens: the program exited before %d step(s) of %s were scored; they are recorded "
+                    "with skip_reason='pending' (GROUNDLENS_EXIT_FLUSH_SECONDS=%g sets how long the exit waits)",
+                    late,
+                    self.framework,
+                    lifecycle.EXIT_FLUSH_SECONDS,
+                )
+            self.process(items)
+        except Exception:  # pragma: no cover - never block or fail the exit
+            log.debug("groundlens: could not record the unscored steps at exit", exc_info=True)
+        finally:
+            self._finish(items)
+
+    # ------------------------------------------------------------ one batch
+
+    def process(self, items: list[Event]) -> None:
+        """Score the batch's calls and apply its events to their traces in order, telling the listeners."""
+        with self.lock:  # a call of a trace already dropped (max_traces) is not worth the model
+            calls = [it for it in items if isinstance(it, Call) and it.key in self.store]
+            self.backlog.stats["evicted"] += sum(1 for it in items if isinstance(it, Call) and it.needs_model) - sum(
+                1 for it in calls if it.needs_model
+            )
+        fresh = [it for it in calls if it.reason is None]
+        scored = score_calls([it.call for it in fresh], self.options)
+        outcomes = {id(it): res for it, res in zip(fresh, scored)}
+        for call in calls:
+            if call.reason is not None:
+                outcomes[id(call)] = ("skipped", call.reason, None, None)
+        for it in items:
+            if isinstance(it, TraceStart):
+                self._notify("on_trace_start", self.store.get(it.key))
+            elif isinstance(it, Call):
+                if id(it) not in outcomes:
+                    continue
+                step = make_step(it.call, it.index, it.step_id, *outcomes[id(it)])
+                with self.lock:
+                    added = self.store.add_step(it.key, step)
+                if added is not None:
+                    self._notify("on_step", *added)
+            elif isinstance(it, TraceEnd):
+                with self.lock:
+                    trace = self.store.end(it)
+                if trace is not None:
+                    self._notify("on_trace_end", trace)
+        self._notify("on_batch_end")  # listeners that buffer (the ledger) write once per batch
+
+    def _notify(self, method: str, *args: Any) -> None:
+        if args and args[0] is None:
+            return
+        for listener in list(self.listeners):
+            fn = getattr(listener, method, None)
+            if fn is None:
+                continue
+            try:
+                fn(*args)
+            except Exception as exc:
+                log.warning("groundlens: listener %s.%s failed: %s", type(listener).__name__, method, exc)
