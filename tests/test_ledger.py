@@ -574,3 +574,29 @@ def test_a_child_forked_while_the_parent_appends_can_append_too(tmp_path, keys):
     v = verify_ledger(path, keys[1])
     assert v.ok and v.records == 5, v.message()
     assert sorted(r["step_id"][:5] for r in iter_records(path)) == ["child", "child", "first", "paren", "paren"]
+
+
+# ---------------------------------------------------------------- key material given instead of a path
+
+
+def test_key_text_given_instead_of_a_path_is_refused_without_being_shown(tmp_path, keys, capsys, monkeypatch):
+    from groundlens_core.trace import Recorder
+
+    _rows_csv(tmp_path / "in.csv")
+    pem = keys[0].read_text()
+    body_line = next(ln for ln in pem.splitlines() if not ln.startswith("-----"))
+    base = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"), "--ledger", str(tmp_path / "l.jsonl")]
+    for given in (pem, pem.strip(), body_line):
+        assert main(base + ["--signing-key", given]) == 2
+        err = capsys.readouterr().err
+        assert "must be a path to a key file" in err and len(err.strip().splitlines()) == 1
+        assert not _leaks(keys[0], err) and "BEGIN" not in err
+    monkeypatch.setenv("GROUNDLENS_LEDGER", str(tmp_path / "l.jsonl"))
+    monkeypatch.setenv("GROUNDLENS_SIGNING_KEY", pem)
+    with pytest.raises(GroundlensInputError) as exc:
+        Recorder("test")
+    assert "a PEM text was given" in str(exc.value) and not _leaks(keys[0], str(exc.value))
+    _ledger(tmp_path / "v.jsonl", keys[0], n=1)
+    assert main(["verify", str(tmp_path / "v.jsonl"), "--public-key", keys[1].read_text()]) == 2
+    err = capsys.readouterr().err
+    assert "the public key must be a path to a key file (a PEM text was given" in err and "BEGIN" not in err
