@@ -109,6 +109,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
+    if job.ledger is not None:
+        _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input)
     check_target(job.output, what="the output", inputs=[job.input])
@@ -122,6 +124,15 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         return _run_locked(run, write_report)
     finally:
         lock.release()
+
+
+def _check_ledger(job: EvaluateJob) -> None:
+    """The ledger is appended to, never one of the run's data files, and its tail can be continued
+    (a blank or forged last line is refused here, before the model loads or a checkpoint is made)."""
+    path = job.ledger.path
+    for data, name in ((job.input, "the input"), (job.output, "the output"), (job.html, "the HTML report")):
+        if data is not None and same_file(path, data):
+            raise GroundlensInputError(f"the ledger {path} is {name} file {data}; give the ledger its own file")
 
 
 def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:

@@ -600,3 +600,21 @@ def test_key_text_given_instead_of_a_path_is_refused_without_being_shown(tmp_pat
     assert main(["verify", str(tmp_path / "v.jsonl"), "--public-key", keys[1].read_text()]) == 2
     err = capsys.readouterr().err
     assert "the public key must be a path to a key file (a PEM text was given" in err and "BEGIN" not in err
+
+
+def test_evaluate_refuses_a_ledger_that_is_the_input_output_or_report(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    inp, out, html = tmp_path / "in.csv", tmp_path / "audit.jsonl", tmp_path / "r.html"
+    out.write_text('{"kept": 1}\n')
+    html.write_text("<p>kept</p>\n")
+    (tmp_path / "link.jsonl").symlink_to(out)
+    os.link(inp, tmp_path / "hard.csv")
+    base = ["evaluate", str(inp), "-o", str(out), "--html", str(html), "--signing-key", str(keys[0])]
+    for ledger, name in ((out, "the output"), (tmp_path / "link.jsonl", "the output"),
+                         (tmp_path / "hard.csv", "the input"), (inp, "the input"), (html, "the HTML report")):
+        before = {p: p.read_bytes() for p in (inp, out, html)}
+        assert main(base + ["--ledger", str(ledger)]) == 2
+        err = capsys.readouterr().err
+        assert f"is {name} file" in err and len(err.strip().splitlines()) == 1, err
+        assert {p: p.read_bytes() for p in (inp, out, html)} == before
+        assert not list(tmp_path.glob(".*groundlens-*"))  # nothing a later run would have to resume
