@@ -286,15 +286,72 @@ def test_a_cut_last_line_is_reported_and_the_next_writer_starts_a_segment_naming
     assert (v.ok, v.problem, v.line) == (False, "changed", 5)
 
 
-def test_a_cut_record_missing_only_its_newline_is_cut_too(tmp_path, keys):
+def test_a_whole_record_missing_only_its_newline_is_continued_without_a_segment(tmp_path, keys):
     path = tmp_path / "l.jsonl"
     lines = _ledger(path, keys[0], n=3)
     path.write_bytes(path.read_bytes()[:-1])
     v = verify_ledger(path, keys[1])
     assert (v.ok, v.problem, v.line, v.record_id) == (False, "cut_short", 3, _rid(lines[2]))
     Ledger(path, keys[0]).append(_bodies(1, "next"))
+    got = path.read_bytes().split(b"\n")
+    assert got[:3] == lines and got[-1] == b"" and len(got) == 5  # the line ended, the chain continued from it
     v = verify_ledger(path, keys[1])
-    assert v.ok and v.cut_lines == (3,) and v.records == 4  # 2 whole records, the segment, the new one
+    assert v.ok and v.cut_lines == () and v.segments == 0 and v.records == 4
+
+
+def _forged_last(lines):
+    """The last record rewritten (amount changed) and left without its newline: what someone without the key can do."""
+    rec = json.loads(lines[-1])
+    rec["band"] = "trusted" if rec["band"] != "trusted" else "flagged"
+    return b"".join(ln + b"\n" for ln in lines[:-1]) + canonical_bytes(rec)
+
+
+@pytest.mark.parametrize("forge", ["rewritten", "foreign", "not_json_object"])
+def test_a_complete_last_line_without_newline_that_does_not_verify_is_never_blessed(tmp_path, keys, capsys, forge):
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    if forge == "rewritten":
+        data = _forged_last(lines)
+    elif forge == "foreign":  # a record signed by another key, linked correctly
+        other = tmp_path / "o.jsonl"
+        _write(other, lines[:2])
+        Ledger(other, keys[2]).append(_bodies(1, "x"))
+        data = other.read_bytes()[:-1]
+    else:
+        data = b"".join(ln + b"\n" for ln in lines[:2]) + b"[1, 2]"
+    path.write_bytes(data)
+    with pytest.raises(GroundlensInputError, match=r"line 3 has no line end") as exc:
+        Ledger(path, keys[0]).append(_bodies(1, "next"))
+    assert "\n" not in str(exc.value)
+    assert path.read_bytes() == data  # nothing appended, no segment
+    v = verify_ledger(path, keys[1])
+    assert not v.ok and v.line == 3 and v.problem in ("changed", "other_key", "inserted"), v
+    assert main(["verify", str(path), "--public-key", str(keys[1])]) == 1
+    assert "chain intact" not in capsys.readouterr().out
+
+
+def test_verify_reports_a_forged_record_an_earlier_writer_closed_as_a_crash_cut(tmp_path, keys):
+    """A forged, newline-less last record that a writer closed with a signed segment record (as
+    writers once did): verify does not take it for a crash's cut."""
+    from groundlens_core.ledger.writer import _Head
+
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    forged = _forged_last(lines).split(b"\n")[-1]
+    writer = LedgerWriter(path, load_signing_key(keys[0]))
+    writer._head = _Head(hash=hashlib.sha256(lines[1]).hexdigest(), seq=1)
+    cut = {"line": 3, "bytes": len(forged), "sha256": hashlib.sha256(forged).hexdigest()}
+    segment = writer._sign({"type": "segment", "cut": cut})
+    _write(path, lines[:2] + [forged, canonical_bytes(segment)])
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.problem, v.line) == (False, "changed", 3), v
+    # the same with a real crash's cut (a start of the record) is accepted
+    piece = lines[2][:40]
+    writer._head = _Head(hash=hashlib.sha256(lines[1]).hexdigest(), seq=1)
+    segment = writer._sign({"type": "segment", "cut": {**cut, "bytes": 40, "sha256": hashlib.sha256(piece).hexdigest()}})
+    _write(path, lines[:2] + [piece, canonical_bytes(segment)])
+    v = verify_ledger(path, keys[1])
+    assert v.ok and v.cut_lines == (3,), v
 
 
 def _append_in_rounds(path: str, key: str, tag: str, rounds: int, per: int, gate) -> None:
