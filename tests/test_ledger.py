@@ -442,11 +442,12 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
         assert rec["sha256"]["question"] == hashlib.sha256(step.question.encode()).hexdigest()
         assert rec["sha256"]["context"] == hashlib.sha256("\n\n".join(p.text for p in step.context).encode()).hexdigest()
         assert rec["reason"] and "text" not in rec
-    # an explanation that quotes the response keeps its reason in the ledger, the quote taken out
+    # the ledger keeps the decision's rule, never what the explanation quotes
     quoting = [(rec, s) for rec, (_, s) in zip(recs, steps) if '"' + s.response + '"' in s.explanation]
     assert quoting
-    for rec, step in quoting:
-        assert rec["reason"] == step.explanation.replace('"' + step.response + '"', '"[redacted]"')
+    for rec, (_, step) in zip(recs, steps):
+        assert step.explanation.startswith(f"Score {step.score.rank:.2f}, {step.band}: {rec['reason']}")
+        assert '"' not in rec["reason"] and step.response not in rec["reason"]
     text = path.read_text()
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):
         assert raw not in text  # hashes only, by default
@@ -533,7 +534,7 @@ def test_evaluate_ledger_writes_one_signed_record_per_row_including_errors(tmp_p
     assert [r["row"] for r in recs] == [0, 1, 2]
     assert [r["method"] for r in recs] == [o["groundlens_method"] for o in out] == ["sgi", "dgi", "error"]
     assert [r["band"] for r in recs] == [o["groundlens_triage"] for o in out]
-    assert recs[2]["reason"] == out[2]["groundlens_error"]
+    assert recs[2]["reason"] == "error" and out[2]["groundlens_error"]  # the message stays out of the ledger
     assert len({r["trace_id"] for r in recs}) == 1 and all(r["fingerprint"] for r in recs)
     assert recs[0]["sha256"]["context"] == hashlib.sha256(rows[0]["context"].encode()).hexdigest()
     assert recs[1]["sha256"]["context"] is None  # an empty context cell: no context
@@ -549,6 +550,7 @@ def test_evaluate_ledger_writes_one_signed_record_per_row_including_errors(tmp_p
     assert main(argv[:3] + [str(tmp_path / "out2.csv")] + argv[4:] + ["--ledger-text"]) == 0
     recs = list(iter_records(ledger))
     assert len(recs) == 6 and recs[3]["text"]["response"] == rows[0]["response"]
+    assert recs[5]["reason"] == out[2]["groundlens_error"]  # with --ledger-text: the error's message too
     assert verify_ledger(ledger, keys[1]).records == 6
 
 
@@ -675,3 +677,36 @@ def test_evaluate_refuses_a_ledger_that_is_the_input_output_or_report(tmp_path, 
         assert f"is {name} file" in err and len(err.strip().splitlines()) == 1, err
         assert {p: p.read_bytes() for p in (inp, out, html)} == before
         assert not list(tmp_path.glob(".*groundlens-*"))  # nothing a later run would have to resume
+
+
+def test_ledger_holds_no_text_of_the_users_by_default_and_is_created_owner_only(tmp_path, keys):
+    """A failed fact's value and the source's value, and an error's message, stay out of the
+    ledger unless --ledger-text; a new ledger is 0600 whatever the umask."""
+    src = tmp_path / "in.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question", "context", "response"])
+        w.writerow(["What was the invoice total?", "The invoice total was 4471 dollars.",
+                    "The invoice total was 9931 dollars."])
+        w.writerow(["What is the capital of France?", "Paris is the capital of France.",
+                    "Paris is the capital of France."])
+        w.writerow(["Which zebra-orchid grew?", "", ""])
+    ledger = tmp_path / "new" / "l.jsonl"
+    old = os.umask(0)
+    try:
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--ledger", str(ledger),
+                     "--signing-key", str(keys[0])]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(ledger.stat().st_mode) == 0o600
+    text = ledger.read_text()
+    for secret in ("9931", "4471", "invoice", "zebra"):
+        assert secret not in text
+    recs = list(iter_records(ledger))
+    assert [r["reason"] for r in recs] == [
+        "a specific fact is not supported by the source", "every fact it states is in the source", "error"]
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv"), "--ledger", str(ledger),
+                 "--signing-key", str(keys[0]), "--ledger-text"]) == 0
+    recs = list(iter_records(ledger))
+    assert "9931" in recs[3]["reason"] and recs[5]["reason"] != "error"
+    assert verify_ledger(ledger, keys[1]).records == 6

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import threading
 import uuid
 import weakref
@@ -78,7 +79,7 @@ class LedgerWriter:
             return []
         with self._lock:
             with _FD_LOCK:  # a fork never comes between the open and the note of it (see _writers_after_fork)
-                fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                fd = self._fd = _open_ledger(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 st = os.fstat(fd)
@@ -143,15 +144,61 @@ if hasattr(os, "register_at_fork"):
     )
 
 
-def check_ledger_path(path: Path) -> None:
-    """Fail before any scoring when the ledger cannot be appended to (naming the file)."""
-    if path.is_dir():
-        raise GroundlensInputError(f"the ledger {path} is a directory; give a file name")
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _not_regular(path: Path, mode: int) -> GroundlensInputError | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return GroundlensInputError(f"the ledger {path} is {kind}; give the name of a regular file")
+
+
+def _open_ledger(path: Path) -> int:
+    """The ledger open for reading and appending. A ledger this creates is owner-only (0600,
+    whatever the umask): its records name what was asked and decided. A FIFO or device is
+    refused (opened without blocking, never read)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)
+    except FileExistsError:
+        fd = os.open(path, flags)
+    problem = _not_regular(path, os.fstat(fd).st_mode)
+    if problem is not None:
+        os.close(fd)
+        raise problem
+    return fd
+
+
+def check_ledger_path(path: Path) -> None:
+    """Fail before any scoring when the ledger cannot be appended to (naming the file). Nothing is
+    created here: a new ledger is made by its first append."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
         raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
+    if st is not None:
+        problem = _not_regular(path, st.st_mode)
+        if problem is not None:
+            raise problem
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise GroundlensInputError(f"cannot append to the ledger {path}: permission denied")
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise GroundlensInputError(f"cannot append to the ledger {path}: its folder is not writable")
 
 
 @dataclass(frozen=True)
