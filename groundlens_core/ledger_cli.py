@@ -30,7 +30,7 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if not os.path.isfile(args.ledger):
+    if not os.path.lexists(args.ledger):
         raise GroundlensInputError(f"ledger not found: {args.ledger}")
     verdict = verify_ledger(args.ledger, args.public_key, head=args.head)
     if args.json:

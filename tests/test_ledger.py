@@ -710,3 +710,84 @@ def test_ledger_holds_no_text_of_the_users_by_default_and_is_created_owner_only(
     recs = list(iter_records(ledger))
     assert "9931" in recs[3]["reason"] and recs[5]["reason"] != "error"
     assert verify_ledger(ledger, keys[1]).records == 6
+
+
+# ---------------------------------------------------------------- FIFOs and devices
+
+
+class _FifoFeeder:
+    """A FIFO and a thread that writes one byte into it once a reader opens it: code that wrongly
+    reads the FIFO gets that byte and an end instead of waiting for ever; :meth:`close` lets the
+    thread finish when nothing opened it (by opening the reading end without blocking)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        os.mkfifo(path)
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+        self.thread.start()
+
+    def _feed(self) -> None:
+        with open(self.path, "wb") as fh:
+            fh.write(b"x")
+
+    def close(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            self.thread.join()
+        finally:
+            os.close(fd)
+
+
+def test_fifos_and_devices_are_refused_as_keys_without_being_read(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    _ledger(tmp_path / "l.jsonl", keys[0], n=1)
+    for name in ("sk", "pk"):
+        feeder = _FifoFeeder(tmp_path / name)
+        try:
+            if name == "sk":
+                argv = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                        "--ledger", str(tmp_path / "l.jsonl"), "--signing-key", str(feeder.path)]
+            else:
+                argv = ["verify", str(tmp_path / "l.jsonl"), "--public-key", str(feeder.path)]
+            assert main(argv) == 2
+        finally:
+            feeder.close()
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe), not a key file" in err and len(err.strip().splitlines()) == 1
+    for device in ("/dev/null", "/dev/zero"):
+        if not os.path.exists(device):
+            continue
+        with pytest.raises(GroundlensInputError, match="is a device, not a key file"):
+            load_signing_key(device)
+        assert main(["verify", str(tmp_path / "l.jsonl"), "--public-key", device]) == 2
+        assert "is a device" in capsys.readouterr().err
+    big = tmp_path / "big.key"
+    big.write_bytes(keys[0].read_bytes() + b"\n" * 20000)
+    with pytest.raises(GroundlensInputError, match="too large"):
+        load_signing_key(big)
+
+
+def test_a_fifo_as_the_ledger_is_refused_by_evaluate_recorder_and_verify(tmp_path, keys, capsys, monkeypatch):
+    from groundlens_core.trace import Recorder
+
+    _rows_csv(tmp_path / "in.csv")
+    fifo = tmp_path / "l.fifo"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a reader and a writer: nothing that opens it can block
+    try:
+        assert main(["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"), "--ledger", str(fifo),
+                     "--signing-key", str(keys[0])]) == 2
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe)" in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o.csv").exists()
+        monkeypatch.setenv("GROUNDLENS_LEDGER", str(fifo))
+        monkeypatch.setenv("GROUNDLENS_SIGNING_KEY", str(keys[0]))
+        with pytest.raises(GroundlensInputError, match="FIFO"):
+            Recorder("test")
+        assert main(["verify", str(fifo), "--public-key", str(keys[1])]) == 2
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe)" in err and "not found" not in err
+        with pytest.raises(GroundlensInputError, match="FIFO"):
+            verify_ledger(fifo, keys[1])
+    finally:
+        os.close(held)

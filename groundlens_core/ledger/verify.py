@@ -73,8 +73,23 @@ class _Line:
 
 
 def _read_lines(path: Path) -> tuple[list[_Line], bool]:
+    from groundlens_core.ledger.writer import _not_regular
+
     try:
-        data = path.read_bytes()
+        problem = _not_regular(path, os.stat(path).st_mode)  # a FIFO or device is never opened
+        if problem is not None:
+            raise problem
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            problem = _not_regular(path, os.fstat(fd).st_mode)
+            if problem is not None:
+                raise problem
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise GroundlensInputError(f"ledger not found: {path}") from None
     except OSError as exc:
         raise GroundlensInputError(f"cannot read the ledger {path}: {exc.strerror or exc}") from None
     parts = data.split(b"\n")
