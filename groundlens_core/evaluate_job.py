@@ -133,6 +133,7 @@ def _check_ledger(job: EvaluateJob) -> None:
     for data, name in ((job.input, "the input"), (job.output, "the output"), (job.html, "the HTML report")):
         if data is not None and same_file(path, data):
             raise GroundlensInputError(f"the ledger {path} is {name} file {data}; give the ledger its own file")
+    job.ledger.check()
 
 
 def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:

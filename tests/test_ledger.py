@@ -791,3 +791,70 @@ def test_a_fifo_as_the_ledger_is_refused_by_evaluate_recorder_and_verify(tmp_pat
             verify_ledger(fifo, keys[1])
     finally:
         os.close(held)
+
+
+# ---------------------------------------------------------------- a stray blank line
+
+
+def test_a_blank_line_is_refused_by_name_and_verify_reports_it(tmp_path, keys):
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    with open(path, "ab") as fh:
+        fh.write(b"\n")  # echo >> ledger
+    data = path.read_bytes()
+    with pytest.raises(GroundlensInputError, match=r"line 4 is blank; nothing was appended") as exc:
+        Ledger(path, keys[0]).append(_bodies(1, "next"))
+    assert "\n" not in str(exc.value) and path.read_bytes() == data
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.line) == (False, 4)
+    _write(path, lines[:2] + [b""] + lines[2:])  # inside the chain
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.line, v.problem) == (False, 3, "inserted")
+
+
+def test_recorder_warns_with_the_count_of_records_not_written_never_silently(tmp_path, keys, caplog):
+    from groundlens_core.trace.ledger import LedgerListener
+
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=2)
+    with open(path, "ab") as fh:
+        fh.write(b"\n")
+    listener = LedgerListener(Ledger(path, keys[0]))
+    listener.warn_interval = 1e9  # one warning per interval: the first failure at once, then none for ever
+    caplog.set_level(logging.WARNING, logger="groundlens.ledger")
+    for n in (2, 3, 4):
+        listener._bodies = _bodies(n, f"b{n}")
+        listener.on_batch_end()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "2 record(s) not written" in warnings[0] and "line 3 is blank" in warnings[0]
+    _write(path, lines)  # the stray line taken out: the ledger takes records again
+    listener._bodies = _bodies(1, "ok")
+    listener.on_batch_end()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2 and "7 more record(s) were not written" in warnings[1] and "9 in all" in warnings[1]
+    assert verify_ledger(path, keys[1]).records == 3
+    listener.warn_interval = 0.0  # every failure warned when the interval is nil
+    with open(path, "ab") as fh:
+        fh.write(b"\n")
+    for n in (1, 2):
+        listener._bodies = _bodies(n, f"c{n}")
+        listener.on_batch_end()
+    assert [r.getMessage().split(" (")[0] for r in caplog.records[2:]] == [
+        f"groundlens: {n} record(s) not written to the ledger {path}" for n in (1, 2)]
+
+
+def test_evaluate_checks_the_ledgers_tail_before_scoring_and_leaves_nothing_behind(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    ledger = tmp_path / "l.jsonl"
+    lines = _ledger(ledger, keys[0], n=2)
+    with open(ledger, "ab") as fh:
+        fh.write(b"\n")
+    argv = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"), "--ledger", str(ledger),
+            "--signing-key", str(keys[0])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"the ledger {ledger} line 3 is blank" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.csv").exists() and not list(tmp_path.glob(".*groundlens-*"))
+    _write(ledger, lines)
+    assert main(argv) == 0  # a plain run: no checkpoint of the refused run stands in its way
+    assert verify_ledger(ledger, keys[1]).records == 5

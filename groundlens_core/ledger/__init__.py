@@ -96,6 +96,11 @@ class Ledger:
     def append(self, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         return self.writer.append(bodies)
 
+    def check(self) -> None:
+        """Raise the one-line error the next append would (the ledger's last line cannot be
+        continued from, or it is not a regular file): to stop a run before any work."""
+        self.writer.check()
+
     @classmethod
     def from_env(cls) -> Ledger | None:
         """The ledger ``GROUNDLENS_LEDGER`` names, signed with ``GROUNDLENS_SIGNING_KEY`` (None when unset)."""

@@ -109,6 +109,28 @@ class LedgerWriter:
                     os.close(fd)  # also lets go of the file lock
                     self._fd = None
 
+    def check(self) -> None:
+        """Refuse now, in one line, what the next append would: a ledger that is not a regular
+        file, or whose last line cannot be continued from (blank, not a record, a whole record
+        this key did not sign). A ledger not made yet, or cut by a crash, passes."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise GroundlensInputError(f"cannot read the ledger {self.path}: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)
+            problem = _not_regular(self.path, st.st_mode)
+            if problem is not None:
+                raise problem
+            fcntl.flock(fd, fcntl.LOCK_SH)  # not in the middle of another writer's append
+            read_tail(fd, os.fstat(fd).st_size, self.key.public_key(), name=f"the ledger {self.path}")
+        finally:
+            os.close(fd)
+
     def _sign(self, body: dict[str, Any]) -> dict[str, Any]:
         rec = dict(body)
         rec.update(
