@@ -136,6 +136,13 @@ def _check_ledger(job: EvaluateJob) -> None:
     job.ledger.check()
 
 
+def _ledger_identity(ledger: Any) -> dict[str, str] | None:
+    """The ledger a run records to (its full path) and the key id that signs it, or None."""
+    if ledger is None:
+        return None
+    return {"path": str(ledger.path.resolve()), "key": ledger.writer.key.key_id}
+
+
 def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
     """The writer of the HTML report ``html``, once its path is known to be a new or replaceable HTML file."""
     for data, name in ((job.input, "the input"), (job.output, "the output")):
@@ -220,6 +227,7 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     job, info, paths = run.job, run.info, run.paths
     emb = get_default_embedder()
     signature = run_signature(job, info, run.out_kind, emb, run.cal)
+    signature["ledger"] = _ledger_identity(job.ledger)  # a resume never switches ledgers or keys
     state, verified = _resume_state(run, signature)
     rows_done = int(state["rows_done"]) if state else 0
     summary = JobSummary(rows=info.rows, resumed_from=rows_done)

@@ -858,3 +858,59 @@ def test_evaluate_checks_the_ledgers_tail_before_scoring_and_leaves_nothing_behi
     _write(ledger, lines)
     assert main(argv) == 0  # a plain run: no checkpoint of the refused run stands in its way
     assert verify_ledger(ledger, keys[1]).records == 5
+
+
+# ---------------------------------------------------------------- empty ledgers, heads, resumes
+
+
+def test_verify_fails_an_empty_ledger_unless_allowed_and_names_a_malformed_head(tmp_path, keys, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["verify", str(empty), "--public-key", str(keys[1])]) == 1
+    assert "no records" in capsys.readouterr().out
+    assert main(["verify", str(empty), "--public-key", str(keys[1]), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["problem"] == "empty"
+    assert main(["verify", str(empty), "--public-key", str(keys[1]), "--allow-empty"]) == 0
+    assert "0 records" in capsys.readouterr().out
+    _ledger(tmp_path / "l.jsonl", keys[0], n=2)
+    for head in ("not-a-head", "abc123", "g" * 64):
+        assert main(["verify", str(tmp_path / "l.jsonl"), "--public-key", str(keys[1]), "--head", head]) == 2
+        err = capsys.readouterr().err
+        assert "malformed" in err and "deleted" not in err and "cut off" not in err
+
+
+def test_a_resume_cannot_switch_ledgers_or_keys(tmp_path, keys, capsys, monkeypatch):
+    import groundlens_core.partial_output as partial_output
+
+    src, out = tmp_path / "in.csv", tmp_path / "o.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question", "context", "response"])
+        for i in range(6):
+            w.writerow([f"What is item {i}?", f"Item {i} is a red box.", f"Item {i} is a red box."])
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    base = ["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--signing-key", str(keys[0])]
+    write, done = partial_output.Sink.write, []
+
+    def killed_after_one(self, rows, first_row):
+        if done:
+            raise SystemExit(137)
+        done.append(first_row)
+        write(self, rows, first_row)
+
+    with monkeypatch.context() as m:
+        m.setattr(partial_output.Sink, "write", killed_after_one)
+        with pytest.raises(SystemExit):
+            main(base + ["--ledger", str(first)])
+    capsys.readouterr()
+    for other in (["--ledger", str(second)], ["--ledger", str(first), "--signing-key", str(keys[2])]):
+        assert main(base + other + ["--resume"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot resume: ledger changed" in err, err
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--resume"]) == 2
+    assert "ledger changed" in capsys.readouterr().err  # nor drop the ledger half way
+    assert main(base + ["--ledger", str(first), "--resume"]) == 0
+    assert not second.exists()
+    recs = list(iter_records(first))
+    assert sorted({r["row"] for r in recs}) == list(range(6)) and len({r["trace_id"] for r in recs}) == 1
+    assert verify_ledger(first, keys[1]).ok

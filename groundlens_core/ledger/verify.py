@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -19,7 +20,10 @@ from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
 from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, sha256_hex
 
 #: the ways a ledger can be wrong, as :attr:`LedgerVerdict.problem` names them
-PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key")
+PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key", "empty")
+
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -118,6 +122,10 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
     ``head``: a chain head kept elsewhere earlier (:attr:`LedgerVerdict.head`); it must still be a
     record of the chain, which catches whole records cut off the end and a chain rewritten since.
     """
+    if head is not None and not _HEX64.fullmatch(head.strip()):
+        raise GroundlensInputError(
+            "the chain head given is malformed: a head is the 64 hex digits `groundlens verify` prints after 'head'"
+        )
     _, _, invalid_signature = _crypto()
     pub = public_key if hasattr(public_key, "verify") else load_public_key(public_key)
     expected_key = key_id(pub)
