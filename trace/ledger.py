@@ -79,8 +79,7 @@ class LedgerListener:
             if self._last_warning is None or now - self._last_warning >= self.warn_interval:
                 self._last_warning = now
                 log.warning(
-                    "groundlens: %d record(s) not written to the ledger %s (%d in all since this recorder "
-                    "started): %s",
+                    "groundlens: %d record(s) not written to the ledger %s (%d in all since this recorder started): %s",
                     self._unwritten,
                     self.ledger.path,
                     self._unwritten_total,

@@ -121,7 +121,9 @@ def decision_record(
 _OPENING = re.compile(r"Score -?\d+(?:\.\d+)?, (?:flagged|review|trusted): ")
 _RULES_WITH_VALUES = (
     re.compile(r"(?:a specific fact is|\d+ specific facts are) not supported by the source"),
-    re.compile(r"\d+ of its \d+ content words are not in the source; it may ignore its source(?:, and SGI is below 0\.95)?"),
+    re.compile(
+        r"\d+ of its \d+ content words are not in the source; it may ignore its source(?:, and SGI is below 0\.95)?"
+    ),
 )
 _ERROR_TYPE = re.compile(r"([A-Z][A-Za-z0-9_]*(?:Error|Exception|Interrupt|Exit|Timeout)):")
 

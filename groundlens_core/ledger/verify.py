@@ -163,7 +163,8 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
                 return bad(
                     ln,
                     "changed",
-                    "a whole line that is not a record of this chain, closed by a segment record as if a crash had cut it",
+                    "a whole line that is not a record of this chain, closed by a segment record "
+                    "as if a crash had cut it",
                 )
             cuts.append(ln.number)
             after_cut = True

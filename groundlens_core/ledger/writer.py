@@ -256,6 +256,7 @@ def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the le
         piece = tail[nl + 1 :]
         tail = tail[: nl + 1]
     lines = tail.split(b"\n")[:-1]
+
     def whole() -> int:  # the number of whole lines (read through the file: only to name a line)
         return _count_lines(fd, size - len(piece or b""))
 
