@@ -45,7 +45,8 @@ def _key_text_given(value: str) -> str | None:
         return "a PEM text was given"
     if "\n" in value or "\r" in value or len(value) > 512:
         return "a text that is not a file name was given"
-    if _BASE64_RUN.fullmatch(value.strip()) and not os.path.lexists(value):
+    looks_like_path = value.startswith(("/", "~", "."))
+    if _BASE64_RUN.fullmatch(value.strip()) and not looks_like_path and not os.path.lexists(value):
         return "a text that looks like key material was given"
     return None
 
