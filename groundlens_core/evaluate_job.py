@@ -109,6 +109,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
+    if job.ledger is not None:
+        _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input)
     check_target(job.output, what="the output", inputs=[job.input])
@@ -122,6 +124,23 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         return _run_locked(run, write_report)
     finally:
         lock.release()
+
+
+def _check_ledger(job: EvaluateJob) -> None:
+    """The ledger is appended to, never one of the run's data files, and its tail can be continued
+    (a blank or forged last line is refused here, before the model loads or a checkpoint is made)."""
+    path = job.ledger.path
+    for data, name in ((job.input, "the input"), (job.output, "the output"), (job.html, "the HTML report")):
+        if data is not None and same_file(path, data):
+            raise GroundlensInputError(f"the ledger {path} is {name} file {data}; give the ledger its own file")
+    job.ledger.check()
+
+
+def _ledger_identity(ledger: Any) -> dict[str, str] | None:
+    """The ledger a run records to (its full path) and the key id that signs it, or None."""
+    if ledger is None:
+        return None
+    return {"path": str(ledger.path.resolve()), "key": ledger.writer.key.key_id}
 
 
 def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
@@ -208,6 +227,7 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     job, info, paths = run.job, run.info, run.paths
     emb = get_default_embedder()
     signature = run_signature(job, info, run.out_kind, emb, run.cal)
+    signature["ledger"] = _ledger_identity(job.ledger)  # a resume never switches ledgers or keys
     state, verified = _resume_state(run, signature)
     rows_done = int(state["rows_done"]) if state else 0
     summary = JobSummary(rows=info.rows, resumed_from=rows_done)

@@ -17,6 +17,7 @@ from groundlens_core.ledger import (
     PRIVATE_KEY_NAME,
     PUBLIC_KEY_NAME,
     Ledger,
+    LedgerVerdict,
     verify_ledger,
     write_keypair,
 )
@@ -30,9 +31,12 @@ def cmd_keygen(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    if not os.path.isfile(args.ledger):
+    if not os.path.lexists(args.ledger):
         raise GroundlensInputError(f"ledger not found: {args.ledger}")
     verdict = verify_ledger(args.ledger, args.public_key, head=args.head)
+    if verdict.ok and verdict.records == 0 and not args.allow_empty:
+        # an emptied ledger verifies as 0 records: never "intact" unless an empty one is expected
+        verdict = LedgerVerdict(False, 0, None, "empty", detail="no records (add --allow-empty if none are expected)")
     if args.json:
         print(json.dumps(verdict.to_dict(), sort_keys=True))
     else:
@@ -59,6 +63,11 @@ def add_ledger_commands(sub: Any) -> None:
         "--head",
         default=None,
         help="a chain head (SHA-256) printed by an earlier verify and kept elsewhere: must still be in the chain",
+    )
+    s.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="an empty ledger (no records) verifies; without this it fails: records may have been removed",
     )
     s.add_argument("--json", action="store_true", help="print the verdict as JSON")
     s.set_defaults(func=cmd_verify)

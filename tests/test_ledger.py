@@ -286,15 +286,72 @@ def test_a_cut_last_line_is_reported_and_the_next_writer_starts_a_segment_naming
     assert (v.ok, v.problem, v.line) == (False, "changed", 5)
 
 
-def test_a_cut_record_missing_only_its_newline_is_cut_too(tmp_path, keys):
+def test_a_whole_record_missing_only_its_newline_is_continued_without_a_segment(tmp_path, keys):
     path = tmp_path / "l.jsonl"
     lines = _ledger(path, keys[0], n=3)
     path.write_bytes(path.read_bytes()[:-1])
     v = verify_ledger(path, keys[1])
     assert (v.ok, v.problem, v.line, v.record_id) == (False, "cut_short", 3, _rid(lines[2]))
     Ledger(path, keys[0]).append(_bodies(1, "next"))
+    got = path.read_bytes().split(b"\n")
+    assert got[:3] == lines and got[-1] == b"" and len(got) == 5  # the line ended, the chain continued from it
     v = verify_ledger(path, keys[1])
-    assert v.ok and v.cut_lines == (3,) and v.records == 4  # 2 whole records, the segment, the new one
+    assert v.ok and v.cut_lines == () and v.segments == 0 and v.records == 4
+
+
+def _forged_last(lines):
+    """The last record rewritten (amount changed) and left without its newline: what someone without the key can do."""
+    rec = json.loads(lines[-1])
+    rec["band"] = "trusted" if rec["band"] != "trusted" else "flagged"
+    return b"".join(ln + b"\n" for ln in lines[:-1]) + canonical_bytes(rec)
+
+
+@pytest.mark.parametrize("forge", ["rewritten", "foreign", "not_json_object"])
+def test_a_complete_last_line_without_newline_that_does_not_verify_is_never_blessed(tmp_path, keys, capsys, forge):
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    if forge == "rewritten":
+        data = _forged_last(lines)
+    elif forge == "foreign":  # a record signed by another key, linked correctly
+        other = tmp_path / "o.jsonl"
+        _write(other, lines[:2])
+        Ledger(other, keys[2]).append(_bodies(1, "x"))
+        data = other.read_bytes()[:-1]
+    else:
+        data = b"".join(ln + b"\n" for ln in lines[:2]) + b"[1, 2]"
+    path.write_bytes(data)
+    with pytest.raises(GroundlensInputError, match=r"line 3 has no line end") as exc:
+        Ledger(path, keys[0]).append(_bodies(1, "next"))
+    assert "\n" not in str(exc.value)
+    assert path.read_bytes() == data  # nothing appended, no segment
+    v = verify_ledger(path, keys[1])
+    assert not v.ok and v.line == 3 and v.problem in ("changed", "other_key", "inserted"), v
+    assert main(["verify", str(path), "--public-key", str(keys[1])]) == 1
+    assert "chain intact" not in capsys.readouterr().out
+
+
+def test_verify_reports_a_forged_record_an_earlier_writer_closed_as_a_crash_cut(tmp_path, keys):
+    """A forged, newline-less last record that a writer closed with a signed segment record (as
+    writers once did): verify does not take it for a crash's cut."""
+    from groundlens_core.ledger.writer import _Head
+
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    forged = _forged_last(lines).split(b"\n")[-1]
+    writer = LedgerWriter(path, load_signing_key(keys[0]))
+    writer._head = _Head(hash=hashlib.sha256(lines[1]).hexdigest(), seq=1)
+    cut = {"line": 3, "bytes": len(forged), "sha256": hashlib.sha256(forged).hexdigest()}
+    segment = writer._sign({"type": "segment", "cut": cut})
+    _write(path, lines[:2] + [forged, canonical_bytes(segment)])
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.problem, v.line) == (False, "changed", 3), v
+    # the same with a real crash's cut (a start of the record) is accepted
+    piece = lines[2][:40]
+    writer._head = _Head(hash=hashlib.sha256(lines[1]).hexdigest(), seq=1)
+    segment = writer._sign({"type": "segment", "cut": {**cut, "bytes": 40, "sha256": hashlib.sha256(piece).hexdigest()}})
+    _write(path, lines[:2] + [piece, canonical_bytes(segment)])
+    v = verify_ledger(path, keys[1])
+    assert v.ok and v.cut_lines == (3,), v
 
 
 def _append_in_rounds(path: str, key: str, tag: str, rounds: int, per: int, gate) -> None:
@@ -385,11 +442,12 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
         assert rec["sha256"]["question"] == hashlib.sha256(step.question.encode()).hexdigest()
         assert rec["sha256"]["context"] == hashlib.sha256("\n\n".join(p.text for p in step.context).encode()).hexdigest()
         assert rec["reason"] and "text" not in rec
-    # an explanation that quotes the response keeps its reason in the ledger, the quote taken out
+    # the ledger keeps the decision's rule, never what the explanation quotes
     quoting = [(rec, s) for rec, (_, s) in zip(recs, steps) if '"' + s.response + '"' in s.explanation]
     assert quoting
-    for rec, step in quoting:
-        assert rec["reason"] == step.explanation.replace('"' + step.response + '"', '"[redacted]"')
+    for rec, (_, step) in zip(recs, steps):
+        assert step.explanation.startswith(f"Score {step.score.rank:.2f}, {step.band}: {rec['reason']}")
+        assert '"' not in rec["reason"] and step.response not in rec["reason"]
     text = path.read_text()
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):
         assert raw not in text  # hashes only, by default
@@ -476,7 +534,7 @@ def test_evaluate_ledger_writes_one_signed_record_per_row_including_errors(tmp_p
     assert [r["row"] for r in recs] == [0, 1, 2]
     assert [r["method"] for r in recs] == [o["groundlens_method"] for o in out] == ["sgi", "dgi", "error"]
     assert [r["band"] for r in recs] == [o["groundlens_triage"] for o in out]
-    assert recs[2]["reason"] == out[2]["groundlens_error"]
+    assert recs[2]["reason"] == "error" and out[2]["groundlens_error"]  # the message stays out of the ledger
     assert len({r["trace_id"] for r in recs}) == 1 and all(r["fingerprint"] for r in recs)
     assert recs[0]["sha256"]["context"] == hashlib.sha256(rows[0]["context"].encode()).hexdigest()
     assert recs[1]["sha256"]["context"] is None  # an empty context cell: no context
@@ -492,6 +550,7 @@ def test_evaluate_ledger_writes_one_signed_record_per_row_including_errors(tmp_p
     assert main(argv[:3] + [str(tmp_path / "out2.csv")] + argv[4:] + ["--ledger-text"]) == 0
     recs = list(iter_records(ledger))
     assert len(recs) == 6 and recs[3]["text"]["response"] == rows[0]["response"]
+    assert recs[5]["reason"] == out[2]["groundlens_error"]  # with --ledger-text: the error's message too
     assert verify_ledger(ledger, keys[1]).records == 6
 
 
@@ -574,3 +633,284 @@ def test_a_child_forked_while_the_parent_appends_can_append_too(tmp_path, keys):
     v = verify_ledger(path, keys[1])
     assert v.ok and v.records == 5, v.message()
     assert sorted(r["step_id"][:5] for r in iter_records(path)) == ["child", "child", "first", "paren", "paren"]
+
+
+# ---------------------------------------------------------------- key material given instead of a path
+
+
+def test_key_text_given_instead_of_a_path_is_refused_without_being_shown(tmp_path, keys, capsys, monkeypatch):
+    from groundlens_core.trace import Recorder
+
+    _rows_csv(tmp_path / "in.csv")
+    pem = keys[0].read_text()
+    body_line = next(ln for ln in pem.splitlines() if not ln.startswith("-----"))
+    base = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "out.csv"), "--ledger", str(tmp_path / "l.jsonl")]
+    for given in (pem, pem.strip(), body_line):
+        assert main(base + ["--signing-key", given]) == 2
+        err = capsys.readouterr().err
+        assert "must be a path to a key file" in err and len(err.strip().splitlines()) == 1
+        assert not _leaks(keys[0], err) and "BEGIN" not in err
+    monkeypatch.setenv("GROUNDLENS_LEDGER", str(tmp_path / "l.jsonl"))
+    monkeypatch.setenv("GROUNDLENS_SIGNING_KEY", pem)
+    with pytest.raises(GroundlensInputError) as exc:
+        Recorder("test")
+    assert "a PEM text was given" in str(exc.value) and not _leaks(keys[0], str(exc.value))
+    _ledger(tmp_path / "v.jsonl", keys[0], n=1)
+    assert main(["verify", str(tmp_path / "v.jsonl"), "--public-key", keys[1].read_text()]) == 2
+    err = capsys.readouterr().err
+    assert "the public key must be a path to a key file (a PEM text was given" in err and "BEGIN" not in err
+
+
+def test_evaluate_refuses_a_ledger_that_is_the_input_output_or_report(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    inp, out, html = tmp_path / "in.csv", tmp_path / "audit.jsonl", tmp_path / "r.html"
+    out.write_text('{"kept": 1}\n')
+    html.write_text("<p>kept</p>\n")
+    (tmp_path / "link.jsonl").symlink_to(out)
+    os.link(inp, tmp_path / "hard.csv")
+    base = ["evaluate", str(inp), "-o", str(out), "--html", str(html), "--signing-key", str(keys[0])]
+    for ledger, name in ((out, "the output"), (tmp_path / "link.jsonl", "the output"),
+                         (tmp_path / "hard.csv", "the input"), (inp, "the input"), (html, "the HTML report")):
+        before = {p: p.read_bytes() for p in (inp, out, html)}
+        assert main(base + ["--ledger", str(ledger)]) == 2
+        err = capsys.readouterr().err
+        assert f"is {name} file" in err and len(err.strip().splitlines()) == 1, err
+        assert {p: p.read_bytes() for p in (inp, out, html)} == before
+        assert not list(tmp_path.glob(".*groundlens-*"))  # nothing a later run would have to resume
+
+
+def test_ledger_holds_no_text_of_the_users_by_default_and_is_created_owner_only(tmp_path, keys):
+    """A failed fact's value and the source's value, and an error's message, stay out of the
+    ledger unless --ledger-text; a new ledger is 0600 whatever the umask."""
+    src = tmp_path / "in.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question", "context", "response"])
+        w.writerow(["What was the invoice total?", "The invoice total was 4471 dollars.",
+                    "The invoice total was 9931 dollars."])
+        w.writerow(["What is the capital of France?", "Paris is the capital of France.",
+                    "Paris is the capital of France."])
+        w.writerow(["Which zebra-orchid grew?", "", ""])
+    ledger = tmp_path / "new" / "l.jsonl"
+    old = os.umask(0)
+    try:
+        assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--ledger", str(ledger),
+                     "--signing-key", str(keys[0])]) == 0
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(ledger.stat().st_mode) == 0o600
+    text = ledger.read_text()
+    for secret in ("9931", "4471", "invoice", "zebra"):
+        assert secret not in text
+    recs = list(iter_records(ledger))
+    assert [r["reason"] for r in recs] == [
+        "a specific fact is not supported by the source", "every fact it states is in the source", "error"]
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o2.csv"), "--ledger", str(ledger),
+                 "--signing-key", str(keys[0]), "--ledger-text"]) == 0
+    recs = list(iter_records(ledger))
+    assert "9931" in recs[3]["reason"] and recs[5]["reason"] != "error"
+    assert verify_ledger(ledger, keys[1]).records == 6
+
+
+# ---------------------------------------------------------------- FIFOs and devices
+
+
+class _FifoFeeder:
+    """A FIFO and a thread that writes one byte into it once a reader opens it: code that wrongly
+    reads the FIFO gets that byte and an end instead of waiting for ever; :meth:`close` lets the
+    thread finish when nothing opened it (by opening the reading end without blocking)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        os.mkfifo(path)
+        self.thread = threading.Thread(target=self._feed, daemon=True)
+        self.thread.start()
+
+    def _feed(self) -> None:
+        with open(self.path, "wb") as fh:
+            fh.write(b"x")
+
+    def close(self) -> None:
+        fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            self.thread.join()
+        finally:
+            os.close(fd)
+
+
+def test_fifos_and_devices_are_refused_as_keys_without_being_read(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    _ledger(tmp_path / "l.jsonl", keys[0], n=1)
+    for name in ("sk", "pk"):
+        feeder = _FifoFeeder(tmp_path / name)
+        try:
+            if name == "sk":
+                argv = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"),
+                        "--ledger", str(tmp_path / "l.jsonl"), "--signing-key", str(feeder.path)]
+            else:
+                argv = ["verify", str(tmp_path / "l.jsonl"), "--public-key", str(feeder.path)]
+            assert main(argv) == 2
+        finally:
+            feeder.close()
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe), not a key file" in err and len(err.strip().splitlines()) == 1
+    for device in ("/dev/null", "/dev/zero"):
+        if not os.path.exists(device):
+            continue
+        with pytest.raises(GroundlensInputError, match="is a device, not a key file"):
+            load_signing_key(device)
+        assert main(["verify", str(tmp_path / "l.jsonl"), "--public-key", device]) == 2
+        assert "is a device" in capsys.readouterr().err
+    big = tmp_path / "big.key"
+    big.write_bytes(keys[0].read_bytes() + b"\n" * 20000)
+    with pytest.raises(GroundlensInputError, match="too large"):
+        load_signing_key(big)
+
+
+def test_a_fifo_as_the_ledger_is_refused_by_evaluate_recorder_and_verify(tmp_path, keys, capsys, monkeypatch):
+    from groundlens_core.trace import Recorder
+
+    _rows_csv(tmp_path / "in.csv")
+    fifo = tmp_path / "l.fifo"
+    os.mkfifo(fifo)
+    held = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)  # a reader and a writer: nothing that opens it can block
+    try:
+        assert main(["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"), "--ledger", str(fifo),
+                     "--signing-key", str(keys[0])]) == 2
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe)" in err and len(err.strip().splitlines()) == 1
+        assert not (tmp_path / "o.csv").exists()
+        monkeypatch.setenv("GROUNDLENS_LEDGER", str(fifo))
+        monkeypatch.setenv("GROUNDLENS_SIGNING_KEY", str(keys[0]))
+        with pytest.raises(GroundlensInputError, match="FIFO"):
+            Recorder("test")
+        assert main(["verify", str(fifo), "--public-key", str(keys[1])]) == 2
+        err = capsys.readouterr().err
+        assert "is a FIFO (named pipe)" in err and "not found" not in err
+        with pytest.raises(GroundlensInputError, match="FIFO"):
+            verify_ledger(fifo, keys[1])
+    finally:
+        os.close(held)
+
+
+# ---------------------------------------------------------------- a stray blank line
+
+
+def test_a_blank_line_is_refused_by_name_and_verify_reports_it(tmp_path, keys):
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=3)
+    with open(path, "ab") as fh:
+        fh.write(b"\n")  # echo >> ledger
+    data = path.read_bytes()
+    with pytest.raises(GroundlensInputError, match=r"line 4 is blank; nothing was appended") as exc:
+        Ledger(path, keys[0]).append(_bodies(1, "next"))
+    assert "\n" not in str(exc.value) and path.read_bytes() == data
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.line) == (False, 4)
+    _write(path, lines[:2] + [b""] + lines[2:])  # inside the chain
+    v = verify_ledger(path, keys[1])
+    assert (v.ok, v.line, v.problem) == (False, 3, "inserted")
+
+
+def test_recorder_warns_with_the_count_of_records_not_written_never_silently(tmp_path, keys, caplog):
+    from groundlens_core.trace.ledger import LedgerListener
+
+    path = tmp_path / "l.jsonl"
+    lines = _ledger(path, keys[0], n=2)
+    with open(path, "ab") as fh:
+        fh.write(b"\n")
+    listener = LedgerListener(Ledger(path, keys[0]))
+    listener.warn_interval = 1e9  # one warning per interval: the first failure at once, then none for ever
+    caplog.set_level(logging.WARNING, logger="groundlens.ledger")
+    for n in (2, 3, 4):
+        listener._bodies = _bodies(n, f"b{n}")
+        listener.on_batch_end()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and "2 record(s) not written" in warnings[0] and "line 3 is blank" in warnings[0]
+    _write(path, lines)  # the stray line taken out: the ledger takes records again
+    listener._bodies = _bodies(1, "ok")
+    listener.on_batch_end()
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 2 and "7 more record(s) were not written" in warnings[1] and "9 in all" in warnings[1]
+    assert verify_ledger(path, keys[1]).records == 3
+    listener.warn_interval = 0.0  # every failure warned when the interval is nil
+    with open(path, "ab") as fh:
+        fh.write(b"\n")
+    for n in (1, 2):
+        listener._bodies = _bodies(n, f"c{n}")
+        listener.on_batch_end()
+    assert [r.getMessage().split(" (")[0] for r in caplog.records[2:]] == [
+        f"groundlens: {n} record(s) not written to the ledger {path}" for n in (1, 2)]
+
+
+def test_evaluate_checks_the_ledgers_tail_before_scoring_and_leaves_nothing_behind(tmp_path, keys, capsys):
+    _rows_csv(tmp_path / "in.csv")
+    ledger = tmp_path / "l.jsonl"
+    lines = _ledger(ledger, keys[0], n=2)
+    with open(ledger, "ab") as fh:
+        fh.write(b"\n")
+    argv = ["evaluate", str(tmp_path / "in.csv"), "-o", str(tmp_path / "o.csv"), "--ledger", str(ledger),
+            "--signing-key", str(keys[0])]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"the ledger {ledger} line 3 is blank" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.csv").exists() and not list(tmp_path.glob(".*groundlens-*"))
+    _write(ledger, lines)
+    assert main(argv) == 0  # a plain run: no checkpoint of the refused run stands in its way
+    assert verify_ledger(ledger, keys[1]).records == 5
+
+
+# ---------------------------------------------------------------- empty ledgers, heads, resumes
+
+
+def test_verify_fails_an_empty_ledger_unless_allowed_and_names_a_malformed_head(tmp_path, keys, capsys):
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert main(["verify", str(empty), "--public-key", str(keys[1])]) == 1
+    assert "no records" in capsys.readouterr().out
+    assert main(["verify", str(empty), "--public-key", str(keys[1]), "--json"]) == 1
+    assert json.loads(capsys.readouterr().out)["problem"] == "empty"
+    assert main(["verify", str(empty), "--public-key", str(keys[1]), "--allow-empty"]) == 0
+    assert "0 records" in capsys.readouterr().out
+    _ledger(tmp_path / "l.jsonl", keys[0], n=2)
+    for head in ("not-a-head", "abc123", "g" * 64):
+        assert main(["verify", str(tmp_path / "l.jsonl"), "--public-key", str(keys[1]), "--head", head]) == 2
+        err = capsys.readouterr().err
+        assert "malformed" in err and "deleted" not in err and "cut off" not in err
+
+
+def test_a_resume_cannot_switch_ledgers_or_keys(tmp_path, keys, capsys, monkeypatch):
+    import groundlens_core.partial_output as partial_output
+
+    src, out = tmp_path / "in.csv", tmp_path / "o.csv"
+    with open(src, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question", "context", "response"])
+        for i in range(6):
+            w.writerow([f"What is item {i}?", f"Item {i} is a red box.", f"Item {i} is a red box."])
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    base = ["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--signing-key", str(keys[0])]
+    write, done = partial_output.Sink.write, []
+
+    def killed_after_one(self, rows, first_row):
+        if done:
+            raise SystemExit(137)
+        done.append(first_row)
+        write(self, rows, first_row)
+
+    with monkeypatch.context() as m:
+        m.setattr(partial_output.Sink, "write", killed_after_one)
+        with pytest.raises(SystemExit):
+            main(base + ["--ledger", str(first)])
+    capsys.readouterr()
+    for other in (["--ledger", str(second)], ["--ledger", str(first), "--signing-key", str(keys[2])]):
+        assert main(base + other + ["--resume"]) == 2
+        err = capsys.readouterr().err
+        assert "cannot resume: ledger changed" in err, err
+    assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--resume"]) == 2
+    assert "ledger changed" in capsys.readouterr().err  # nor drop the ledger half way
+    assert main(base + ["--ledger", str(first), "--resume"]) == 0
+    assert not second.exists()
+    recs = list(iter_records(first))
+    assert sorted({r["row"] for r in recs}) == list(range(6)) and len({r["trace_id"] for r in recs}) == 1
+    assert verify_ledger(first, keys[1]).ok

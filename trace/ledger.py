@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import weakref
 from typing import Any
 
@@ -44,10 +45,15 @@ def step_record(trace: Trace, step: Step, *, include_text: bool = False) -> dict
 class LedgerListener:
     """Appends one signed record per scored or failed step, one locked, fsync'd append per batch."""
 
+    #: seconds between two warnings about records the ledger did not take (the first is at once)
+    warn_interval: float = 60.0
+
     def __init__(self, ledger: Ledger):
         self.ledger = ledger
         self._bodies: list[dict[str, Any]] = []
-        self._warned = False
+        self._last_warning: float | None = None
+        self._unwritten = 0  # records not written since the last warning
+        self._unwritten_total = 0
         _LISTENERS.add(self)
 
     def on_trace_start(self, trace: Trace) -> None:
@@ -66,15 +72,30 @@ class LedgerListener:
             return
         try:
             self.ledger.append(bodies)
-        except Exception as exc:  # the agent goes on; the ledger's owner is told, once, what failed
-            if not self._warned:
-                self._warned = True
+        except Exception as exc:  # the agent goes on; the ledger's owner is told, never silently
+            self._unwritten += len(bodies)
+            self._unwritten_total += len(bodies)
+            now = time.monotonic()
+            if self._last_warning is None or now - self._last_warning >= self.warn_interval:
+                self._last_warning = now
                 log.warning(
-                    "groundlens: could not append %d record(s) to the ledger %s: %s",
-                    len(bodies),
+                    "groundlens: %d record(s) not written to the ledger %s (%d in all since this recorder started): %s",
+                    self._unwritten,
                     self.ledger.path,
+                    self._unwritten_total,
                     exc,
                 )
+                self._unwritten = 0
+            return
+        if self._unwritten:  # appending again: the records lost since the last warning are counted
+            log.warning(
+                "groundlens: the ledger %s takes records again; %d more record(s) were not written before "
+                "(%d in all since this recorder started)",
+                self.ledger.path,
+                self._unwritten,
+                self._unwritten_total,
+            )
+            self._unwritten = 0
 
 
 _LISTENERS: weakref.WeakSet[LedgerListener] = weakref.WeakSet()

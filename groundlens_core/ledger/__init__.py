@@ -32,7 +32,7 @@ from groundlens_core.ledger.records import (
     text_sha256,
 )
 from groundlens_core.ledger.verify import PROBLEMS, LedgerVerdict, iter_records, verify_ledger
-from groundlens_core.ledger.writer import LedgerWriter, check_ledger_path, read_head
+from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_head, read_tail
 
 #: the environment settings the recorder reads (with ``GROUNDLENS_SIGNING_KEY``)
 ENV_LEDGER = "GROUNDLENS_LEDGER"
@@ -48,6 +48,7 @@ __all__ = [
     "PROBLEMS",
     "PUBLIC_KEY_NAME",
     "Ledger",
+    "LedgerTail",
     "LedgerVerdict",
     "LedgerWriter",
     "SigningKey",
@@ -59,6 +60,7 @@ __all__ = [
     "load_public_key",
     "load_signing_key",
     "read_head",
+    "read_tail",
     "sha256_hex",
     "text_sha256",
     "verify_ledger",
@@ -93,6 +95,11 @@ class Ledger:
 
     def append(self, bodies: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         return self.writer.append(bodies)
+
+    def check(self) -> None:
+        """Raise the one-line error the next append would (the ledger's last line cannot be
+        continued from, or it is not a regular file): to stop a run before any work."""
+        self.writer.check()
 
     @classmethod
     def from_env(cls) -> Ledger | None:

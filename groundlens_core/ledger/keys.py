@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,71 @@ PRIVATE_KEY_NAME = "groundlens-signing.key"
 PUBLIC_KEY_NAME = "groundlens-signing.pub"
 #: the environment setting that names the signing key
 ENV_SIGNING_KEY = "GROUNDLENS_SIGNING_KEY"
+#: the most a key file is read: a PEM Ed25519 key is a few hundred bytes
+KEY_FILE_CAP = 16 * 1024
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _kind(mode: int) -> str | None:
+    """None for a regular file, else what it is (a FIFO or device would hang or never end a read)."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _key_text_given(value: str) -> str | None:
+    """What was given instead of a path when ``value`` looks like key material (never echoed):
+    a PEM text, several lines, or a long run of base64 that names no file."""
+    if "PRIVATE KEY" in value or "BEGIN" in value or "-----" in value:
+        return "a PEM text was given"
+    if "\n" in value or "\r" in value or len(value) > 512:
+        return "a text that is not a file name was given"
+    looks_like_path = value.startswith(("/", "~", "."))
+    if _BASE64_RUN.fullmatch(value.strip()) and not looks_like_path and not os.path.lexists(value):
+        return "a text that looks like key material was given"
+    return None
+
+
+def _read_key_file(path: str | os.PathLike[str], what: str) -> tuple[Path, bytes]:
+    """The bytes of a key file: a regular file of at most :data:`KEY_FILE_CAP` bytes. A value that
+    looks like the key itself (``--signing-key "$(cat key)"``) is refused without being shown, and
+    a FIFO or device is refused without being read (it would hang or never end)."""
+    given = _key_text_given(os.fspath(path))
+    if given is not None:
+        raise GroundlensInputError(f"{what} must be a path to a key file ({given}; it is not shown)")
+    p = Path(path).expanduser()
+    try:
+        kind = _kind(os.stat(p).st_mode)
+        if kind is not None:
+            raise GroundlensInputError(f"cannot read {what} {p}: it is {kind}, not a key file")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot read {what} {p}: {exc.strerror or type(exc).__name__}") from None
+    try:
+        kind = _kind(os.fstat(fd).st_mode)  # swapped for a FIFO since the check: still refused
+        if kind is not None:
+            raise GroundlensInputError(f"cannot read {what} {p}: it is {kind}, not a key file")
+        chunks, total = [], 0
+        while total <= KEY_FILE_CAP:
+            chunk = os.read(fd, KEY_FILE_CAP + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot read {what} {p}: {exc.strerror or type(exc).__name__}") from None
+    finally:
+        os.close(fd)
+    if total > KEY_FILE_CAP:
+        raise GroundlensInputError(f"{p} is too large to be {what} file (more than {KEY_FILE_CAP // 1024} KB)")
+    return p, b"".join(chunks)
 
 
 def _crypto():
@@ -70,12 +136,8 @@ def load_signing_key(path: str | os.PathLike[str] | None) -> SigningKey:
             f"a signed ledger needs a signing key file: --signing-key FILE or {ENV_SIGNING_KEY}=FILE "
             "(make one with `groundlens keygen --out DIR`)"
         )
-    p = Path(path).expanduser()
     ed25519, serialization, _ = _crypto()
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise GroundlensInputError(f"cannot read the signing key {p}: {exc.strerror or type(exc).__name__}") from None
+    p, data = _read_key_file(path, "the signing key")
     try:
         key = serialization.load_pem_private_key(data, password=None)
     except Exception:  # the parser's message is not shown: it could quote the file
@@ -92,12 +154,8 @@ def load_signing_key(path: str | os.PathLike[str] | None) -> SigningKey:
 
 def load_public_key(path: str | os.PathLike[str]) -> Any:
     """The Ed25519 public key in ``path`` (PEM, as ``groundlens keygen`` writes it)."""
-    p = Path(path).expanduser()
     ed25519, serialization, _ = _crypto()
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise GroundlensInputError(f"cannot read the public key {p}: {exc.strerror or type(exc).__name__}") from None
+    p, data = _read_key_file(path, "the public key")
     try:
         key = serialization.load_pem_public_key(data)
     except Exception:

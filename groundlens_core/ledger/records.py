@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from datetime import datetime, timezone
 from typing import Any, Mapping
 
@@ -78,14 +79,18 @@ def decision_record(
     """The body of one decision record (the writer adds id, chain link, time, key and signature).
 
     ``score`` is a core score object, its dict, or the ``groundlens_*`` cells of a row. ``reason``
-    is the explanation's reason: the explanation of a score with any quoted sentence taken out
-    (quotes are the caller's text), the error of an error step or row.
+    is why: by default only its category, with none of the caller's text (the decision's rule, e.g.
+    "a specific fact is not supported by the source" without the fact or the source's value; an
+    error's exception type); with ``include_text`` the explanation with quoted sentences taken
+    out, or the error's message.
     """
     values = _score_values(score)
     if reason is None:
         reason = values.pop("reason", None)
     else:
         values.pop("reason", None)
+    if not include_text:
+        reason = error_category(reason) if method == "error" else reason_category(reason)
     rec: dict[str, Any] = {
         "type": "decision",
         "step_id": step_id,
@@ -111,6 +116,43 @@ def decision_record(
             "response": None if response is None else _as_text(response),
         }
     return rec
+
+
+_OPENING = re.compile(r"Score -?\d+(?:\.\d+)?, (?:flagged|review|trusted): ")
+_RULES_WITH_VALUES = (
+    re.compile(r"(?:a specific fact is|\d+ specific facts are) not supported by the source"),
+    re.compile(
+        r"\d+ of its \d+ content words are not in the source; it may ignore its source(?:, and SGI is below 0\.95)?"
+    ),
+)
+_ERROR_TYPE = re.compile(r"([A-Z][A-Za-z0-9_]*(?:Error|Exception|Interrupt|Exit|Timeout)):")
+
+
+def reason_category(explanation: str | None) -> str | None:
+    """The decision's rule from an explanation (``Score 0.12, flagged: <rule>. ...``), without any
+    value of the caller's: a failed fact's text and the source's value are left out. None when the
+    explanation does not open with a decision."""
+    if not isinstance(explanation, str):
+        return None
+    m = _OPENING.match(explanation)
+    if m is None:
+        return None
+    rest = explanation[m.end() :]
+    for rule in _RULES_WITH_VALUES:
+        found = rule.match(rest)
+        if found is not None:
+            return found.group(0)
+    first = rest.split(". ", 1)[0].rstrip(".")
+    return None if '"' in first or "\u2014" in first else first
+
+
+def error_category(message: str | None) -> str | None:
+    """An error's exception type (``ValueError``) when its message names one, else ``"error"``:
+    never the message, which can quote the input."""
+    if message is None:
+        return None
+    m = _ERROR_TYPE.match(str(message))
+    return m.group(1) if m else "error"
 
 
 def _score_values(score: Any) -> dict[str, Any]:

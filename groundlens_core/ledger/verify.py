@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -19,7 +20,10 @@ from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
 from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, sha256_hex
 
 #: the ways a ledger can be wrong, as :attr:`LedgerVerdict.problem` names them
-PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key")
+PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key", "empty")
+
+
+_HEX64 = re.compile(r"[0-9a-fA-F]{64}")
 
 
 @dataclass(frozen=True)
@@ -73,8 +77,23 @@ class _Line:
 
 
 def _read_lines(path: Path) -> tuple[list[_Line], bool]:
+    from groundlens_core.ledger.writer import _not_regular
+
     try:
-        data = path.read_bytes()
+        problem = _not_regular(path, os.stat(path).st_mode)  # a FIFO or device is never opened
+        if problem is not None:
+            raise problem
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        try:
+            problem = _not_regular(path, os.fstat(fd).st_mode)
+            if problem is not None:
+                raise problem
+            with os.fdopen(os.dup(fd), "rb") as fh:
+                data = fh.read()
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise GroundlensInputError(f"ledger not found: {path}") from None
     except OSError as exc:
         raise GroundlensInputError(f"cannot read the ledger {path}: {exc.strerror or exc}") from None
     parts = data.split(b"\n")
@@ -103,6 +122,10 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
     ``head``: a chain head kept elsewhere earlier (:attr:`LedgerVerdict.head`); it must still be a
     record of the chain, which catches whole records cut off the end and a chain rewritten since.
     """
+    if head is not None and not _HEX64.fullmatch(head.strip()):
+        raise GroundlensInputError(
+            "the chain head given is malformed: a head is the 64 hex digits `groundlens verify` prints after 'head'"
+        )
     _, _, invalid_signature = _crypto()
     pub = public_key if hasattr(public_key, "verify") else load_public_key(public_key)
     expected_key = key_id(pub)
@@ -136,18 +159,23 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
         if isinstance(cut, dict) and cut.get("sha256") == ln.hash and cut.get("bytes") == len(ln.raw):
             if cut.get("line") != ln.number:
                 return bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, not line {ln.number}")  # type: ignore[arg-type]
+            if not _cut_by_a_crash(ln, pub, invalid_signature, prev_hash, prev_seq):
+                return bad(
+                    ln,
+                    "changed",
+                    "a whole line that is not a record of this chain, closed by a segment record "
+                    "as if a crash had cut it",
+                )
             cuts.append(ln.number)
             after_cut = True
             i += 1
             continue
         if rec is None:
-            if nxt is None and not ends_whole:
+            if nxt is None and not ends_whole and _crash_cut(ln.raw):
                 return bad(ln, "cut_short", "the last line is incomplete (a writer stopped in the middle of it)")
             if fits(nxt):
                 return bad(ln, "inserted", "a line that is not a record of this chain (the chain goes around it)")
             return bad(ln, "changed", "not a groundlens record in canonical form")
-        if nxt is None and not ends_whole:
-            return bad(ln, "cut_short", "the last line has no line end (a writer stopped before finishing it)")
         rid = str(rec.get("id", ""))
         if rid in seen:
             return bad(ln, "replayed", f"a copy of the record at line {seen[rid]}")
@@ -171,6 +199,8 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
                 where = f"after line {prev_line}" if prev_line else "at the start"
                 return bad(ln, "deleted", f"{missing} record(s) missing {where} (sequence {prev_seq + 1}..{seq - 1})")
             return bad(ln, "changed", "it does not link to the record before it")
+        if nxt is None and not ends_whole:  # a record of the chain; only its line end is missing
+            return bad(ln, "cut_short", "the last line has no line end (a writer stopped before finishing it)")
         if rec.get("type") == "segment":
             segments += 1
             if rec.get("cut") is not None and not after_cut:
@@ -193,6 +223,31 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
             cut_lines=tuple(cuts),
         )
     return LedgerVerdict(True, count, prev_hash if count else None, segments=segments, cut_lines=tuple(cuts))
+
+
+def _crash_cut(raw: bytes) -> bool:
+    """A proper start of a record line: what a writer that stopped mid-line leaves."""
+    if not raw.startswith(b"{"):
+        return False
+    try:
+        json.loads(raw)
+    except Exception:
+        return True
+    return False
+
+
+def _cut_by_a_crash(ln: _Line, pub: Any, invalid_signature: type[Exception], prev_hash: str, prev_seq: int) -> bool:
+    """A line a segment record closes is a crash's: a proper start of a record, or a whole record
+    of this chain (signed, linked to the record before it) that lost only its newline."""
+    if _crash_cut(ln.raw):
+        return True
+    rec = ln.record
+    return (
+        rec is not None
+        and rec.get("prev") == prev_hash
+        and rec.get("seq") == prev_seq + 1
+        and _signature_ok(rec, pub, invalid_signature)
+    )
 
 
 def _signature_ok(rec: Mapping[str, Any], pub: Any, invalid_signature: type[Exception]) -> bool:

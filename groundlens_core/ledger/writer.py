@@ -4,7 +4,9 @@ Writers take an exclusive ``fcntl.flock`` on the ledger for each batch: they rea
 under the lock, append whole lines, ``fsync`` and let go, so two processes appending to one ledger
 never interleave and keep one chain. A crash can leave a cut last line; the next writer closes it
 and appends a ``segment`` record that names it (line number, length, SHA-256) and links to the last
-whole record.
+whole record. Only a proper start of a record counts as cut: a whole last record without its
+newline is verified (this writer's key, linked to the record before it) and then only has its line
+ended, or, when it does not verify, nothing is appended.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import threading
 import uuid
 import weakref
@@ -76,18 +79,20 @@ class LedgerWriter:
             return []
         with self._lock:
             with _FD_LOCK:  # a fork never comes between the open and the note of it (see _writers_after_fork)
-                fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+                fd = self._fd = _open_ledger(self.path)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX)
                 st = os.fstat(fd)
                 prefix = b""
                 records: list[dict[str, Any]] = []
                 if (st.st_ino, st.st_size) != (self._head.ino, self._head.size):
-                    head, cut = read_head(fd, st.st_size)
-                    self._head = _Head(st.st_ino, st.st_size, *head)
-                    if cut is not None:  # a writer stopped mid-line: close the line, say so, link past it
+                    tail = read_tail(fd, st.st_size, self.key.public_key(), name=f"the ledger {self.path}")
+                    self._head = _Head(st.st_ino, st.st_size, tail.hash, tail.seq)
+                    if tail.close_line:  # a whole, verified last record that lost its newline
                         prefix = b"\n"
-                        records.append(self._sign({"type": "segment", "cut": cut}))
+                    if tail.cut is not None:  # a writer stopped mid-line: close the line, say so, link past it
+                        prefix = b"\n"
+                        records.append(self._sign({"type": "segment", "cut": tail.cut}))
                 records.extend(self._sign(dict(b)) for b in bodies)
                 data = prefix + b"".join(canonical_bytes(r) + b"\n" for r in records)
                 view = memoryview(data)
@@ -103,6 +108,28 @@ class LedgerWriter:
                 with _FD_LOCK:
                     os.close(fd)  # also lets go of the file lock
                     self._fd = None
+
+    def check(self) -> None:
+        """Refuse now, in one line, what the next append would: a ledger that is not a regular
+        file, or whose last line cannot be continued from (blank, not a record, a whole record
+        this key did not sign). A ledger not made yet, or cut by a crash, passes."""
+        import fcntl
+
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise GroundlensInputError(f"cannot read the ledger {self.path}: {exc.strerror or exc}") from None
+        try:
+            st = os.fstat(fd)
+            problem = _not_regular(self.path, st.st_mode)
+            if problem is not None:
+                raise problem
+            fcntl.flock(fd, fcntl.LOCK_SH)  # not in the middle of another writer's append
+            read_tail(fd, os.fstat(fd).st_size, self.key.public_key(), name=f"the ledger {self.path}")
+        finally:
+            os.close(fd)
 
     def _sign(self, body: dict[str, Any]) -> dict[str, Any]:
         rec = dict(body)
@@ -139,44 +166,163 @@ if hasattr(os, "register_at_fork"):
     )
 
 
-def check_ledger_path(path: Path) -> None:
-    """Fail before any scoring when the ledger cannot be appended to (naming the file)."""
-    if path.is_dir():
-        raise GroundlensInputError(f"the ledger {path} is a directory; give a file name")
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _not_regular(path: Path, mode: int) -> GroundlensInputError | None:
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    return GroundlensInputError(f"the ledger {path} is {kind}; give the name of a regular file")
+
+
+def _open_ledger(path: Path) -> int:
+    """The ledger open for reading and appending. A ledger this creates is owner-only (0600,
+    whatever the umask): its records name what was asked and decided. A FIFO or device is
+    refused (opened without blocking, never read)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644))
+        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        os.fchmod(fd, 0o600)
+    except FileExistsError:
+        fd = os.open(path, flags)
+    problem = _not_regular(path, os.fstat(fd).st_mode)
+    if problem is not None:
+        os.close(fd)
+        raise problem
+    return fd
+
+
+def check_ledger_path(path: Path) -> None:
+    """Fail before any scoring when the ledger cannot be appended to (naming the file). Nothing is
+    created here: a new ledger is made by its first append."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
     except OSError as exc:
         raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
+    if st is not None:
+        problem = _not_regular(path, st.st_mode)
+        if problem is not None:
+            raise problem
+        if not os.access(path, os.R_OK | os.W_OK):
+            raise GroundlensInputError(f"cannot append to the ledger {path}: permission denied")
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
+    if not os.access(path.parent, os.W_OK | os.X_OK):
+        raise GroundlensInputError(f"cannot append to the ledger {path}: its folder is not writable")
 
 
-def read_head(fd: int, size: int) -> tuple[tuple[str, int], dict[str, Any] | None]:
-    """((hash, seq) of the last whole record, the cut last line or None) of an open ledger.
+@dataclass(frozen=True)
+class LedgerTail:
+    """Where the next record goes: the last record's hash and seq, and what to write before it.
 
-    A last line without its newline is cut (a writer stopped in the middle of it); it is described
-    by its line number, length and SHA-256 for the segment record that closes it."""
+    ``cut`` describes a line a crash cut short (the next writer closes it with a ``segment``
+    record); ``close_line`` is set when the last record is whole and verified but lost its newline
+    (the next writer only ends the line)."""
+
+    hash: str = GENESIS
+    seq: int = -1
+    cut: dict[str, Any] | None = None
+    close_line: bool = False
+
+
+def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the ledger") -> LedgerTail:
+    """The tail of an open ledger, checked: refuses (one line, naming the line) a last line that
+    cannot be continued from: a blank line, a line that is not a record, or a whole record
+    without its newline that ``public_key`` did not sign or that does not link to the record
+    before it (a crash only ever cuts a record short; a whole record there was put there).
+
+    A last line without its newline that is a proper start of a record is a crash cut: it is
+    described by its line number, length and SHA-256 for the segment record that closes it."""
     start, tail = size, b""
     while start > 0 and tail.count(b"\n") < 2:  # the last whole line, and the cut one after it if any
         step = min(start, _TAIL_READ)
         start -= step
         tail = os.pread(fd, step, start) + tail
-    cut = None
+    piece = None
     if tail and not tail.endswith(b"\n"):
         nl = tail.rfind(b"\n")
         piece = tail[nl + 1 :]
-        cut = {"bytes": len(piece), "sha256": sha256_hex(piece), "line": _count_lines(fd, size - len(piece)) + 1}
         tail = tail[: nl + 1]
     lines = tail.split(b"\n")[:-1]
-    if not lines:
-        return (GENESIS, -1), cut
-    last = lines[-1]
-    try:
-        seq = int(json.loads(last)["seq"])
-    except (ValueError, KeyError, TypeError):
+
+    def whole() -> int:  # the number of whole lines (read through the file: only to name a line)
+        return _count_lines(fd, size - len(piece or b""))
+
+    prev_hash, prev_seq = GENESIS, -1
+    if lines:
+        last = lines[-1]
+        try:
+            prev_seq = int(json.loads(last)["seq"])
+        except (ValueError, KeyError, TypeError):
+            what = "is blank" if not last.strip() else "is not a groundlens record"
+            raise GroundlensInputError(
+                f"{name} line {whole()} {what}; nothing was appended (check it with `groundlens verify`)"
+            ) from None
+        prev_hash = sha256_hex(last)
+    if piece is None:
+        return LedgerTail(prev_hash, prev_seq)
+    if _crash_cut(piece):
+        cut = {"bytes": len(piece), "sha256": sha256_hex(piece), "line": whole() + 1}
+        return LedgerTail(prev_hash, prev_seq, cut=cut)
+    rec = _whole_record(piece, public_key, prev_hash, prev_seq)
+    if rec is None:
+        n = whole()
         raise GroundlensInputError(
-            "the ledger's last whole line is not a groundlens record; check it with `groundlens verify`"
-        ) from None
-    return (sha256_hex(last), seq), cut
+            f"{name} line {n + 1} has no line end and is not a record this key signed after line {n}: "
+            "a crash only cuts a record short, so it was changed; nothing was appended "
+            "(check it with `groundlens verify`)"
+        )
+    return LedgerTail(sha256_hex(piece), int(rec["seq"]), close_line=True)
+
+
+def _crash_cut(piece: bytes) -> bool:
+    """A proper start of a record line (what a writer stopped mid-line leaves): an opening brace,
+    and not JSON on its own."""
+    if not piece.startswith(b"{"):
+        return False
+    try:
+        json.loads(piece)
+    except Exception:
+        return True
+    return False
+
+
+def _whole_record(piece: bytes, public_key: Any, prev_hash: str, prev_seq: int) -> dict[str, Any] | None:
+    """The record ``piece`` when it is one in canonical form, signed by ``public_key`` and linked
+    to the record before it; otherwise None."""
+    from groundlens_core.ledger.keys import _crypto
+    from groundlens_core.ledger.verify import _signature_ok
+
+    if public_key is None:
+        return None
+    try:
+        rec = json.loads(piece)
+    except Exception:
+        return None
+    if not isinstance(rec, dict) or canonical_bytes(rec) != piece:
+        return None
+    if rec.get("prev") != prev_hash or rec.get("seq") != prev_seq + 1 or rec.get("v") != FORMAT:
+        return None
+    return rec if _signature_ok(rec, public_key, _crypto()[2]) else None
+
+
+def read_head(fd: int, size: int, public_key: Any = None) -> tuple[tuple[str, int], dict[str, Any] | None]:
+    """((hash, seq) of the last record, the cut last line or None): :func:`read_tail` in its
+    older shape (a verified record that lost only its newline comes back as the head)."""
+    t = read_tail(fd, size, public_key)
+    return (t.hash, t.seq), t.cut
 
 
 def _count_lines(fd: int, upto: int) -> int:
