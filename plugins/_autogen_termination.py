@@ -102,11 +102,7 @@ class _TerminationTranslation(_AutoGenShell):
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        return cls(
-            stop_on=config.stop_on,
-            sources=config.sources,
-            **cls._reading_config(config),
-        )
+        return cls(stop_on=config.stop_on, sources=config.sources, **cls._reading_config(config))
 
 
 def _build_termination() -> type:

@@ -96,12 +96,7 @@ class GroundlensCrewListener(AdapterShell):
     framework = FRAMEWORK
     extra = EXTRA
 
-    def __init__(
-        self,
-        *,
-        include_expected_output: bool = False,
-        **shell: Any,
-    ):
+    def __init__(self, *, include_expected_output: bool = False, **shell: Any):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 

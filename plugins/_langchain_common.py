@@ -79,13 +79,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     run_inline = True
     raise_error = False
 
-    def __init__(
-        self,
-        name: str | None = None,
-        *,
-        context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
-        **shell: Any,
-    ):
+    def __init__(self, name: str | None = None, *, context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS, **shell: Any):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
         self._lock = threading.Lock()

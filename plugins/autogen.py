@@ -27,11 +27,7 @@ from groundlens_core.plugins._shell import lazy_classes
 
 _built: dict[str, type] = {}
 __getattr__ = lazy_classes(
-    __name__,
-    {
-        "GroundlensChatCompletionClient": _build_client,
-        "GroundlensFlaggedTermination": _build_termination,
-    },
+    __name__, {"GroundlensChatCompletionClient": _build_client, "GroundlensFlaggedTermination": _build_termination}
 )
 
 __all__ = [

@@ -226,11 +226,7 @@ class GroundlensEvaluator:
                 {"context_pieces": len(context)},
             )
         except Exception as exc:
-            out = {
-                "score": None,
-                "comment": f"groundlens: could not score: {describe_exception(exc)}",
-                "metadata": {},
-            }
+            out = {"score": None, "comment": f"groundlens: could not score: {describe_exception(exc)}", "metadata": {}}
         meta = out.get("metadata") or {}
         return {
             "score": out["score"],
