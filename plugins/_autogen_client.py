@@ -43,8 +43,6 @@ class _ClientTranslation(_AutoGenShell):
     def wrapped(self) -> Any:
         return self._client
 
-    # -------------------------------------------------- the two calls we watch
-
     async def create(self, messages: Sequence[Any], **kwargs: Any) -> Any:
         started = time.time()
         try:
@@ -148,8 +146,6 @@ class _ClientTranslation(_AutoGenShell):
     def default_trace_key(self) -> str | None:  # type: ignore[override]
         """``get_trace()`` without a key reads this wrapper's ``trace_key``."""
         return self.trace_key
-
-    # -------------------------------------------------- delegated unchanged
 
     async def close(self) -> None:
         await self._client.close()

@@ -60,9 +60,6 @@ def _content_text(content: Any) -> str | None:
     return None
 
 
-# ---------------------------------------------------------------- model-client requests
-
-
 def request_question_and_context(
     messages: Sequence[Any],
     question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
@@ -99,9 +96,6 @@ def _agent_from_request(messages: Sequence[Any]) -> str | None:
         if isinstance(m, models.AssistantMessage) and getattr(m, "source", None):
             return str(m.source)
     return None
-
-
-# ---------------------------------------------------------------- conversations (chat messages)
 
 
 @dataclass

@@ -148,7 +148,6 @@ def short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# ---------------------------------------------------------------- chat messages (LangChain objects,
 # OpenAI-style dicts, ``(role, text)`` tuples), read by duck typing
 
 USER_ROLES = frozenset({"human", "user"})

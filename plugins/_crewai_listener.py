@@ -62,9 +62,6 @@ def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
     return "llm", text.strip(), None
 
 
-# ---------------------------------------------------------------- the listener
-
-
 def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kwargs: Any) -> tuple[str | None, str]:
     """(trace key, node) of a hook call that failed: the kickoff it belongs to, if one is known."""
     agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
@@ -121,8 +118,6 @@ class GroundlensCrewListener(AdapterShell):
         with _ACTIVE_LOCK:
             _ACTIVE.append(self)
 
-    # ------------------------------------------------------------ public API
-
     def self_check_tool(self, **kwargs: Any) -> Any:
         """A ``GroundlensTool`` bound to this listener's context store and scoring settings."""
         from groundlens_core.plugins import crewai
@@ -176,8 +171,6 @@ class GroundlensCrewListener(AdapterShell):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-    # ------------------------------------------------------------ hooks (agent thread; never raise)
 
     def _trace_key(self, crew: Any, agent: Any, task: Any = None) -> str:
         """The running kickoff a call belongs to, found by its task, then its crew, then its agent

@@ -30,9 +30,6 @@ _ACTIVE: list[GroundlensCrewListener] = []
 _ACTIVE_LOCK = threading.Lock()
 
 
-# ---------------------------------------------------------------- naming
-
-
 def _ident(obj: Any) -> str:
     """A stable key for a crewai object: its ``id`` (UUID) when it has one, else ``id()``."""
     if obj is None:
@@ -80,9 +77,6 @@ def agent_scope(agent: Any, task: Any) -> str:
     own ids), or ``agent:<agent id>`` outside a task (a standalone ``Agent.kickoff``)."""
     agent_part = f"agent:{_ident(agent)}"
     return agent_part if task is None else f"task:{_ident(task)}/{agent_part}"
-
-
-# ---------------------------------------------------------------- context store
 
 
 @dataclass

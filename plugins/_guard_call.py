@@ -27,8 +27,6 @@ from groundlens_core.results import GroundlensScore
 class GuardCalls(ProviderCore):
     """``complete`` / ``acomplete`` / ``stream`` / ``astream`` of a provider guard."""
 
-    # ============================================================ what an SDK module supplies
-
     def _build_request(
         self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
     ) -> dict[str, Any]:
@@ -42,8 +40,6 @@ class GuardCalls(ProviderCore):
     async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
         """Send with the async client (whose methods return coroutines)."""
         return await self._send(client, request)
-
-    # ============================================================ the calls
 
     def complete(
         self,
@@ -110,8 +106,6 @@ class GuardCalls(ProviderCore):
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         raw = await self._asent(call, request, stream=True)
         return AsyncGuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
-
-    # ============================================================ their parts
 
     def _prepare(
         self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
@@ -208,9 +202,6 @@ class GuardCalls(ProviderCore):
         with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
             self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
         return response, flagged
-
-
-# ---------------------------------------------------------------- the streams of guard calls
 
 
 class _GuardStream:

@@ -112,8 +112,6 @@ def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
 class Instrumenting(ProviderCore):
     """``instrument(client)`` / ``uninstrument(client)`` of a provider guard."""
 
-    # ============================================================ what an SDK module supplies
-
     def _targets(self, client: Any) -> list[Target]:
         """The methods of ``client`` that ``instrument`` wraps."""
         raise NotImplementedError
@@ -140,8 +138,6 @@ class Instrumenting(ProviderCore):
         if getattr(result, "_groundlens_tap", None) is tap:
             return result
         return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
-
-    # ============================================================ instrument
 
     def instrument(self, client: Any = None) -> Any:
         """Record every generate call of ``client`` (default: this guard's own client) into this

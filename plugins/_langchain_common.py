@@ -89,8 +89,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self._warned_nodes: set[str] = set()  # nodes already warned about long prompts scored without context
         super().__init__(name=name, **shell)
 
-    # ------------------------------------------------------------ bookkeeping
-
     def _open_run(
         self,
         run_id: Any,
@@ -213,8 +211,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             error = None
         self.recorder.end_trace(key, error=None if error is None else describe_exception(error))
 
-    # ------------------------------------------------------------ chains (graph, nodes, sequences)
-
     @_guarded
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
@@ -241,8 +237,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run = self._finish(run_id, error=error)
         if run is not None and run.root != str(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
-
-    # ------------------------------------------------------------ LLM calls
 
     def _start_llm(
         self,
@@ -390,8 +384,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
         )
 
-    # ------------------------------------------------------------ tools
-
     def _open_io_run(
         self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
     ) -> Run:
@@ -437,8 +429,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._finish(run_id, lambda run: self._tool_step(run, run_id, error=describe_exception(error)), error)
-
-    # ------------------------------------------------------------ retrievers
 
     @_guarded
     def on_retriever_start(

@@ -86,9 +86,6 @@ class Run:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-# ---------------------------------------------------------------- small readers
-
-
 def md_str(metadata: Mapping[str, Any], key: str) -> str | None:
     value = metadata.get(key)
     return value if isinstance(value, str) and value else None
@@ -176,9 +173,6 @@ def is_interrupt(error: BaseException) -> bool:
     return any(cls.__name__ in _INTERRUPTS for cls in type(error).__mro__)
 
 
-# ---------------------------------------------------------------- state values as context
-
-
 def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
     """``state:<key>`` pieces of ``context_keys`` in a state, an update, a Command or a list of them."""
     if value is None or not context_keys:
@@ -219,9 +213,6 @@ def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
         if text is not None and len(text) >= _LONG_STATE_CHARS:
             out.append(key)
     return tuple(out)
-
-
-# ---------------------------------------------------------------- what a call can see
 
 
 def _earlier(root: Root, x: str, t: str) -> bool:

@@ -40,8 +40,6 @@ from groundlens_core.plugins._shell import (
 from groundlens_core.trace.model import ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, context_pieces
 
-# ---------------------------------------------------------------- one call in progress
-
 
 @dataclass
 class Call:
@@ -76,9 +74,6 @@ class Call:
     def score_args(self, completion: Completion | None) -> dict[str, Any]:
         text = None if completion is None or completion.only_tool_calls else completion.text
         return {"question": self.question, "response": text, "context": self.context_with(completion)}
-
-
-# ---------------------------------------------------------------- the one stream tap
 
 
 class Tap:
@@ -178,9 +173,6 @@ class _Outcome:
     score_later: bool = False
 
 
-# ---------------------------------------------------------------- the base of the provider guards
-
-
 class ProviderCore(AdapterShell):
     """The clients, traces, steps and the one end path of a provider guard; the guard calls
     (:mod:`._guard_call`) and the instrumentation (:mod:`._instrument`) are built on it.
@@ -248,8 +240,6 @@ class ProviderCore(AdapterShell):
             else:
                 self._client = client
 
-    # ============================================================ what an SDK module supplies
-
     def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
         """A new SDK client (sync or async) from ``client_kwargs``."""
         return operator.attrgetter(self.async_client_class if asynchronous else self.client_class)(self.sdk)(
@@ -266,8 +256,6 @@ class ProviderCore(AdapterShell):
     def _stream_reader(self, operation: str) -> StreamReader:
         """A new reader for the events of one stream of ``operation``."""
         raise NotImplementedError
-
-    # ============================================================ clients
 
     def _sync_client(self) -> Any:
         if self._client is None:
@@ -288,8 +276,6 @@ class ProviderCore(AdapterShell):
     def client(self) -> Any:
         """The sync SDK client guard calls use (made on first use when none was given)."""
         return self._sync_client()
-
-    # ============================================================ traces and steps
 
     @contextlib.contextmanager
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
@@ -379,8 +365,6 @@ class ProviderCore(AdapterShell):
     def _close_trace(self, call: Call, error: str | None = None) -> None:
         if call.owns_trace:
             self.recorder.end_trace(call.key, error=error)
-
-    # ============================================================ the one end path
 
     def end_call(
         self,

@@ -58,9 +58,6 @@ def listed(value: Any, nested: Sequence[str] = ()) -> Any:
     return items
 
 
-# ---------------------------------------------------------------- what the SDK readers hand back
-
-
 @dataclass(frozen=True)
 class Completion:
     """What an SDK module reads from one response, or from a stream once it ended."""
@@ -143,8 +140,6 @@ class ProviderResponse:
     def __str__(self) -> str:
         return self.text
 
-
-# ---------------------------------------------------------------- context and traces of a block
 
 _ATTACHED: contextvars.ContextVar[tuple[ContextPiece, ...]] = contextvars.ContextVar("groundlens_attached", default=())
 _TRACE: contextvars.ContextVar[tuple[Recorder, str] | None] = contextvars.ContextVar(

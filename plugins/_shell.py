@@ -57,9 +57,6 @@ INTERNAL_TRACE_KEY = "groundlens-internal"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# ---------------------------------------------------------------- framework base classes
-
-
 def optional_base(module: str, name: str) -> type:
     """The framework class ``module.name`` for an adapter to subclass, or ``object`` when the
     framework is not installed: the adapter module still imports, and the adapter's constructor
@@ -92,8 +89,6 @@ def lazy_classes(module: str, builders: Mapping[str, Callable[[], type]]) -> Cal
 
     return __getattr__
 
-
-# ---------------------------------------------------------------- token usage
 
 _INPUT_KEYS = ("input_tokens", "prompt_tokens", "prompt_token_count")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidates_token_count")
@@ -153,9 +148,6 @@ def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
     if total is None:
         total = (inp or 0) + (out or 0)
     return Usage(inp, out, total)
-
-
-# ---------------------------------------------------------------- inline scores and guard modes
 
 
 @dataclass(frozen=True)
@@ -270,9 +262,6 @@ def apply_guard(
     if mode == "raise":
         return GroundlensFlaggedError.for_score(inline.score, response, node, step_id)
     return None
-
-
-# ---------------------------------------------------------------- the error guard
 
 
 class _ErrorGuard:
@@ -434,9 +423,6 @@ def _report(
         pass
 
 
-# ---------------------------------------------------------------- the base class
-
-
 def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) -> bool:
     """Add the live OTel exporter for ``tracer_provider``; a broken provider is one warning, no raise."""
     try:
@@ -493,8 +479,6 @@ class AdapterShell:
         if tracer_provider is not None:
             _attach_otel(recorder, tracer_provider, self.log)
 
-    # ------------------------------------------------------------ the scoring settings (the recorder's)
-
     @property
     def embedder(self) -> Any:
         return self.recorder.scoring_options()["embedder"]
@@ -506,8 +490,6 @@ class AdapterShell:
     @property
     def long_context(self) -> str | None:
         return self.recorder.scoring_options().get("long_context")
-
-    # ------------------------------------------------------------ reading the traces
 
     def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
         """The trace ``key`` (default: :attr:`default_trace_key`, else the latest), once its pending
@@ -531,8 +513,6 @@ class AdapterShell:
 
     def add_listener(self, listener: TraceListener) -> None:
         self.recorder.add_listener(listener)
-
-    # ------------------------------------------------------------ scoring in line
 
     def score_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
         """Score one answer now, on this thread. Never raises.
@@ -563,8 +543,6 @@ class AdapterShell:
     async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
         return await asyncio.to_thread(self.score_inline, question=question, response=response, context=context)
-
-    # ------------------------------------------------------------ errors
 
     def record_internal_error(
         self, where: str, exc: BaseException, trace_key: str | None = None, node: str | None = None

@@ -171,9 +171,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
     return AnthropicProvider(client=client, **kwargs).instrument(client)
 
 
-# ---------------------------------------------------------------- reading requests
-
-
 def _blocks(content: Any) -> list[Any]:
     """A message's content as a list of blocks (a plain string is one text block)."""
     if content is None:
@@ -272,9 +269,6 @@ def request_context(messages: Sequence[Any]) -> list[ContextPiece]:
             if text and text.strip() and source:
                 pieces.append(ContextPiece(text=text, source=source))
     return pieces
-
-
-# ---------------------------------------------------------------- reading replies
 
 
 def read_message(message: Any) -> Completion:

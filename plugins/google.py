@@ -108,9 +108,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
     return GoogleProvider(client=client, **kwargs).instrument(client)
 
 
-# ---------------------------------------------------------------- reading requests
-
-
 def _get(obj: Any, key: str, default: Any = None) -> Any:
     """``obj.key`` for an SDK object; for a dict ``obj[key]``, or its REST spelling
     (``function_response`` -> ``functionResponse``) as hand-written dicts may use it."""
@@ -219,9 +216,6 @@ def request_context(contents: Any) -> list[ContextPiece]:
             if text.strip():
                 pieces.append(ContextPiece(text=text, source=f"tool:{_get(result, 'name') or 'function'}"))
     return pieces
-
-
-# ---------------------------------------------------------------- reading replies
 
 
 def _usage(meta: Any) -> Usage | None:

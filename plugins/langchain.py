@@ -44,9 +44,6 @@ class GroundlensCallback(GroundlensCallbackBase):
     extra = "langchain"
 
 
-# ---------------------------------------------------------------- the evaluator
-
-
 def _question_from(value: Any) -> str | None:
     if isinstance(value, str):
         return value.strip() or None
@@ -109,8 +106,6 @@ class GroundlensEvaluator:
         self.context_keys = tuple(context_keys)
         self.question_keys = tuple(question_keys)
         self.response_keys = tuple(response_keys)
-
-    # -------------------------------------------------------- finding the texts
 
     def _context(self, *sources: Any) -> tuple[list[str], str | None]:
         for where, source in zip(("inputs", "outputs", "reference_outputs"), sources):
@@ -175,8 +170,6 @@ class GroundlensEvaluator:
                 }
             )
         return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
-
-    # -------------------------------------------------------- the three call styles
 
     def __call__(
         self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any

@@ -128,9 +128,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
     return OpenAIProvider(client=client, **kwargs).instrument(client)
 
 
-# ---------------------------------------------------------------- Chat Completions
-
-
 def _usage(usage: Any, naming: str) -> Usage | None:
     """Chat Completions' ``prompt_tokens``/``completion_tokens`` or Responses'
     ``input_tokens``/``output_tokens``; the generic ``parse_usage`` for odd objects."""
@@ -205,9 +202,6 @@ class _ChatStreamReader(StreamReader):
             finish_reason=self.finish_reason,
             tool_calls=tuple(self.tool_calls[i] for i in sorted(self.tool_calls)),
         )
-
-
-# ---------------------------------------------------------------- Responses API
 
 
 def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:

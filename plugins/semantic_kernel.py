@@ -102,13 +102,9 @@ class GroundlensFilter(AdapterShell):
         self.metadata_key = metadata_key
         super().__init__(**shell)
 
-    # ------------------------------------------------------------ traces
-
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""
         return trace_scope(self.recorder, _RUN, lambda key: _Run(key=key), name=name, metadata=metadata)
-
-    # ------------------------------------------------------------ the filter
 
     async def __call__(self, context: FunctionInvocationContext, next: Callable[[Any], Awaitable[None]]) -> None:
         run, owner_token = self._enter(context)
@@ -135,8 +131,6 @@ class GroundlensFilter(AdapterShell):
             self._leave(run, owner_token, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
         if flagged is not None:
             raise flagged
-
-    # ------------------------------------------------------------ internals
 
     def _enter(self, context: Any) -> tuple[_Run, contextvars.Token | None]:
         run = _RUN.get()
@@ -365,9 +359,6 @@ class GroundlensFilter(AdapterShell):
                     log.warning("groundlens: could not record a stream", exc_info=True)
 
         context.result.value = passthrough()
-
-
-# ---------------------------------------------------------------- reading SK objects
 
 
 def _function_name(context: Any) -> str:
