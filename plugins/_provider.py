@@ -1,10 +1,5 @@
-"""The provider layer's public face: :class:`ProviderGuard`, a guard for one LLM SDK that makes
-guard calls (:mod:`._guard_call`) and instruments clients (:mod:`._instrument`), both built on the
-shared core (:mod:`._provider_core`). ``docs/providers.md`` describes it for users and for the
-maintainer adding an SDK.
-
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
-"""
+"""The provider layer's public face: :class:`ProviderGuard`, which makes guard calls and
+instruments clients. See ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -45,6 +40,4 @@ __all__ += ["GROUNDLENS_KEYWORDS", "Completion", "ProviderGuard", "RequestView",
 
 
 class ProviderGuard(GuardCalls, Instrumenting):
-    """Base class of the provider guards (``OpenAIProvider``, ``AnthropicProvider``, ``GoogleProvider``):
-    guard calls (``complete``, ``acomplete``, ``stream``, ``astream``) and ``instrument(client)``.
-    Its arguments are :class:`~._provider_core.ProviderCore`'s."""
+    """Base class of ``OpenAIProvider``, ``AnthropicProvider`` and ``GoogleProvider``."""

@@ -1,8 +1,5 @@
-"""What guard calls and instrumented clients share: the readers' result types, the context a block
-attaches, one call in progress (with its one record-once latch), one stream tap (sync and async),
-and the one end path that records a call and closes its trace.
-
-How the layer fits together, and what an SDK module supplies, is in ``docs/providers.md``.
+"""What guard calls and instrumented clients share: one call in progress (with its record-once
+latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``.
 """
 
 from __future__ import annotations
@@ -12,7 +9,7 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar
@@ -31,6 +28,7 @@ from groundlens_core.plugins._provider_values import (
 )
 from groundlens_core.plugins._shell import (
     GUARD_MODES,
+    SHELL_KEYWORDS,
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
@@ -38,7 +36,7 @@ from groundlens_core.plugins._shell import (
     require,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, context_pieces
+from groundlens_core.trace.recorder import CallRecord, context_pieces
 
 
 @dataclass
@@ -77,9 +75,8 @@ class Call:
 
 
 class Tap:
-    """One stream's events on their way to the caller: each is read as it passes, and the first of
-    the stream's ends (its last event, its error, a close, the caller leaving it) records the call
-    through :meth:`ProviderCore.end_stream`. ``scored`` (a guard call's stream) scores it in line."""
+    """One stream's events on their way to the caller, each read as it passes; the first of the
+    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line."""
 
     def __init__(self, guard: ProviderCore, call: Call, reader: StreamReader, *, scored: bool = False, raw: Any = None):
         self.guard = guard
@@ -174,19 +171,8 @@ class _Outcome:
 
 
 class ProviderCore(AdapterShell):
-    """The clients, traces, steps and the one end path of a provider guard; the guard calls
-    (:mod:`._guard_call`) and the instrumentation (:mod:`._instrument`) are built on it.
-
-    Args:
-        model: the model guard calls ask for; instrumented calls name their own.
-        client: your configured SDK client, sync or async (made from ``client_kwargs`` when first
-            needed if not given).
-        async_client: the async client for ``acomplete``/``astream`` when ``client`` is a sync one.
-        mode / on_flagged: guard modes of guard calls; instrumented calls are only recorded.
-        name, recorder, embedder, calibration, long_context, listeners, tracer_provider,
-        max_traces: the adapter shell's keywords, the same on every adapter.
-        **client_kwargs: passed to the SDK client constructor (``api_key=``, ``base_url=``, ...).
-    """
+    """The clients, traces, steps and the one end path of a provider guard; its constructor
+    keywords are described in ``docs/providers.md``."""
 
     #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
     provider: ClassVar[str] = "provider"
@@ -207,29 +193,13 @@ class ProviderCore(AdapterShell):
         async_client: Any = None,
         mode: str = "annotate",
         on_flagged: Callable[..., Any] | None = None,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[Any] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        **client_kwargs: Any,
+        **kwargs: Any,
     ):
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-        )
+        super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
+        client_kwargs = kwargs
         self.model = model
         self._client_kwargs = dict(client_kwargs)
         self._client = None

@@ -551,6 +551,10 @@ class AdapterShell:
         _report(self, None, where, exc, trace_key, node)
 
 
+#: the keywords of :class:`AdapterShell`'s constructor, the same on every adapter
+SHELL_KEYWORDS = tuple(inspect.signature(AdapterShell.__init__).parameters)[1:]
+
+
 def _pieces(context: Any) -> list[ContextPiece]:
     if context is None or isinstance(context, str):
         return context_from(context)
