@@ -1,10 +1,5 @@
-"""Semantic Kernel: a function-invocation filter that scores what prompt functions return.
-
-``kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, GroundlensFilter())``: prompt functions are
-scored in line (their result carries the score; ``mode="replace"`` / ``"raise"`` guard flagged
-answers), native functions are ``tool`` steps whose outputs become context. A trace is one
-top-level ``kernel.invoke`` or a ``with guard.trace():`` block. What is read where, the modes and
-streaming: docs/integrations/semantic-kernel.md.
+"""Semantic Kernel: a function-invocation filter that scores prompt functions in line and records
+native functions as ``tool`` steps whose outputs become context. docs/integrations/semantic-kernel.md.
 """
 
 from __future__ import annotations
@@ -65,19 +60,7 @@ _PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("groundlens
 
 class GroundlensFilter(AdapterShell):
     """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context.
-
-    Args:
-        mode: ``"annotate"`` (default) only adds the score to ``result.metadata[metadata_key]``;
-            ``"replace"`` also swaps a flagged answer for ``replacement`` (the original is kept in
-            ``result.metadata[metadata_key + "_guard"]``); ``"raise"`` raises
-            :class:`GroundlensFlaggedError` for a flagged answer.
-        on_flagged: called with the :class:`~groundlens_core.plugins._shell.InlineScore` and the
-            answer text whenever an answer is flagged, in every mode.
-        question_arguments / context_arguments: kernel argument names that hold the question / the
-            context, in order of preference.
-        name, recorder, embedder, calibration, long_context, listeners, tracer_provider, max_traces:
-            the shell's keywords (:class:`~groundlens_core.plugins._shell.AdapterShell`).
-    """
+    Its modes and keywords: docs/integrations/semantic-kernel.md."""
 
     framework = FRAMEWORK
     extra = EXTRA
