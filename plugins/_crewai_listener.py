@@ -1,7 +1,5 @@
-"""CrewAI: the listener that records one trace per crew kickoff, every agent LLM call a step.
-
-It rides crewai's execution, LLM and tool hooks (synchronous, on the agent's thread, in order),
-not the event bus; why, and what is scored how: docs/integrations/crewai.md.
+"""CrewAI: the listener that records one trace per crew kickoff, every agent LLM call a step. It
+rides crewai's hooks (synchronous, on the agent's thread), not the event bus: docs/integrations/crewai.md.
 """
 
 from __future__ import annotations
@@ -79,16 +77,7 @@ _hook = handle_internal_errors(trace_key=_hook_target)
 
 class GroundlensCrewListener(AdapterShell):
     """Scores every agent LLM call of the crews kicked off while it is open; one trace per kickoff.
-
-    Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards::
-
-        with GroundlensCrewListener() as gl:
-            crew.kickoff()
-        print(gl.get_trace().summary())
-
-    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`; ``name``
-    defaults to ``"crew"``), plus ``include_expected_output``.
-    """
+    Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards."""
 
     framework = FRAMEWORK
     extra = EXTRA
@@ -173,9 +162,8 @@ class GroundlensCrewListener(AdapterShell):
         self.close()
 
     def _trace_key(self, crew: Any, agent: Any, task: Any = None) -> str:
-        """The running kickoff a call belongs to, found by its task, then its crew, then its agent
-        (an executor reused across crews can carry a stale ``crew``; its ``task`` is always current).
-        Calls outside any kickoff get one trace per agent."""
+        """The running kickoff a call belongs to, by its task, crew, then agent (a reused executor can
+        carry a stale ``crew``); calls outside any kickoff get one trace per agent."""
         with self._lock:
             for obj in (task, crew, agent):
                 if obj is not None and id(obj) in self._kickoffs:

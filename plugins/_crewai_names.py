@@ -1,9 +1,5 @@
-"""CrewAI adapter pieces the listener and the self-check tool share: names, ids and the context store.
-
-A step's node is ``"<agent role> / <task label>"``; its parent is the agent's work in one task
-(:func:`agent_scope`). The context store keeps the tool outputs each agent received in each task,
-so the listener and the self-check tool read the same context. Imports no crewai.
-"""
+"""What the CrewAI listener and self-check tool share: step names, ids, and the context store of
+the tool outputs each agent received in each task. Imports no crewai."""
 
 from __future__ import annotations
 
