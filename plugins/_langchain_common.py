@@ -1,12 +1,6 @@
-"""The LangChain callback translation shared by the LangGraph and LangChain plugins: one implementation.
-
-:class:`GroundlensCallbackBase` is a ``BaseCallbackHandler`` that turns LangChain run events into
-call records: every root run is one trace; an LLM call is read at its start (question, context,
-node, model) and recorded at its end; tool and retriever runs are ``tool`` / ``retrieval`` steps,
-the context of later calls. Where context comes from, in which order, and how a step's
-``parent_id`` is chosen: docs/integrations/langchain.md and docs/architecture.md ("Step tree").
-Callback methods only translate and append, and no exception leaves them (it becomes an ``error``
-step); per-run bookkeeping and the pure readers are in ``_langchain_runs``.
+"""The LangChain callback translation shared by the LangGraph and LangChain plugins: every root run
+is one trace, an LLM call is read at its start and recorded at its end, tool and retriever runs are
+steps whose outputs become context (docs/context.md). No exception leaves a callback method.
 """
 
 from __future__ import annotations
@@ -66,11 +60,7 @@ _guarded = handle_internal_errors(trace_key=_error_target)
 
 class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     """Records every LLM call of a LangChain / LangGraph run as a trace step, scored off-thread.
-
-    Subclasses set :attr:`framework` (also the logger, ``groundlens.<framework>``) and :attr:`extra`.
-    One instance serves any number of invocations, concurrently (threads or asyncio); each root run
-    is its own trace. The constructor is the shell's (:class:`AdapterShell`), plus ``context_keys``.
-    """
+    One instance serves any number of concurrent invocations; each root run is its own trace."""
 
     framework = "langchain"
     extra = "langchain"

@@ -1,9 +1,5 @@
-"""What the LangChain callback keeps per run, and the pure readers it applies to LangChain events.
-
-The handler (``_langchain_common``) holds the lock and the maps; everything here is plain data and
-functions over it: which LangGraph task a run belongs to, which context a call in a task can see,
-and the texts, names and usage of LangChain values. Imports no framework.
-"""
+"""What the LangChain callback keeps per run (plain data), and the pure readers it applies to
+LangChain events: a run's LangGraph task, the context a call can see, texts, names and usage."""
 
 from __future__ import annotations
 
@@ -55,9 +51,8 @@ class Root:
         return self.seq
 
     def parent_of(self, rid: str, ns: str, parent_run_id: str | None) -> str | None:
-        """The parent id of a step made by run ``rid``: the run of the nearest LangGraph node
-        enclosing it (the node one namespace up when ``rid`` is that node's own run), else the
-        run that called it (``parent_run_id``)."""
+        """The parent id of a step made by run ``rid``: the run of the nearest enclosing LangGraph
+        node (one namespace up for the node's own run), else the run that called it."""
         while ns:
             task = self.tasks.get(ns)
             if task is not None and task.run_id and task.run_id != rid:

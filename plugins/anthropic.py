@@ -1,8 +1,5 @@
-"""Anthropic: guard calls and instrumented clients through the real ``anthropic`` SDK
-(``messages.create``, ``messages.stream``, ``messages.parse`` and their ``beta`` twins, sync, async
-and streamed). What each call records is listed in ``docs/providers.md``; this module holds the
-Anthropic readers.
-"""
+"""Anthropic: guard calls and instrumented clients through the ``anthropic`` SDK; this module holds
+the Anthropic readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -44,13 +41,7 @@ _MANAGERS = (
 
 
 class AnthropicProvider(ProviderGuard):
-    """The Anthropic guard: ``complete``/``acomplete``/``stream``/``astream`` through the Messages
-    API, and ``instrument(client)`` for ``messages.create`` and ``messages.stream``.
-
-    ``AnthropicProvider(model="claude-sonnet-4-5", client=None, **client_kwargs)``: without
-    ``client`` it makes ``anthropic.Anthropic(**client_kwargs)`` (and ``AsyncAnthropic`` for the
-    async calls), so ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` work as usual.
-    """
+    """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
     extra: ClassVar[str] = "anthropic"
@@ -120,9 +111,8 @@ class AnthropicProvider(ProviderGuard):
         return [client]  # its ``request`` makes the raw ``Stream`` / ``AsyncStream`` of every stream
 
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
-        """``messages.stream(...)`` gives a ``MessageStreamManager``, which sends its request only
-        when entered: entering it (its own ``__enter__`` / ``__aenter__``) hands the tap to that
-        request, and a request that fails there is recorded as a failed stream."""
+        """A ``MessageStreamManager`` sends its request only when entered: entering it hands the tap
+        to that request, and a request that fails there is recorded as a failed stream."""
         streaming = self.sdk.lib.streaming
         managers = tuple(getattr(streaming, name) for name in _MANAGERS if hasattr(streaming, name))
         if isinstance(result, managers):
@@ -164,10 +154,8 @@ def _entered_with_tap(manager: type) -> type:
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``messages.create`` and ``messages.stream`` call of ``client`` (an ``Anthropic``
-    or ``AsyncAnthropic``); returns the same client. ``kwargs`` are :class:`AnthropicProvider`'s
-    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
-    whose ``get_trace()`` holds the calls."""
+    """Record every ``messages.create`` and ``messages.stream`` call of ``client``; returns the same
+    client. ``kwargs`` are :class:`AnthropicProvider`'s."""
     return AnthropicProvider(client=client, **kwargs).instrument(client)
 
 
@@ -296,11 +284,8 @@ def _usage(usage: Any) -> Usage | None:
 
 
 class MessageEventReader(StreamReader):
-    """The raw events of a Messages stream (``message_start``, ``content_block_start``,
-    ``content_block_delta`` with ``text_delta`` / ``input_json_delta``, ``content_block_stop``,
-    ``message_delta``, ``message_stop``; ``ping`` and ``error`` never reach a reader: the SDK drops
-    the one and raises the other). Keeps only what scoring needs: no message snapshot is built on
-    the caller's thread."""
+    """The raw events of a Messages stream, keeping only what scoring needs (no message snapshot is
+    built on the caller's thread)."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []

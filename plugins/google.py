@@ -1,8 +1,5 @@
-"""Google Gemini: guard calls and instrumented clients through the ``google-genai`` SDK
-(``models.generate_content`` and ``generate_content_stream``, on the client and its ``aio`` side).
-The retired ``google-generativeai`` package is not supported. What each call records is listed in
-``docs/providers.md``; this module holds the Gemini readers.
-"""
+"""Google Gemini: guard calls and instrumented clients through the ``google-genai`` SDK; this module
+holds the Gemini readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -25,14 +22,7 @@ _RESULT_KEYS = ("output", "result", "content", "text")
 
 
 class GoogleProvider(ProviderGuard):
-    """The Gemini guard: ``complete``/``acomplete``/``stream``/``astream`` through
-    ``models.generate_content`` / ``generate_content_stream``, and ``instrument(client)``.
-
-    ``GoogleProvider(model="gemini-2.5-flash", client=None, **client_kwargs)``: without ``client``
-    it makes ``genai.Client(**client_kwargs)`` (so ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``, or
-    ``vertexai=True, project=..., location=...``, work as usual). The async calls use the client's
-    own ``client.aio``; a ``genai.client.AsyncClient`` may be passed as ``client`` too.
-    """
+    """The Gemini guard: guard calls through ``models.generate_content``, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "google"
     extra: ClassVar[str] = "google"
@@ -100,11 +90,8 @@ class GoogleProvider(ProviderGuard):
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``models.generate_content`` / ``generate_content_stream`` call of ``client`` (a
-    ``genai.Client``, its ``aio`` side included, or a ``genai.client.AsyncClient``); returns the
-    same client. ``kwargs`` are :class:`GoogleProvider`'s (``name=``, ``recorder=``,
-    ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard whose ``get_trace()`` holds the
-    calls."""
+    """Record every ``generate_content`` / ``generate_content_stream`` call of ``client`` (its
+    ``aio`` side included); returns the same client. ``kwargs`` are :class:`GoogleProvider`'s."""
     return GoogleProvider(client=client, **kwargs).instrument(client)
 
 

@@ -1,7 +1,5 @@
-"""OpenAI: guard calls and instrumented clients through the real ``openai`` SDK
-(``chat.completions.create`` and ``responses.create``, sync, async and streamed). What each call
-records is listed in ``docs/providers.md``; this module holds the OpenAI readers.
-"""
+"""OpenAI: guard calls and instrumented clients through the ``openai`` SDK; this module holds the
+OpenAI readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -31,17 +29,8 @@ _RAW_HEADER = "X-Stainless-Raw-Response"
 
 
 class OpenAIProvider(ProviderGuard):
-    """The OpenAI guard: ``complete``/``acomplete``/``stream``/``astream`` through Chat Completions,
-    and ``instrument(client)`` for ``chat.completions.create`` and ``responses.create``.
-
-    ``OpenAIProvider(model="gpt-4o", client=None, **client_kwargs)``: without ``client`` it makes
-    ``openai.OpenAI(**client_kwargs)`` (and ``AsyncOpenAI`` for the async calls), so
-    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` work as usual. The guard request is
-    ``messages=[{"role": "system", "content": system}, {"role": "user", "content":
-    prompt_with_context(prompt, context)}]`` plus your ``request_kwargs`` (``temperature=``,
-    ``max_tokens=`` ...); a stream asks for usage (``stream_options={"include_usage": True}``)
-    unless you pass ``stream_options`` yourself.
-    """
+    """The OpenAI guard: guard calls through Chat Completions, and ``instrument(client)`` for
+    ``chat.completions.create`` and ``responses.create``."""
 
     framework: ClassVar[str] = "openai"
     extra: ClassVar[str] = "openai"
@@ -121,10 +110,8 @@ class OpenAIProvider(ProviderGuard):
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``chat.completions.create`` and ``responses.create`` call of ``client`` (an
-    ``OpenAI`` or ``AsyncOpenAI``); returns the same client. ``kwargs`` are :class:`OpenAIProvider`'s
-    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
-    whose ``get_trace()`` holds the calls."""
+    """Record every ``chat.completions.create`` and ``responses.create`` call of ``client``; returns
+    the same client. ``kwargs`` are :class:`OpenAIProvider`'s."""
     return OpenAIProvider(client=client, **kwargs).instrument(client)
 
 
