@@ -3,9 +3,10 @@ the Anthropic readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._instrument import PENDING_TAP
@@ -122,33 +123,34 @@ class AnthropicProvider(ProviderGuard):
         return super()._tap_stream(result, tap)
 
 
+@contextlib.contextmanager
+def _pending(tap: Tap) -> Iterator[None]:
+    """Hand ``tap`` to the request sent inside the block; a request that fails ends the tap."""
+    token = PENDING_TAP.set(tap)
+    try:
+        yield
+    except BaseException as exc:
+        tap.end(exc)
+        raise
+    finally:
+        PENDING_TAP.reset(token)
+
+
 @functools.cache
 def _entered_with_tap(manager: type) -> type:
     if hasattr(manager, "__aenter__"):
 
         class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
             async def __aenter__(self) -> Any:
-                token = PENDING_TAP.set(self._groundlens_tap)
-                try:
+                with _pending(self._groundlens_tap):
                     return await super().__aenter__()
-                except BaseException as exc:
-                    self._groundlens_tap.end(exc)
-                    raise
-                finally:
-                    PENDING_TAP.reset(token)
 
         return AsyncTappedManager
 
     class TappedManager(manager):  # type: ignore[misc, valid-type]
         def __enter__(self) -> Any:
-            token = PENDING_TAP.set(self._groundlens_tap)
-            try:
+            with _pending(self._groundlens_tap):
                 return super().__enter__()
-            except BaseException as exc:
-                self._groundlens_tap.end(exc)
-                raise
-            finally:
-                PENDING_TAP.reset(token)
 
     return TappedManager
 
