@@ -232,20 +232,17 @@ def apply_guard(
     return None
 
 
+@dataclass(frozen=True)
 class _ErrorGuard:
     """See :func:`handle_internal_errors`."""
 
-    def __init__(
-        self, adapter: Any, where: str | None, trace_key: Any, node: str | None, default: Any, framework: str | None
-    ):
-        self.adapter = adapter
-        self.where = where
-        self.trace_key = trace_key
-        self.node = node
-        self.default = default
-        self.framework = framework
+    adapter: Any
+    where: str | None
+    trace_key: Any
+    node: str | None
+    default: Any
+    framework: str | None
 
-    # -- context manager
     def __enter__(self) -> _ErrorGuard:
         return self
 
@@ -266,23 +263,22 @@ class _ErrorGuard:
     ) -> bool:
         return self.__exit__(exc_type, exc, tb)
 
-    # -- decorator
     def __call__(self, fn: F) -> F:
-        guard = self
+        """As a decorator: a failure of ``fn`` is reported and ``default`` returned."""
         where = self.where or fn.__name__
 
-        def key_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if callable(guard.trace_key):
+        def failed(exc: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            owner = self.adapter
+            if owner is None and args and isinstance(args[0], AdapterShell):
+                owner = args[0]
+            key = self.trace_key
+            if callable(key):
                 try:
-                    return guard.trace_key(*args, **kwargs)
+                    key = key(*args, **kwargs)
                 except Exception:
-                    return None
-            return guard.trace_key
-
-        def owner(args: tuple[Any, ...]) -> Any:
-            if guard.adapter is not None:
-                return guard.adapter
-            return args[0] if args and isinstance(args[0], AdapterShell) else None
+                    key = None
+            _report(owner, self.framework, where, exc, key, self.node)
+            return self.default
 
         if inspect.iscoroutinefunction(fn):
 
@@ -291,8 +287,7 @@ class _ErrorGuard:
                 try:
                     return await fn(*args, **kwargs)
                 except Exception as exc:
-                    _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
-                    return guard.default
+                    return failed(exc, args, kwargs)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -301,8 +296,7 @@ class _ErrorGuard:
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
-                _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
-                return guard.default
+                return failed(exc, args, kwargs)
 
         return wrapper  # type: ignore[return-value]
 
