@@ -4,6 +4,7 @@ normaliser, the one trace scope and chat-message readers. Imports no framework."
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence  # (the ABCs: isinstance on typing aliases is slower)
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -120,6 +121,14 @@ def trace_scope(
     finally:
         var.reset(token)
         recorder.end_trace(key, error=error)
+
+
+def as_json(value: Any) -> str:
+    """``value`` as sorted JSON (unknown objects by their ``str``), or its ``str`` when that fails."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except Exception:
+        return str(value)
 
 
 def short(value: Any, limit: int = 300) -> str:

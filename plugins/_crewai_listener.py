@@ -4,14 +4,13 @@ rides crewai's hooks (synchronous, on the agent's thread), not the event bus: do
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
 from typing import Any
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
+from groundlens_core.plugins._common import AI_ROLES, as_json, first_user_question, message_role
 from groundlens_core.plugins._crewai_names import (
     _ACTIVE,
     _ACTIVE_LOCK,
@@ -126,22 +125,19 @@ class GroundlensCrewListener(AdapterShell):
             return
         self._closed = True
         try:
-            from crewai.hooks.dispatch import InterceptionPoint, unregister
+            from crewai.hooks.dispatch import unregister
 
             for point, hook in self._hooks.items():
                 while unregister(point, hook):
                     pass
-            llm_points = (InterceptionPoint.PRE_MODEL_CALL, InterceptionPoint.POST_MODEL_CALL)
             with self._lock:
                 executors = [ref() for ref in self._executors.values()]
                 self._executors.clear()
             for executor in executors:
-                if executor is None:
-                    continue
-                for attr, point in zip(("before_llm_call_hooks", "after_llm_call_hooks"), llm_points):
+                for attr, ours in self._executor_hooks():
                     hooks = getattr(executor, attr, None)
                     if isinstance(hooks, list):
-                        hooks[:] = [h for h in hooks if h != self._hooks[point]]
+                        hooks[:] = [h for h in hooks if h != ours]
         except Exception as exc:  # pragma: no cover - defensive
             self.record_internal_error("close", exc)
         finally:
@@ -206,27 +202,29 @@ class GroundlensCrewListener(AdapterShell):
     def _adopt_executors(self, crew: Any) -> None:
         """Add our LLM hooks to executors created before this listener (they copy the global hooks
         once, when they are created, and crewai keeps an agent's executor across kickoffs)."""
-        from crewai.hooks.dispatch import InterceptionPoint
-
         agents = list(getattr(crew, "agents", None) or [])
         manager = getattr(crew, "manager_agent", None)
         if manager is not None:
             agents.append(manager)
         for agent in agents:
             executor = getattr(agent, "agent_executor", None)
-            if executor is None:
-                continue
             added = False
-            for attr, point in (
-                ("before_llm_call_hooks", InterceptionPoint.PRE_MODEL_CALL),
-                ("after_llm_call_hooks", InterceptionPoint.POST_MODEL_CALL),
-            ):
+            for attr, ours in self._executor_hooks():
                 hooks = getattr(executor, attr, None)
-                if isinstance(hooks, list) and self._hooks[point] not in hooks:
-                    hooks.append(self._hooks[point])
+                if isinstance(hooks, list) and ours not in hooks:
+                    hooks.append(ours)
                     added = True
             if added:
                 self._track_executor(executor)
+
+    def _executor_hooks(self) -> tuple[tuple[str, Any], ...]:
+        """The executor attributes that hold crewai's LLM hooks, each with our hook for it."""
+        from crewai.hooks.dispatch import InterceptionPoint
+
+        return (
+            ("before_llm_call_hooks", self._hooks[InterceptionPoint.PRE_MODEL_CALL]),
+            ("after_llm_call_hooks", self._hooks[InterceptionPoint.POST_MODEL_CALL]),
+        )
 
     def _track_executor(self, executor: Any) -> None:
         """Remember an executor holding our LLM hooks, so :meth:`close` can take them out again."""
@@ -365,7 +363,7 @@ class GroundlensCrewListener(AdapterShell):
             ctx,
             "tool_call",
             question=self.question_for(task),
-            response=f"{name}({_dump(args)})",
+            response=f"{name}({as_json(args)})",
             started_at=self.context_store.take_llm_start(agent, task),
             metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
@@ -394,17 +392,10 @@ class GroundlensCrewListener(AdapterShell):
             ctx,
             "tool",
             node=f"{node_name(agent, task)} / {name}",
-            question=_dump(getattr(ctx, "tool_input", None)),
+            question=as_json(getattr(ctx, "tool_input", None)),
             response=text,
             error=error,
             parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
             metadata=metadata,
         )
         return None  # never rewrite the tool result
-
-
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except Exception:
-        return str(value)

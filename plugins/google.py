@@ -3,10 +3,10 @@ holds the Gemini readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from groundlens_core.plugins._common import as_json
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import PUBLIC, Completion, ProviderGuard, RequestView, StreamReader, Target
 from groundlens_core.plugins._provider_values import read_usage
@@ -172,13 +172,6 @@ def request_question(contents: Any) -> str | None:
     return None if i is None else turn_text(all_turns[i][1]) or None
 
 
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except Exception:
-        return str(value)
-
-
 def _response_text(response: Any) -> str:
     if isinstance(response, str):
         return response
@@ -186,7 +179,7 @@ def _response_text(response: Any) -> str:
         for key in _RESULT_KEYS:
             if isinstance(response.get(key), str):
                 return str(response[key])
-    return _json(response)
+    return as_json(response)
 
 
 def request_context(contents: Any) -> list[ContextPiece]:
