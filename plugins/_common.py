@@ -93,11 +93,6 @@ def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
     return out
 
 
-def pieces_from_value(value: Any, source: str) -> list[ContextPiece]:
-    """``context_from(value, source=source)``: the name the provider readers use."""
-    return context_from(value, source=source)
-
-
 @contextlib.contextmanager
 def trace_scope(
     recorder: Any,

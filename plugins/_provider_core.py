@@ -12,8 +12,10 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import trace_scope
 from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
@@ -24,7 +26,6 @@ from groundlens_core.plugins._provider_values import (
     RequestView,
     StreamReader,
     as_pieces,
-    describe,
 )
 from groundlens_core.plugins._shell import (
     GUARD_MODES,
@@ -247,21 +248,11 @@ class ProviderCore(AdapterShell):
         """The sync SDK client guard calls use (made on first use when none was given)."""
         return self._sync_client()
 
-    @contextlib.contextmanager
-    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group the guard and instrumented calls made inside the block into one trace; yields its key."""
-        key = new_id()
-        self.recorder.start_trace(key, name=name or self.name, metadata=metadata)
-        token = _TRACE.set((self.recorder, key))
-        error: str | None = None
-        try:
-            yield key
-        except BaseException as exc:
-            error = describe(exc)
-            raise
-        finally:
-            _TRACE.reset(token)
-            self.recorder.end_trace(key, error=error)
+        return trace_scope(
+            self.recorder, _TRACE, lambda key: (self.recorder, key), name=name or self.name, metadata=metadata
+        )
 
     def _begin(
         self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None, node: Any = None
@@ -353,7 +344,7 @@ class ProviderCore(AdapterShell):
         meta: dict[str, Any] = {}
         error = None
         if failure is not None:
-            error = f"the {what} raised {describe(failure)}"
+            error = f"the {what} raised {describe_exception(failure)}"
             meta["sdk_error"] = type(failure).__name__
         elif incomplete:
             meta["stream_incomplete"] = True
@@ -372,7 +363,7 @@ class ProviderCore(AdapterShell):
             return read(), None
         except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
             self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
-            return None, describe(exc)
+            return None, describe_exception(exc)
 
     def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
         """A tapped stream ended (claimed already): a guard stream that ended whole is scored in

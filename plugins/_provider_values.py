@@ -195,7 +195,3 @@ def read_usage(usage: Any, keys: tuple[str, str, str | None], get: Callable[...,
     if inp is None and out is None and total is None:
         return None
     return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
-
-
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

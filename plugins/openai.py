@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from groundlens_core.plugins._common import as_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.plugins._common import as_text, context_from, last_user_question, message_role
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
     PUBLIC,
@@ -143,7 +143,7 @@ def _tool_messages(messages: Sequence[Any]) -> tuple[ContextPiece, ...]:
                     names[str(call_id)] = _tool_call_name(tc)
         elif role in ("tool", "function"):
             name = names.get(str(get_field(message, "tool_call_id")), None) or get_field(message, "name") or "tool"
-            out.extend(pieces_from_value(get_field(message, "content"), f"tool:{name}"))
+            out.extend(context_from(get_field(message, "content"), source=f"tool:{name}"))
     return tuple(out)
 
 
@@ -206,7 +206,7 @@ def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:
             names[str(get_field(item, "call_id"))] = str(get_field(item, "name") or "function")
         elif kind == "function_call_output":
             name = names.get(str(get_field(item, "call_id")), "function")
-            context.extend(pieces_from_value(get_field(item, "output"), f"tool:{name}"))
+            context.extend(context_from(get_field(item, "output"), source=f"tool:{name}"))
         elif get_field(item, "role") is not None:
             messages.append({"role": get_field(item, "role"), "content": get_field(item, "content")})
     return last_user_question(messages), tuple(context)
