@@ -1,6 +1,5 @@
 """CrewAI: the listener that records one trace per crew kickoff, every agent LLM call a step. It
-rides crewai's hooks (synchronous, on the agent's thread), not the event bus: docs/integrations/crewai.md.
-"""
+rides crewai's hooks (synchronous, on the agent's thread), not the event bus: docs/integrations/crewai.md."""
 
 from __future__ import annotations
 

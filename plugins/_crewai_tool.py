@@ -1,6 +1,5 @@
 """CrewAI: the grounding self-check tool an agent calls before it commits to a final answer; by
-default it checks against the tool outputs the agent received in the task. Built on first access.
-"""
+default it checks against the tool outputs the agent received in the task. Built on first access."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Instrumented clients: ``guard.instrument(client)`` records each generate call of that client as
 a step, its arguments, results and exceptions unchanged. A stream is tapped at the most public
-seam of its SDK: the Stainless SDKs' ``request`` method and stream class, google-genai's generator.
-"""
+seam of its SDK: the Stainless SDKs' ``request`` method and stream class, google-genai's generator."""
 
 from __future__ import annotations
 

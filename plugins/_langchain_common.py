@@ -1,7 +1,6 @@
 """The LangChain callback translation shared by the LangGraph and LangChain plugins: every root run
 is one trace, an LLM call is read at its start and recorded at its end, tool and retriever runs are
-steps whose outputs become context (docs/context.md). No exception leaves a callback method.
-"""
+steps whose outputs become context (docs/context.md). No exception leaves a callback method."""
 
 from __future__ import annotations
 

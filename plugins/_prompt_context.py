@@ -1,7 +1,6 @@
 """Context a prompt carries itself, the fallback when no other context was found: a substantive
 system message (``prompt:system``) and the last human message beyond its question
-(``prompt:human``). The rules: docs/context.md. Pure text functions, cheap enough for a callback.
-"""
+(``prompt:human``). The rules: docs/context.md. Pure text functions, cheap enough for a callback."""
 
 from __future__ import annotations
 

@@ -1,5 +1,4 @@
-"""The provider layer's public face: :class:`ProviderGuard`, which makes guard calls and
-instruments clients. See ``docs/providers.md``."""
+"""The provider layer's public face: :class:`ProviderGuard`, guard calls and instrumented clients."""
 
 from __future__ import annotations
 

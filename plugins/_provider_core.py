@@ -1,6 +1,5 @@
 """What guard calls and instrumented clients share: one call in progress (with its record-once
-latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``.
-"""
+latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -172,8 +171,7 @@ class _Outcome:
 
 
 class ProviderCore(AdapterShell):
-    """The clients, traces, steps and the one end path of a provider guard; its constructor
-    keywords are described in ``docs/providers.md``."""
+    """The clients, traces, steps and the one end path of a provider guard (constructor: docs/providers.md)."""
 
     #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
     provider: ClassVar[str] = "provider"

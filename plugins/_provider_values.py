@@ -84,8 +84,7 @@ class RequestView:
 
 @dataclass(frozen=True)
 class Target:
-    """One SDK method to instrument, ``getattr(owner, attr)``; ``operation`` names the call (the
-    readers and the step's default node use it)."""
+    """One SDK method to instrument, ``getattr(owner, attr)``, and the operation naming its calls."""
 
     owner: Any
     attr: str

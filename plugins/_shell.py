@@ -316,8 +316,7 @@ def handle_internal_errors(
     A decorator on an adapter method (bare, or with keywords) or a context manager (``with`` or
     ``async with``). ``trace_key`` is a key or a callable given the method's arguments, returning a
     key or ``(key, node)``; ``default`` is what a decorated method returns after a failure;
-    ``framework`` names the logger when there is no adapter.
-    """
+    ``framework`` names the logger when there is no adapter."""
     if callable(adapter) and not isinstance(adapter, AdapterShell) and where is None:
         return _ErrorGuard(None, None, trace_key, node, default, framework)(adapter)  # bare @decorator
     return _ErrorGuard(adapter, where, trace_key, node, default, framework)

@@ -156,8 +156,7 @@ def _entered_with_tap(manager: type) -> type:
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``messages.create`` and ``messages.stream`` call of ``client``; returns the same
-    client. ``kwargs`` are :class:`AnthropicProvider`'s."""
+    """Record every Messages call of ``client``; returns the same client."""
     return AnthropicProvider(client=client, **kwargs).instrument(client)
 
 

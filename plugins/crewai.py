@@ -1,5 +1,4 @@
-"""CrewAI adapter: :class:`GroundlensCrewListener` scores every agent LLM call of a crew, and
-``GroundlensTool`` gives agents a grounding self-check. See docs/integrations/crewai.md."""
+"""CrewAI adapter: the crew listener and the grounding self-check tool (docs/integrations/crewai.md)."""
 
 from __future__ import annotations
 

@@ -90,8 +90,7 @@ class GoogleProvider(ProviderGuard):
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``generate_content`` / ``generate_content_stream`` call of ``client`` (its
-    ``aio`` side included); returns the same client. ``kwargs`` are :class:`GoogleProvider`'s."""
+    """Record every generate call of ``client`` (its ``aio`` side included); returns the same client."""
     return GoogleProvider(client=client, **kwargs).instrument(client)
 
 

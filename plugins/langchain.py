@@ -1,6 +1,5 @@
 """LangChain: an evaluator for LangSmith / openevals-style experiments (needs no LangChain) and a
-callback for runnables. Usage: docs/integrations/langchain.md.
-"""
+callback for runnables. Usage: docs/integrations/langchain.md."""
 
 from __future__ import annotations
 
@@ -31,8 +30,7 @@ RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "re
 
 
 class GroundlensCallback(GroundlensCallbackBase):
-    """The LangChain callback handler for plain runnables and ``create_agent`` agents; each root run
-    is one trace. Same constructor as ``GroundlensLangGraphCallback``."""
+    """The LangChain callback handler for plain runnables and ``create_agent`` agents."""
 
     framework = "langchain"
     extra = "langchain"

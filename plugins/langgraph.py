@@ -1,6 +1,5 @@
 """LangGraph: a callback that scores every LLM call of a graph run in the background, one trace per
-invocation. Usage: docs/integrations/langgraph.md.
-"""
+invocation. Usage: docs/integrations/langgraph.md."""
 
 from __future__ import annotations
 
@@ -15,8 +14,7 @@ __all__ = ["CONTEXT_OVERRIDE_KEY", "DEFAULT_CONTEXT_KEYS", "QUESTION_OVERRIDE_KE
 
 
 class GroundlensLangGraphCallback(GroundlensCallbackBase):
-    """The LangChain callback handler for LangGraph graphs (``StateGraph``, ``create_agent``,
-    subgraphs, ``Send`` fan-outs)."""
+    """The LangChain callback handler for LangGraph graphs, subgraphs and ``Send`` fan-outs included."""
 
     framework = "langgraph"
     extra = "langgraph"

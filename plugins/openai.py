@@ -29,8 +29,7 @@ _RAW_HEADER = "X-Stainless-Raw-Response"
 
 
 class OpenAIProvider(ProviderGuard):
-    """The OpenAI guard: guard calls through Chat Completions, and ``instrument(client)`` for
-    ``chat.completions.create`` and ``responses.create``."""
+    """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
     extra: ClassVar[str] = "openai"
@@ -110,8 +109,7 @@ class OpenAIProvider(ProviderGuard):
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``chat.completions.create`` and ``responses.create`` call of ``client``; returns
-    the same client. ``kwargs`` are :class:`OpenAIProvider`'s."""
+    """Record every Chat Completions and Responses call of ``client``; returns the same client."""
     return OpenAIProvider(client=client, **kwargs).instrument(client)
 
 

@@ -1,6 +1,5 @@
 """Semantic Kernel: a function-invocation filter that scores prompt functions in line and records
-native functions as ``tool`` steps whose outputs become context. docs/integrations/semantic-kernel.md.
-"""
+native functions as ``tool`` steps whose outputs become context. docs/integrations/semantic-kernel.md."""
 
 from __future__ import annotations
 
@@ -82,8 +81,7 @@ _PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("groundlens
 
 
 class GroundlensFilter(AdapterShell):
-    """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context.
-    Its modes and keywords: docs/integrations/semantic-kernel.md."""
+    """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context."""
 
     framework = FRAMEWORK
     extra = EXTRA
