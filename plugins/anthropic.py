@@ -14,8 +14,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
-    ProviderGuard,
     RequestView,
+    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -31,7 +31,6 @@ MESSAGES = "messages"
 MESSAGES_STREAM = "messages.stream"
 #: ``max_tokens`` of a guard request that does not set its own (the Messages API requires one)
 DEFAULT_MAX_TOKENS = 1024
-_RAW_HEADER = "X-Stainless-Raw-Response"
 _TOOL_USE = ("tool_use", "server_tool_use", "mcp_tool_use")
 _MANAGERS = (
     "MessageStreamManager",
@@ -41,7 +40,7 @@ _MANAGERS = (
 )
 
 
-class AnthropicProvider(ProviderGuard):
+class AnthropicProvider(StainlessGuard):
     """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
@@ -90,10 +89,6 @@ class AnthropicProvider(ProviderGuard):
             ]
         return targets
 
-    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        headers = kwargs.get("extra_headers")
-        return isinstance(headers, Mapping) and _RAW_HEADER in headers
-
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         messages = kwargs.get("messages")
         if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
@@ -107,9 +102,6 @@ class AnthropicProvider(ProviderGuard):
             model=str(model) if model else None,
             stream=stream,
         )
-
-    def _request_clients(self, client: Any) -> list[Any]:
-        return [client]  # its ``request`` makes the raw ``Stream`` / ``AsyncStream`` of every stream
 
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
         """A ``MessageStreamManager`` sends its request only when entered: entering it hands the tap

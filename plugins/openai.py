@@ -3,7 +3,7 @@ OpenAI readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._common import as_text, context_from, last_user_question, message_role
@@ -11,8 +11,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
-    ProviderGuard,
     RequestView,
+    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -25,10 +25,9 @@ __all__ = [*PUBLIC, "OpenAIProvider", "instrument"]
 
 CHAT = "chat"
 RESPONSES = "responses"
-_RAW_HEADER = "X-Stainless-Raw-Response"
 
 
-class OpenAIProvider(ProviderGuard):
+class OpenAIProvider(StainlessGuard):
     """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
@@ -85,10 +84,6 @@ class OpenAIProvider(ProviderGuard):
             targets.append(Target(responses, "create", RESPONSES))
         return targets
 
-    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        headers = kwargs.get("extra_headers")
-        return isinstance(headers, Mapping) and _RAW_HEADER in headers
-
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         stream = kwargs.get("stream") is True
         model = kwargs.get("model")
@@ -103,9 +98,6 @@ class OpenAIProvider(ProviderGuard):
         return RequestView(
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
-
-    def _request_clients(self, client: Any) -> list[Any]:
-        return [client]  # its ``request`` makes the ``Stream`` / ``AsyncStream`` of a stream=True call
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
