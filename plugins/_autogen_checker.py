@@ -14,11 +14,7 @@ from groundlens_core.trace.recorder import CallRecord
 
 
 class GroundlensChecker(_AutoGenShell):
-    """Scores the answers in a finished (or streaming) AgentChat run; one trace per check.
-
-    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`), plus
-    ``question_sources`` and ``agent_messages_as_context``.
-    """
+    """Scores the answers in a finished (or streaming) AgentChat run; one trace per check."""
 
     def __init__(self, **kwargs: Any):
         _agentchat()

@@ -1,8 +1,5 @@
-"""AutoGen: a ``ChatCompletionClient`` wrapper whose results come back unchanged and are scored off the hot path.
-
-AutoGen does not tell a model client which agent calls it: wrap one client per agent
-(``agent_name=``) and share one recorder across a team (docs/integrations/autogen.md).
-"""
+"""AutoGen: a ``ChatCompletionClient`` wrapper whose results come back unchanged, scored off the
+hot path. AutoGen does not tell a client which agent calls it: wrap one client per agent."""
 
 from __future__ import annotations
 
@@ -42,8 +39,6 @@ class _ClientTranslation(_AutoGenShell):
     @property
     def wrapped(self) -> Any:
         return self._client
-
-    # -------------------------------------------------- the two calls we watch
 
     async def create(self, messages: Sequence[Any], **kwargs: Any) -> Any:
         started = time.time()
@@ -149,8 +144,6 @@ class _ClientTranslation(_AutoGenShell):
         """``get_trace()`` without a key reads this wrapper's ``trace_key``."""
         return self.trace_key
 
-    # -------------------------------------------------- delegated unchanged
-
     async def close(self) -> None:
         await self._client.close()
 
@@ -215,13 +208,8 @@ def _build_client() -> type:
         models.ChatCompletionClient,  # type: ignore[name-defined]
         core.Component[GroundlensClientConfig],  # type: ignore[name-defined]
     ):  # type: ignore[name-defined]
-        """Wraps a ``ChatCompletionClient``: results come back unchanged and at once, scored off the hot path.
-
-        One wrapper per agent (``agent_name`` names its steps); share ``recorder`` across a team.
-        Everything not about scoring is delegated to the wrapped client. Constructor:
-        ``(client, *, agent_name=None, trace_key="autogen", question_sources=("user",),
-        agent_messages_as_context=True)`` plus the shell's keywords.
-        """
+        """Wraps a ``ChatCompletionClient``, one per agent (``agent_name``): results come back
+        unchanged and are scored off the hot path; the rest is delegated to the wrapped client."""
 
         component_type = "model"
         component_config_schema = GroundlensClientConfig

@@ -1,10 +1,5 @@
-"""AutoGen AgentChat: reading requests and conversations into call records, shared by the three adapters.
-
-A model request's question is the last message from one of ``question_sources`` (else the last
-user message); its context the tool results and, optionally, other agents' answers since then.
-A conversation (AgentChat messages in order) is read the same way. Steps of one agent turn share
-a parent (:func:`turn_id`). Imports AutoGen only when called; details: docs/integrations/autogen.md.
-"""
+"""AutoGen AgentChat: model requests and conversations read into call records, shared by the three
+adapters (docs/integrations/autogen.md). Imports AutoGen only when called."""
 
 from __future__ import annotations
 
@@ -37,10 +32,8 @@ def _core_models() -> Any:
 def groundlens_trace(
     recorder: Recorder, name: str | None = None, *, metadata: dict[str, Any] | None = None
 ) -> contextlib.AbstractContextManager[str]:
-    """Send the steps of every wrapped client that uses ``recorder`` to a new trace while inside.
-
-    Wrap the ``await team.run(...)`` (or ``run_stream``) of one run; yields the trace key.
-    """
+    """Send the steps of every wrapped client using ``recorder`` to a new trace while inside (wrap
+    one ``team.run``); yields the trace key."""
     return trace_scope(recorder, _TRACE_KEY, lambda key: key, name=name, metadata=metadata)
 
 
@@ -58,9 +51,6 @@ def _content_text(content: Any) -> str | None:
         parts = [c for c in content if isinstance(c, str) and c.strip()]
         return "\n\n".join(parts) if parts else None
     return None
-
-
-# ---------------------------------------------------------------- model-client requests
 
 
 def request_question_and_context(
@@ -99,9 +89,6 @@ def _agent_from_request(messages: Sequence[Any]) -> str | None:
         if isinstance(m, models.AssistantMessage) and getattr(m, "source", None):
             return str(m.source)
     return None
-
-
-# ---------------------------------------------------------------- conversations (chat messages)
 
 
 @dataclass

@@ -102,11 +102,7 @@ class _TerminationTranslation(_AutoGenShell):
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        return cls(
-            stop_on=config.stop_on,
-            sources=config.sources,
-            **cls._reading_config(config),
-        )
+        return cls(stop_on=config.stop_on, sources=config.sources, **cls._reading_config(config))
 
 
 def _build_termination() -> type:
@@ -128,12 +124,8 @@ def _build_termination() -> type:
         base.TerminationCondition,  # type: ignore[name-defined]
         core.Component[GroundlensFlaggedTerminationConfig],  # type: ignore[name-defined]
     ):  # type: ignore[name-defined]
-        """Stops a team as soon as an answer is flagged (or lands in another band of ``stop_on``).
-
-        Scores each new answer while the team waits (in a worker thread, off the event loop); the steps
-        are recorded in ``recorder``, one trace per run. ``sources``: only these agents' answers can stop
-        the team. Combine with other conditions: ``MaxMessageTermination(10) | GroundlensFlaggedTermination()``.
-        """
+        """Stops a team as soon as an answer lands in a band of ``stop_on`` (default: flagged),
+        scoring each answer off the event loop; ``sources`` limits which agents can stop it."""
 
         component_config_schema = GroundlensFlaggedTerminationConfig
         component_provider_override = "groundlens_core.plugins.autogen.GroundlensFlaggedTermination"

@@ -1,11 +1,10 @@
-"""Small helpers the framework adapters share: framework values as plain text, the one context
-normaliser (:func:`context_from`, with its dedupe rule), the one trace scope (:func:`trace_scope`)
-and chat-message readers. Nothing in this module imports a framework.
-"""
+"""Small helpers the framework adapters share: plain text of framework values, the one context
+normaliser, the one trace scope and chat-message readers. Imports no framework."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator, Mapping, Sequence  # (the ABCs: isinstance on typing aliases is slower)
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -24,12 +23,8 @@ _TEXT_ATTRS = ("text", "page_content", "content")
 
 
 def as_text(value: Any) -> str | None:
-    """Best-effort readable text of a framework value, or None when it holds no text.
-
-    Strings are kept as they are; lists of strings or text parts (``{"type": "text", "text": ...}``,
-    objects with ``.text`` / ``.content``) are joined with blank lines; images and other binary parts
-    are dropped.
-    """
+    """Best-effort readable text of a framework value (text parts joined, binary parts dropped), or
+    None when it holds no text."""
     if value is None:
         return None
     if isinstance(value, str):
@@ -83,16 +78,9 @@ def _piece(item: Any, source: str) -> ContextPiece | None:
 
 
 def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
-    """The one context normaliser of the adapters: context pieces from any number of values, in order.
-
-    A value is a text, a document or message (its text, see :func:`as_text`), a
-    :class:`ContextPiece`, a ``(text, source)`` pair inside a list, any other object (its ``str``),
-    or a list of these; ``None`` and bytes give nothing. Pieces made here take ``source``.
-
-    Dedupe rule: a piece is dropped when its text is blank, or when its text without surrounding
-    whitespace equals that of an earlier piece; the earlier piece (and its source) is kept. So the
-    first place a text was found names it, and a text the model saw twice counts once.
-    """
+    """The one context normaliser: context pieces from any number of values, in order; pieces made
+    here take ``source``. Dedupe rule: a blank piece, or one whose stripped text equals an earlier
+    piece's, is dropped, so the first place a text was found names it."""
     seen: set[str] = set()
     out: list[ContextPiece] = []
     for group in groups:
@@ -105,11 +93,6 @@ def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
     return out
 
 
-def pieces_from_value(value: Any, source: str) -> list[ContextPiece]:
-    """``context_from(value, source=source)``: the name the provider readers use."""
-    return context_from(value, source=source)
-
-
 @contextlib.contextmanager
 def trace_scope(
     recorder: Any,
@@ -119,12 +102,8 @@ def trace_scope(
     name: str | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Iterator[str]:
-    """Group the calls made inside the block into one trace of ``recorder``; yields its key.
-
-    The adapter finds the trace through ``var``, which holds ``value(key)`` inside the block (a
-    context variable: threads and asyncio tasks started inside see it, other runs do not). The
-    trace ends when the block does, with the exception that left it as its error.
-    """
+    """Group the calls made inside the block into one trace of ``recorder``; yields its key. ``var``
+    holds ``value(key)`` inside the block; the block's exception is the trace's error."""
     key = new_id()
     recorder.start_trace(key, name=name, metadata=metadata)
     token = var.set(value(key))
@@ -139,6 +118,14 @@ def trace_scope(
         recorder.end_trace(key, error=error)
 
 
+def as_json(value: Any) -> str:
+    """``value`` as sorted JSON (unknown objects by their ``str``), or its ``str`` when that fails."""
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    except Exception:
+        return str(value)
+
+
 def short(value: Any, limit: int = 300) -> str:
     """A short printable form of a value for step metadata (arguments, tool inputs)."""
     try:
@@ -148,7 +135,6 @@ def short(value: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-# ---------------------------------------------------------------- chat messages (LangChain objects,
 # OpenAI-style dicts, ``(role, text)`` tuples), read by duck typing
 
 USER_ROLES = frozenset({"human", "user"})

@@ -1,19 +1,15 @@
-"""CrewAI: the listener that records one trace per crew kickoff, every agent LLM call a step.
-
-It rides crewai's execution, LLM and tool hooks (synchronous, on the agent's thread, in order),
-not the event bus; why, and what is scored how: docs/integrations/crewai.md.
-"""
+"""CrewAI: the listener that records one trace per crew kickoff, every agent LLM call a step. It
+rides crewai's hooks (synchronous, on the agent's thread), not the event bus: docs/integrations/crewai.md."""
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
 from typing import Any
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import AI_ROLES, first_user_question, message_role
+from groundlens_core.plugins._common import AI_ROLES, as_json, first_user_question, message_role
 from groundlens_core.plugins._crewai_names import (
     _ACTIVE,
     _ACTIVE_LOCK,
@@ -62,9 +58,6 @@ def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
     return "llm", text.strip(), None
 
 
-# ---------------------------------------------------------------- the listener
-
-
 def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kwargs: Any) -> tuple[str | None, str]:
     """(trace key, node) of a hook call that failed: the kickoff it belongs to, if one is known."""
     agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
@@ -82,26 +75,12 @@ _hook = handle_internal_errors(trace_key=_hook_target)
 
 class GroundlensCrewListener(AdapterShell):
     """Scores every agent LLM call of the crews kicked off while it is open; one trace per kickoff.
-
-    Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards::
-
-        with GroundlensCrewListener() as gl:
-            crew.kickoff()
-        print(gl.get_trace().summary())
-
-    The constructor is the shell's (:class:`~groundlens_core.plugins._shell.AdapterShell`; ``name``
-    defaults to ``"crew"``), plus ``include_expected_output``.
-    """
+    Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards."""
 
     framework = FRAMEWORK
     extra = EXTRA
 
-    def __init__(
-        self,
-        *,
-        include_expected_output: bool = False,
-        **shell: Any,
-    ):
+    def __init__(self, *, include_expected_output: bool = False, **shell: Any):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
@@ -126,8 +105,6 @@ class GroundlensCrewListener(AdapterShell):
         with _ACTIVE_LOCK:
             _ACTIVE.append(self)
 
-    # ------------------------------------------------------------ public API
-
     def self_check_tool(self, **kwargs: Any) -> Any:
         """A ``GroundlensTool`` bound to this listener's context store and scoring settings."""
         from groundlens_core.plugins import crewai
@@ -147,22 +124,19 @@ class GroundlensCrewListener(AdapterShell):
             return
         self._closed = True
         try:
-            from crewai.hooks.dispatch import InterceptionPoint, unregister
+            from crewai.hooks.dispatch import unregister
 
             for point, hook in self._hooks.items():
                 while unregister(point, hook):
                     pass
-            llm_points = (InterceptionPoint.PRE_MODEL_CALL, InterceptionPoint.POST_MODEL_CALL)
             with self._lock:
                 executors = [ref() for ref in self._executors.values()]
                 self._executors.clear()
             for executor in executors:
-                if executor is None:
-                    continue
-                for attr, point in zip(("before_llm_call_hooks", "after_llm_call_hooks"), llm_points):
+                for attr, ours in self._executor_hooks():
                     hooks = getattr(executor, attr, None)
                     if isinstance(hooks, list):
-                        hooks[:] = [h for h in hooks if h != self._hooks[point]]
+                        hooks[:] = [h for h in hooks if h != ours]
         except Exception as exc:  # pragma: no cover - defensive
             self.record_internal_error("close", exc)
         finally:
@@ -182,12 +156,9 @@ class GroundlensCrewListener(AdapterShell):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    # ------------------------------------------------------------ hooks (agent thread; never raise)
-
     def _trace_key(self, crew: Any, agent: Any, task: Any = None) -> str:
-        """The running kickoff a call belongs to, found by its task, then its crew, then its agent
-        (an executor reused across crews can carry a stale ``crew``; its ``task`` is always current).
-        Calls outside any kickoff get one trace per agent."""
+        """The running kickoff a call belongs to, by its task, crew, then agent (a reused executor can
+        carry a stale ``crew``); calls outside any kickoff get one trace per agent."""
         with self._lock:
             for obj in (task, crew, agent):
                 if obj is not None and id(obj) in self._kickoffs:
@@ -230,27 +201,29 @@ class GroundlensCrewListener(AdapterShell):
     def _adopt_executors(self, crew: Any) -> None:
         """Add our LLM hooks to executors created before this listener (they copy the global hooks
         once, when they are created, and crewai keeps an agent's executor across kickoffs)."""
-        from crewai.hooks.dispatch import InterceptionPoint
-
         agents = list(getattr(crew, "agents", None) or [])
         manager = getattr(crew, "manager_agent", None)
         if manager is not None:
             agents.append(manager)
         for agent in agents:
             executor = getattr(agent, "agent_executor", None)
-            if executor is None:
-                continue
             added = False
-            for attr, point in (
-                ("before_llm_call_hooks", InterceptionPoint.PRE_MODEL_CALL),
-                ("after_llm_call_hooks", InterceptionPoint.POST_MODEL_CALL),
-            ):
+            for attr, ours in self._executor_hooks():
                 hooks = getattr(executor, attr, None)
-                if isinstance(hooks, list) and self._hooks[point] not in hooks:
-                    hooks.append(self._hooks[point])
+                if isinstance(hooks, list) and ours not in hooks:
+                    hooks.append(ours)
                     added = True
             if added:
                 self._track_executor(executor)
+
+    def _executor_hooks(self) -> tuple[tuple[str, Any], ...]:
+        """The executor attributes that hold crewai's LLM hooks, each with our hook for it."""
+        from crewai.hooks.dispatch import InterceptionPoint
+
+        return (
+            ("before_llm_call_hooks", self._hooks[InterceptionPoint.PRE_MODEL_CALL]),
+            ("after_llm_call_hooks", self._hooks[InterceptionPoint.POST_MODEL_CALL]),
+        )
 
     def _track_executor(self, executor: Any) -> None:
         """Remember an executor holding our LLM hooks, so :meth:`close` can take them out again."""
@@ -389,7 +362,7 @@ class GroundlensCrewListener(AdapterShell):
             ctx,
             "tool_call",
             question=self.question_for(task),
-            response=f"{name}({_dump(args)})",
+            response=f"{name}({as_json(args)})",
             started_at=self.context_store.take_llm_start(agent, task),
             metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
@@ -418,17 +391,10 @@ class GroundlensCrewListener(AdapterShell):
             ctx,
             "tool",
             node=f"{node_name(agent, task)} / {name}",
-            question=_dump(getattr(ctx, "tool_input", None)),
+            question=as_json(getattr(ctx, "tool_input", None)),
             response=text,
             error=error,
             parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
             metadata=metadata,
         )
         return None  # never rewrite the tool result
-
-
-def _dump(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except Exception:
-        return str(value)

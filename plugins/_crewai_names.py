@@ -1,9 +1,5 @@
-"""CrewAI adapter pieces the listener and the self-check tool share: names, ids and the context store.
-
-A step's node is ``"<agent role> / <task label>"``; its parent is the agent's work in one task
-(:func:`agent_scope`). The context store keeps the tool outputs each agent received in each task,
-so the listener and the self-check tool read the same context. Imports no crewai.
-"""
+"""What the CrewAI listener and self-check tool share: step names, ids, and the context store of
+the tool outputs each agent received in each task. Imports no crewai."""
 
 from __future__ import annotations
 
@@ -28,9 +24,6 @@ _LABEL_CHARS = 48
 _CURRENT_CALL: ContextVar[tuple[Any, Any] | None] = ContextVar("groundlens_crewai_current_call", default=None)
 _ACTIVE: list[GroundlensCrewListener] = []
 _ACTIVE_LOCK = threading.Lock()
-
-
-# ---------------------------------------------------------------- naming
 
 
 def _ident(obj: Any) -> str:
@@ -80,9 +73,6 @@ def agent_scope(agent: Any, task: Any) -> str:
     own ids), or ``agent:<agent id>`` outside a task (a standalone ``Agent.kickoff``)."""
     agent_part = f"agent:{_ident(agent)}"
     return agent_part if task is None else f"task:{_ident(task)}/{agent_part}"
-
-
-# ---------------------------------------------------------------- context store
 
 
 @dataclass

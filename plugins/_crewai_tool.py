@@ -1,10 +1,5 @@
-"""CrewAI: the grounding self-check tool an agent calls before it commits to a final answer.
-
-Without an explicit ``context`` it uses the tool outputs the agent received earlier in the same
-task (collected by an open listener); without a ``question`` it uses the task. Its reply is a
-score and one instruction (revise or answer). ``GroundlensTool`` subclasses crewai's ``BaseTool``
-and is built on first access, so importing this module needs no crewai.
-"""
+"""CrewAI: the grounding self-check tool an agent calls before it commits to a final answer; by
+default it checks against the tool outputs the agent received in the task. Built on first access."""
 
 from __future__ import annotations
 

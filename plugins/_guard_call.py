@@ -1,8 +1,5 @@
-"""Guard calls: one request sent through the SDK, its answer scored in line and returned with the
-score (``complete``, ``acomplete``), or streamed as text chunks and scored when it ends (``stream``,
-``astream``). The send, the stream tap and the end path are the instrumentation's own
-(:mod:`._provider_core`); what a guard call adds is the inline score and the guard mode.
-"""
+"""Guard calls (``complete``, ``acomplete``, ``stream``, ``astream``): the instrumented send, tap
+and end path of :mod:`._provider_core`, plus the inline score and the guard mode."""
 
 from __future__ import annotations
 
@@ -27,8 +24,6 @@ from groundlens_core.results import GroundlensScore
 class GuardCalls(ProviderCore):
     """``complete`` / ``acomplete`` / ``stream`` / ``astream`` of a provider guard."""
 
-    # ============================================================ what an SDK module supplies
-
     def _build_request(
         self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
     ) -> dict[str, Any]:
@@ -43,8 +38,6 @@ class GuardCalls(ProviderCore):
         """Send with the async client (whose methods return coroutines)."""
         return await self._send(client, request)
 
-    # ============================================================ the calls
-
     def complete(
         self,
         prompt: str,
@@ -54,11 +47,7 @@ class GuardCalls(ProviderCore):
         system: str | None = None,
         **request_kwargs: Any,
     ) -> ProviderResponse:
-        """Ask the model, score the answer, return both (SGI with context, DGI without).
-
-        Raises the SDK's own exceptions unchanged; :class:`GroundlensFlaggedError` only in
-        ``mode="raise"`` for a flagged answer; ``TypeError`` for a missing prompt or model.
-        """
+        """Ask the model, score the answer, return both. The SDK's exceptions pass unchanged."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
         raw = self._sent(call, self._send, self._sync_client, request)
         completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
@@ -110,8 +99,6 @@ class GuardCalls(ProviderCore):
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         raw = await self._asent(call, request, stream=True)
         return AsyncGuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
-
-    # ============================================================ their parts
 
     def _prepare(
         self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
@@ -210,9 +197,6 @@ class GuardCalls(ProviderCore):
         return response, flagged
 
 
-# ---------------------------------------------------------------- the streams of guard calls
-
-
 class _GuardStream:
     """What the sync and async streams of a guard call share: the tap, the SDK stream, the response."""
 
@@ -236,12 +220,8 @@ class _GuardStream:
 
 
 class GuardedStream(_GuardStream):
-    """The text chunks of a guard call's stream, as they arrive; the scored response once it ends.
-
-    Iterate it (``for text in stream``) or use it as a context manager. In ``mode="raise"`` a
-    flagged answer raises :class:`GroundlensFlaggedError` after the last chunk. A stream that breaks
-    raises the SDK's own exception and is recorded as an ``error`` step.
-    """
+    """The text chunks of a guard call's stream as they arrive; the scored response once it ends.
+    In ``mode="raise"`` a flagged answer raises after the last chunk."""
 
     def __init__(self, tap: Tap):
         super().__init__(tap)
@@ -254,9 +234,7 @@ class GuardedStream(_GuardStream):
         return next(self._iterator)
 
     def close(self) -> None:
-        """Stop early: the SDK stream is closed and the partial answer recorded (``stream_incomplete``).
-        Safe from another thread while one is reading (a "stop" button): that read ends at its next
-        event, or with the SDK's own error for a stream closed under it."""
+        """Stop early and record the partial answer; safe from another thread while one is reading."""
         self._tap.closed = True
         with contextlib.suppress(ValueError):  # "generator already executing": read on another thread now
             self._iterator.close()  # type: ignore[attr-defined]

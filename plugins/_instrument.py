@@ -1,13 +1,6 @@
-"""Instrumented clients: ``guard.instrument(client)`` puts a thin wrapper over the SDK's generate
-methods on that client instance; each call is recorded as a step (scored on the recorder's worker,
-never on the caller's thread) and works exactly as before: same arguments, the SDK's own return
-objects and exceptions.
-
-A stream is tapped at the most public seam its SDK offers: for the Stainless SDKs (OpenAI,
-Anthropic) the client's own ``request`` method, which is handed a subclass of the SDK's stream
-class whose ``__stream__`` passes through the one :class:`~._provider_core.Tap` (as pydantic's
-logfire does); for google-genai, whose streams are plain generators, the generator itself.
-"""
+"""Instrumented clients: ``guard.instrument(client)`` records each generate call of that client as
+a step, its arguments, results and exceptions unchanged. A stream is tapped at the most public
+seam of its SDK: the Stainless SDKs' ``request`` method and stream class, google-genai's generator."""
 
 from __future__ import annotations
 
@@ -56,9 +49,8 @@ def uninstrument(client: Any) -> Any:
 
 @functools.cache
 def tapped_stream_class(stream_cls: Any) -> type:
-    """A subclass of the SDK's stream class (``Stream[Chunk]``, ``AsyncStream[Chunk]``) whose events
-    pass through the pending tap, and whose ``close()`` (which ``with`` calls on exit) records a
-    stream left early. Everything else is the SDK's own."""
+    """A subclass of the SDK's stream class whose events pass through the pending tap, and whose
+    ``close()`` records a stream left early."""
     origin = typing.get_origin(stream_cls) or stream_cls
     if inspect.isasyncgenfunction(origin.__stream__):
 
@@ -112,8 +104,6 @@ def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
 class Instrumenting(ProviderCore):
     """``instrument(client)`` / ``uninstrument(client)`` of a provider guard."""
 
-    # ============================================================ what an SDK module supplies
-
     def _targets(self, client: Any) -> list[Target]:
         """The methods of ``client`` that ``instrument`` wraps."""
         raise NotImplementedError
@@ -141,12 +131,9 @@ class Instrumenting(ProviderCore):
             return result
         return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
 
-    # ============================================================ instrument
-
     def instrument(self, client: Any = None) -> Any:
-        """Record every generate call of ``client`` (default: this guard's own client) into this
-        guard's recorder; returns the same client, its calls unchanged. Only that client instance is
-        touched (``client.with_options(...)`` / ``copy()`` make new, uninstrumented clients)."""
+        """Record every generate call of ``client`` (default: this guard's own) into this guard's
+        recorder; returns the same client. Only that instance is touched."""
         if client is None:
             client = self._client or self._async_client or self._sync_client()
         if guard_of(client) is not None:

@@ -1,13 +1,6 @@
-"""The LangChain callback translation shared by the LangGraph and LangChain plugins: one implementation.
-
-:class:`GroundlensCallbackBase` is a ``BaseCallbackHandler`` that turns LangChain run events into
-call records: every root run is one trace; an LLM call is read at its start (question, context,
-node, model) and recorded at its end; tool and retriever runs are ``tool`` / ``retrieval`` steps,
-the context of later calls. Where context comes from, in which order, and how a step's
-``parent_id`` is chosen: docs/integrations/langchain.md and docs/architecture.md ("Step tree").
-Callback methods only translate and append, and no exception leaves them (it becomes an ``error``
-step); per-run bookkeeping and the pure readers are in ``_langchain_runs``.
-"""
+"""The LangChain callback translation shared by the LangGraph and LangChain plugins: every root run
+is one trace, an LLM call is read at its start and recorded at its end, tool and retriever runs are
+steps whose outputs become context (docs/context.md). No exception leaves a callback method."""
 
 from __future__ import annotations
 
@@ -66,11 +59,7 @@ _guarded = handle_internal_errors(trace_key=_error_target)
 
 class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     """Records every LLM call of a LangChain / LangGraph run as a trace step, scored off-thread.
-
-    Subclasses set :attr:`framework` (also the logger, ``groundlens.<framework>``) and :attr:`extra`.
-    One instance serves any number of invocations, concurrently (threads or asyncio); each root run
-    is its own trace. The constructor is the shell's (:class:`AdapterShell`), plus ``context_keys``.
-    """
+    One instance serves any number of concurrent invocations; each root run is its own trace."""
 
     framework = "langchain"
     extra = "langchain"
@@ -79,13 +68,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     run_inline = True
     raise_error = False
 
-    def __init__(
-        self,
-        name: str | None = None,
-        *,
-        context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
-        **shell: Any,
-    ):
+    def __init__(self, name: str | None = None, *, context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS, **shell: Any):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
         self._lock = threading.Lock()
@@ -94,8 +77,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self.context_keys = tuple(context_keys)
         self._warned_nodes: set[str] = set()  # nodes already warned about long prompts scored without context
         super().__init__(name=name, **shell)
-
-    # ------------------------------------------------------------ bookkeeping
 
     def _open_run(
         self,
@@ -219,8 +200,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             error = None
         self.recorder.end_trace(key, error=None if error is None else describe_exception(error))
 
-    # ------------------------------------------------------------ chains (graph, nodes, sequences)
-
     @_guarded
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
@@ -247,8 +226,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run = self._finish(run_id, error=error)
         if run is not None and run.root != str(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
-
-    # ------------------------------------------------------------ LLM calls
 
     def _start_llm(
         self,
@@ -396,8 +373,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
         )
 
-    # ------------------------------------------------------------ tools
-
     def _open_io_run(
         self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
     ) -> Run:
@@ -443,8 +418,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         self._finish(run_id, lambda run: self._tool_step(run, run_id, error=describe_exception(error)), error)
-
-    # ------------------------------------------------------------ retrievers
 
     @_guarded
     def on_retriever_start(

@@ -1,9 +1,5 @@
-"""What the LangChain callback keeps per run, and the pure readers it applies to LangChain events.
-
-The handler (``_langchain_common``) holds the lock and the maps; everything here is plain data and
-functions over it: which LangGraph task a run belongs to, which context a call in a task can see,
-and the texts, names and usage of LangChain values. Imports no framework.
-"""
+"""What the LangChain callback keeps per run (plain data), and the pure readers it applies to
+LangChain events: a run's LangGraph task, the context a call can see, texts, names and usage."""
 
 from __future__ import annotations
 
@@ -55,9 +51,8 @@ class Root:
         return self.seq
 
     def parent_of(self, rid: str, ns: str, parent_run_id: str | None) -> str | None:
-        """The parent id of a step made by run ``rid``: the run of the nearest LangGraph node
-        enclosing it (the node one namespace up when ``rid`` is that node's own run), else the
-        run that called it (``parent_run_id``)."""
+        """The parent id of a step made by run ``rid``: the run of the nearest enclosing LangGraph
+        node (one namespace up for the node's own run), else the run that called it."""
         while ns:
             task = self.tasks.get(ns)
             if task is not None and task.run_id and task.run_id != rid:
@@ -84,9 +79,6 @@ class Run:
     input_text: str | None = None
     tool_call_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-
-
-# ---------------------------------------------------------------- small readers
 
 
 def md_str(metadata: Mapping[str, Any], key: str) -> str | None:
@@ -176,9 +168,6 @@ def is_interrupt(error: BaseException) -> bool:
     return any(cls.__name__ in _INTERRUPTS for cls in type(error).__mro__)
 
 
-# ---------------------------------------------------------------- state values as context
-
-
 def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
     """``state:<key>`` pieces of ``context_keys`` in a state, an update, a Command or a list of them."""
     if value is None or not context_keys:
@@ -219,9 +208,6 @@ def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
         if text is not None and len(text) >= _LONG_STATE_CHARS:
             out.append(key)
     return tuple(out)
-
-
-# ---------------------------------------------------------------- what a call can see
 
 
 def _earlier(root: Root, x: str, t: str) -> bool:

@@ -1,11 +1,6 @@
-"""Context a prompt carries itself: the source text RAG code pastes into system and human messages.
-
-When an adapter finds no retriever, tool, state or explicit context for a model call, the prompt is
-the last place the source text can be: a substantive system message (``prompt:system``) and the
-text of the last human message beyond its question (``prompt:human``). The rules (what counts as
-substantive, how the question is split off): docs/context.md. Pure text functions, regular
-expressions only, cheap enough for a callback.
-"""
+"""Context a prompt carries itself, the fallback when no other context was found: a substantive
+system message (``prompt:system``) and the last human message beyond its question
+(``prompt:human``). The rules: docs/context.md. Pure text functions, cheap enough for a callback."""
 
 from __future__ import annotations
 
@@ -232,9 +227,8 @@ def _by_labels(text: str) -> HumanSplit | None:
 
 
 def _by_question_mark(text: str) -> HumanSplit | None:
-    """The last paragraph when it ends in "?" (the source text above it), or the first one when it
-    does (the source text below it); in one paragraph, its last sentence ending in "?". A "?" in a
-    middle paragraph (a pasted FAQ) is no question marker."""
+    """The last paragraph when it ends in "?", else the first one when it does; in one paragraph,
+    its last sentence ending in "?". A "?" in a middle paragraph is no question marker."""
     paragraphs = [p.strip() for p in _PARAGRAPH.split(text) if p.strip()]
     if paragraphs[-1].endswith("?"):
         question, before = paragraphs[-1], paragraphs[:-1]
@@ -266,9 +260,8 @@ def _by_leading_instruction(text: str) -> HumanSplit | None:
 
 
 def split_question(text: str) -> HumanSplit:
-    """The question of a human message and the substantive text around it (see the module doc).
-
-    A message whose remaining text is not substantive stays whole: it is all question."""
+    """The question of a human message and the substantive text around it; a message whose other
+    text is not substantive is all question."""
     whole = HumanSplit(text.strip(), None)
     if not text.strip():
         return whole

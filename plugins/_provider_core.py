@@ -1,9 +1,5 @@
-"""What guard calls and instrumented clients share: the readers' result types, the context a block
-attaches, one call in progress (with its one record-once latch), one stream tap (sync and async),
-and the one end path that records a call and closes its trace.
-
-How the layer fits together, and what an SDK module supplies, is in ``docs/providers.md``.
-"""
+"""What guard calls and instrumented clients share: one call in progress (with its record-once
+latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -12,11 +8,13 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, ClassVar
+from typing import Any, ClassVar, ContextManager
 
+from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._common import trace_scope
 from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
@@ -27,10 +25,10 @@ from groundlens_core.plugins._provider_values import (
     RequestView,
     StreamReader,
     as_pieces,
-    describe,
 )
 from groundlens_core.plugins._shell import (
     GUARD_MODES,
+    SHELL_KEYWORDS,
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
@@ -38,9 +36,7 @@ from groundlens_core.plugins._shell import (
     require,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, context_pieces
-
-# ---------------------------------------------------------------- one call in progress
+from groundlens_core.trace.recorder import CallRecord, context_pieces
 
 
 @dataclass
@@ -78,13 +74,9 @@ class Call:
         return {"question": self.question, "response": text, "context": self.context_with(completion)}
 
 
-# ---------------------------------------------------------------- the one stream tap
-
-
 class Tap:
-    """One stream's events on their way to the caller: each is read as it passes, and the first of
-    the stream's ends (its last event, its error, a close, the caller leaving it) records the call
-    through :meth:`ProviderCore.end_stream`. ``scored`` (a guard call's stream) scores it in line."""
+    """One stream's events on their way to the caller, each read as it passes; the first of the
+    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line."""
 
     def __init__(self, guard: ProviderCore, call: Call, reader: StreamReader, *, scored: bool = False, raw: Any = None):
         self.guard = guard
@@ -178,23 +170,8 @@ class _Outcome:
     score_later: bool = False
 
 
-# ---------------------------------------------------------------- the base of the provider guards
-
-
 class ProviderCore(AdapterShell):
-    """The clients, traces, steps and the one end path of a provider guard; the guard calls
-    (:mod:`._guard_call`) and the instrumentation (:mod:`._instrument`) are built on it.
-
-    Args:
-        model: the model guard calls ask for; instrumented calls name their own.
-        client: your configured SDK client, sync or async (made from ``client_kwargs`` when first
-            needed if not given).
-        async_client: the async client for ``acomplete``/``astream`` when ``client`` is a sync one.
-        mode / on_flagged: guard modes of guard calls; instrumented calls are only recorded.
-        name, recorder, embedder, calibration, long_context, listeners, tracer_provider,
-        max_traces: the adapter shell's keywords, the same on every adapter.
-        **client_kwargs: passed to the SDK client constructor (``api_key=``, ``base_url=``, ...).
-    """
+    """The clients, traces, steps and the one end path of a provider guard (constructor: docs/providers.md)."""
 
     #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
     provider: ClassVar[str] = "provider"
@@ -215,29 +192,13 @@ class ProviderCore(AdapterShell):
         async_client: Any = None,
         mode: str = "annotate",
         on_flagged: Callable[..., Any] | None = None,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[Any] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        **client_kwargs: Any,
+        **kwargs: Any,
     ):
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-        )
+        super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
+        client_kwargs = kwargs
         self.model = model
         self._client_kwargs = dict(client_kwargs)
         self._client = None
@@ -247,8 +208,6 @@ class ProviderCore(AdapterShell):
                 self._async_client = client
             else:
                 self._client = client
-
-    # ============================================================ what an SDK module supplies
 
     def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
         """A new SDK client (sync or async) from ``client_kwargs``."""
@@ -266,8 +225,6 @@ class ProviderCore(AdapterShell):
     def _stream_reader(self, operation: str) -> StreamReader:
         """A new reader for the events of one stream of ``operation``."""
         raise NotImplementedError
-
-    # ============================================================ clients
 
     def _sync_client(self) -> Any:
         if self._client is None:
@@ -289,23 +246,11 @@ class ProviderCore(AdapterShell):
         """The sync SDK client guard calls use (made on first use when none was given)."""
         return self._sync_client()
 
-    # ============================================================ traces and steps
-
-    @contextlib.contextmanager
-    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> Iterator[str]:
+    def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group the guard and instrumented calls made inside the block into one trace; yields its key."""
-        key = new_id()
-        self.recorder.start_trace(key, name=name or self.name, metadata=metadata)
-        token = _TRACE.set((self.recorder, key))
-        error: str | None = None
-        try:
-            yield key
-        except BaseException as exc:
-            error = describe(exc)
-            raise
-        finally:
-            _TRACE.reset(token)
-            self.recorder.end_trace(key, error=error)
+        return trace_scope(
+            self.recorder, _TRACE, lambda key: (self.recorder, key), name=name or self.name, metadata=metadata
+        )
 
     def _begin(
         self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None, node: Any = None
@@ -380,8 +325,6 @@ class ProviderCore(AdapterShell):
         if call.owns_trace:
             self.recorder.end_trace(call.key, error=error)
 
-    # ============================================================ the one end path
-
     def end_call(
         self,
         call: Call,
@@ -399,7 +342,7 @@ class ProviderCore(AdapterShell):
         meta: dict[str, Any] = {}
         error = None
         if failure is not None:
-            error = f"the {what} raised {describe(failure)}"
+            error = f"the {what} raised {describe_exception(failure)}"
             meta["sdk_error"] = type(failure).__name__
         elif incomplete:
             meta["stream_incomplete"] = True
@@ -418,7 +361,7 @@ class ProviderCore(AdapterShell):
             return read(), None
         except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
             self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
-            return None, describe(exc)
+            return None, describe_exception(exc)
 
     def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
         """A tapped stream ended (claimed already): a guard stream that ended whole is scored in

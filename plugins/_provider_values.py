@@ -1,7 +1,5 @@
-"""The values the provider layer passes around: the keywords an instrumented call accepts, what the
-SDK readers hand back (:class:`Completion`, :class:`RequestView`, :class:`StreamReader`), a guard
-call's answer (:class:`ProviderResponse`), and the context a ``using_context`` block attaches.
-"""
+"""The values the provider layer passes around: the keywords of an instrumented call, what the
+SDK readers hand back, a guard call's answer and the context a ``using_context`` block attaches."""
 
 from __future__ import annotations
 
@@ -40,11 +38,8 @@ def prompt_with_context(prompt: str, context: Sequence[str]) -> str:
 
 
 def listed(value: Any, nested: Sequence[str] = ()) -> Any:
-    """``value`` made re-readable: the SDKs accept any iterable of messages (and of content parts),
-    so a generator must be read into a list that both our reader and the SDK then use, or the SDK
-    would send ``[]``. Dict items whose ``nested`` keys hold an iterator are copied with lists
-    there (the caller's dicts are never changed). Only iterators count: a pydantic message is
-    iterable but no iterator, and stays as it is."""
+    """``value`` made re-readable: a generator of messages is read into a list that our reader and
+    the SDK then share (else the SDK would send ``[]``); the caller's dicts are never changed."""
     items = list(value) if isinstance(value, Iterator) else value
     if nested and isinstance(items, (list, tuple)):
         fixed = [
@@ -56,9 +51,6 @@ def listed(value: Any, nested: Sequence[str] = ()) -> Any:
         if any(a is not b for a, b in zip(fixed, items)):
             items = fixed
     return items
-
-
-# ---------------------------------------------------------------- what the SDK readers hand back
 
 
 @dataclass(frozen=True)
@@ -92,8 +84,7 @@ class RequestView:
 
 @dataclass(frozen=True)
 class Target:
-    """One SDK method to instrument, ``getattr(owner, attr)``; ``operation`` names the call (the
-    readers and the step's default node use it)."""
+    """One SDK method to instrument, ``getattr(owner, attr)``, and the operation naming its calls."""
 
     owner: Any
     attr: str
@@ -113,12 +104,8 @@ class StreamReader:
 
 @dataclass(frozen=True)
 class ProviderResponse:
-    """The answer of a guard call, with its groundlens score attached.
-
-    ``groundlens_score`` is ``SGIResult`` with context, ``DGIResult`` without; None only when
-    scoring failed (``scoring_error`` says why) or the answer has no text to score (a turn that only
-    asked for tools). A triage signal, never a verdict of truth.
-    """
+    """The answer of a guard call with its score (SGI with context, DGI without; None when scoring
+    failed, see ``scoring_error``, or the turn only asked for tools). A triage signal, not a verdict."""
 
     text: str
     model: str | None
@@ -144,8 +131,6 @@ class ProviderResponse:
         return self.text
 
 
-# ---------------------------------------------------------------- context and traces of a block
-
 _ATTACHED: contextvars.ContextVar[tuple[ContextPiece, ...]] = contextvars.ContextVar("groundlens_attached", default=())
 _TRACE: contextvars.ContextVar[tuple[Recorder, str] | None] = contextvars.ContextVar(
     "groundlens_provider_trace", default=None
@@ -168,12 +153,8 @@ def guard_sending(recorder: Recorder) -> Iterator[None]:
 
 @contextlib.contextmanager
 def using_context(*texts: Any, source: str = ATTACHED_SOURCE) -> Iterator[tuple[ContextPiece, ...]]:
-    """Attach context to every guarded or instrumented call made inside the block, without sending it.
-
-    ``texts`` are strings, lists of strings or :class:`ContextPiece` s. Blocks nest (the inner
-    block adds to the outer one) and follow ``contextvars``, so threads and asyncio tasks started
-    inside see the context too. Yields the pieces in force.
-    """
+    """Attach context to every guarded or instrumented call made inside the block, without sending
+    it. Blocks nest and follow threads and asyncio tasks; yields the pieces in force."""
     token = _ATTACHED.set(_ATTACHED.get() + as_pieces(texts, source))
     try:
         yield _ATTACHED.get()
@@ -204,9 +185,8 @@ def whole_number(value: Any) -> int | None:
 
 
 def read_usage(usage: Any, keys: tuple[str, str, str | None], get: Callable[..., Any] = get_field) -> Usage | None:
-    """Token usage read by the SDK's own field names ``(input, output, total)``: the generic
-    ``parse_usage`` probes every SDK's names, and each one missing on a pydantic model costs a
-    raised and caught exception on the caller's thread, for every chunk of a stream."""
+    """Token usage read by the SDK's own field names ``(input, output, total)``: cheaper per stream
+    chunk than the generic ``parse_usage``, which probes every SDK's names."""
     if usage is None:
         return None
     inp, out = whole_number(get(usage, keys[0])), whole_number(get(usage, keys[1]))
@@ -214,7 +194,3 @@ def read_usage(usage: Any, keys: tuple[str, str, str | None], get: Callable[...,
     if inp is None and out is None and total is None:
         return None
     return Usage(inp, out, total if total is not None else (inp or 0) + (out or 0))
-
-
-def describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"

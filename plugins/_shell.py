@@ -1,13 +1,6 @@
-"""The adapter shell: what every plugin and provider guard stands on, written once.
-
-An adapter translates its framework's events into call records; the rest is the same for all and
-lives here: :func:`require` (the lazy import with the install line), :class:`AdapterShell` (one
-constructor, ``get_trace`` / ``get_traces`` / ``flush``, :meth:`~AdapterShell.score_inline`),
-:func:`handle_internal_errors` (our exceptions never reach the user's agent: logged once, recorded
-as an ``error`` step), :func:`parse_usage`, and the guard modes (:func:`apply_guard`,
-:class:`GroundlensFlaggedError`). The constructor's keywords and the guard modes:
-docs/architecture.md and docs/integrations/sdk-guards.md.
-"""
+"""The adapter shell every plugin and provider guard stands on: the lazy framework import, one
+constructor and ``get_trace``, inline scoring, the guard modes and the one error guard (our
+exceptions never reach the user's agent). See docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -57,14 +50,9 @@ INTERNAL_TRACE_KEY = "groundlens-internal"
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-# ---------------------------------------------------------------- framework base classes
-
-
 def optional_base(module: str, name: str) -> type:
     """The framework class ``module.name`` for an adapter to subclass, or ``object`` when the
-    framework is not installed: the adapter module still imports, and the adapter's constructor
-    calls :func:`require`, which raises the install line. The one lazy-import pattern of the
-    plugins: no stub classes, no factories, no module ``__getattr__``."""
+    framework is not installed (the adapter's constructor then raises the install line)."""
     try:
         return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
     except ImportError:
@@ -72,12 +60,8 @@ def optional_base(module: str, name: str) -> type:
 
 
 def lazy_classes(module: str, builders: Mapping[str, Callable[[], type]]) -> Callable[[str], Any]:
-    """A module ``__getattr__`` (PEP 562) that builds the classes which subclass framework types
-    on first access: ``builders[name]()`` calls :func:`require` (so a missing framework raises the
-    install line right where the class is named) and returns the class, cached in the module's
-    ``_built`` dict. Used where the framework's own base classes are needed (AutoGen's model
-    client and termination condition, CrewAI's tool); the translation itself lives in plain
-    module-level classes, so a builder only names the bases."""
+    """A module ``__getattr__`` that builds the classes subclassing framework types on first access
+    (a missing framework raises the install line where the class is named), cached in ``_built``."""
 
     def __getattr__(name: str) -> Any:
         builder = builders.get(name)
@@ -92,8 +76,6 @@ def lazy_classes(module: str, builders: Mapping[str, Callable[[], type]]) -> Cal
 
     return __getattr__
 
-
-# ---------------------------------------------------------------- token usage
 
 _INPUT_KEYS = ("input_tokens", "prompt_tokens", "prompt_token_count")
 _OUTPUT_KEYS = ("output_tokens", "completion_tokens", "candidates_token_count")
@@ -126,15 +108,9 @@ def _count(obj: Any, keys: Sequence[str]) -> int | None:
 
 
 def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
-    """Token usage from any usage object or dict, or None when it holds no counts.
-
-    Reads ``input_tokens``/``output_tokens`` (Anthropic, LangChain ``usage_metadata``),
-    ``prompt_tokens``/``completion_tokens`` (OpenAI, AutoGen, Semantic Kernel),
-    ``prompt_token_count``/``candidates_token_count`` (Google) and ``total_tokens`` /
-    ``total_token_count``; the total is the sum when it is not given. A response object or output
-    dict that keeps its usage under ``usage``, ``usage_metadata``, ``token_usage`` or
-    ``models_usage`` is looked into (two levels at most).
-    """
+    """Token usage from any SDK's or framework's usage object or dict (looked for up to two levels
+    down, under ``usage`` and the like), or None when it holds no counts; the total defaults to
+    the sum."""
     if obj is None or isinstance(obj, (str, bytes, int, float)):
         return None
     if isinstance(obj, Usage):
@@ -155,17 +131,10 @@ def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
     return Usage(inp, out, total)
 
 
-# ---------------------------------------------------------------- inline scores and guard modes
-
-
 @dataclass(frozen=True)
 class InlineScore:
-    """The outcome of :meth:`AdapterShell.score_inline`.
-
-    ``score`` is the core's frozen score object (:class:`~groundlens_core.GroundlensScore`, an
-    ``SGIResult`` or ``DGIResult``), or None when the call was not scored: then ``error`` says why
-    scoring failed, or ``skipped`` why the call is not scorable (no question, no response text).
-    """
+    """The outcome of :meth:`AdapterShell.score_inline`: the score, or None with ``error`` (scoring
+    failed) or ``skipped`` (the call is not scorable)."""
 
     score: GroundlensScore | None
     error: str | None = None
@@ -190,11 +159,7 @@ class InlineScore:
 
 
 class GroundlensFlaggedError(Exception):
-    """Raised by guard modes (``mode="raise"``) when an answer is flagged.
-
-    ``.score`` is the core's score object, ``.response`` the adapter's response object or text,
-    ``.node`` the function/agent/model whose answer it was, ``.step_id`` its trace step.
-    """
+    """Raised by ``mode="raise"`` for a flagged answer: ``.score``, ``.response``, ``.node``, ``.step_id``."""
 
     def __init__(
         self,
@@ -256,13 +221,8 @@ def apply_guard(
     node: str | None = None,
     step_id: str | None = None,
 ) -> GroundlensFlaggedError | None:
-    """Apply a guard mode to one scored answer.
-
-    Not flagged (or not scored): nothing happens, None. Flagged: ``on_flagged(inline, response)`` is
-    called when given (exceptions it raises are the caller's and propagate); then with
-    ``mode="raise"`` the :class:`GroundlensFlaggedError` to raise is returned (the adapter raises it
-    once its step is recorded). ``"annotate"`` and other modes return None.
-    """
+    """Apply a guard mode to one scored answer: when flagged, call ``on_flagged(inline, response)``
+    and, with ``mode="raise"``, return the error for the adapter to raise once its step is recorded."""
     if not inline.flagged or inline.score is None:
         return None
     if on_flagged is not None:
@@ -272,23 +232,17 @@ def apply_guard(
     return None
 
 
-# ---------------------------------------------------------------- the error guard
-
-
+@dataclass(frozen=True)
 class _ErrorGuard:
     """See :func:`handle_internal_errors`."""
 
-    def __init__(
-        self, adapter: Any, where: str | None, trace_key: Any, node: str | None, default: Any, framework: str | None
-    ):
-        self.adapter = adapter
-        self.where = where
-        self.trace_key = trace_key
-        self.node = node
-        self.default = default
-        self.framework = framework
+    adapter: Any
+    where: str | None
+    trace_key: Any
+    node: str | None
+    default: Any
+    framework: str | None
 
-    # -- context manager
     def __enter__(self) -> _ErrorGuard:
         return self
 
@@ -309,23 +263,22 @@ class _ErrorGuard:
     ) -> bool:
         return self.__exit__(exc_type, exc, tb)
 
-    # -- decorator
     def __call__(self, fn: F) -> F:
-        guard = self
+        """As a decorator: a failure of ``fn`` is reported and ``default`` returned."""
         where = self.where or fn.__name__
 
-        def key_for(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-            if callable(guard.trace_key):
+        def failed(exc: Exception, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            owner = self.adapter
+            if owner is None and args and isinstance(args[0], AdapterShell):
+                owner = args[0]
+            key = self.trace_key
+            if callable(key):
                 try:
-                    return guard.trace_key(*args, **kwargs)
+                    key = key(*args, **kwargs)
                 except Exception:
-                    return None
-            return guard.trace_key
-
-        def owner(args: tuple[Any, ...]) -> Any:
-            if guard.adapter is not None:
-                return guard.adapter
-            return args[0] if args and isinstance(args[0], AdapterShell) else None
+                    key = None
+            _report(owner, self.framework, where, exc, key, self.node)
+            return self.default
 
         if inspect.iscoroutinefunction(fn):
 
@@ -334,8 +287,7 @@ class _ErrorGuard:
                 try:
                     return await fn(*args, **kwargs)
                 except Exception as exc:
-                    _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
-                    return guard.default
+                    return failed(exc, args, kwargs)
 
             return async_wrapper  # type: ignore[return-value]
 
@@ -344,8 +296,7 @@ class _ErrorGuard:
             try:
                 return fn(*args, **kwargs)
             except Exception as exc:
-                _report(owner(args), guard.framework, where, exc, key_for(args, kwargs), guard.node)
-                return guard.default
+                return failed(exc, args, kwargs)
 
         return wrapper  # type: ignore[return-value]
 
@@ -359,27 +310,13 @@ def handle_internal_errors(
     default: Any = None,
     framework: str | None = None,
 ) -> Any:
-    """The one error guard: our exceptions never reach the user's agent, request or batch.
+    """The one error guard: our exceptions never reach the user's agent, request or batch; they are
+    logged once and recorded as an ``error`` step.
 
-    As a decorator on an adapter method (the adapter is the method's ``self``)::
-
-        @handle_internal_errors                       # returns None when the body raised
-        def on_llm_end(self, response, *, run_id, **kw): ...
-
-        @handle_internal_errors(trace_key=lambda self, *a, **kw: self._root_of(kw.get("run_id")))
-        def on_tool_end(self, output, *, run_id, **kw): ...
-
-    As a context manager (``with`` or ``async with``) around a block of our code::
-
-        with handle_internal_errors(self, "after_llm_call", trace_key=key, node=node):
-            ...                                       # a failure here is logged and recorded
-
-    ``trace_key`` is a key or a callable returning one (for the decorator it gets the method's
-    arguments), or returning ``(key, node)`` to name the error step's node too; when the adapter
-    knows no trace, the failure is still logged, and the error step goes to the adapter's own error
-    trace. ``default`` is what a decorated function returns after
-    a failure. ``framework`` names the logger when there is no adapter (``groundlens.<framework>``).
-    """
+    A decorator on an adapter method (bare, or with keywords) or a context manager (``with`` or
+    ``async with``). ``trace_key`` is a key or a callable given the method's arguments, returning a
+    key or ``(key, node)``; ``default`` is what a decorated method returns after a failure;
+    ``framework`` names the logger when there is no adapter."""
     if callable(adapter) and not isinstance(adapter, AdapterShell) and where is None:
         return _ErrorGuard(None, None, trace_key, node, default, framework)(adapter)  # bare @decorator
     return _ErrorGuard(adapter, where, trace_key, node, default, framework)
@@ -432,9 +369,6 @@ def _report(
             )
     except Exception:  # pragma: no cover - the very last line of defence
         pass
-
-
-# ---------------------------------------------------------------- the base class
 
 
 def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) -> bool:
@@ -493,8 +427,6 @@ class AdapterShell:
         if tracer_provider is not None:
             _attach_otel(recorder, tracer_provider, self.log)
 
-    # ------------------------------------------------------------ the scoring settings (the recorder's)
-
     @property
     def embedder(self) -> Any:
         return self.recorder.scoring_options()["embedder"]
@@ -507,12 +439,9 @@ class AdapterShell:
     def long_context(self) -> str | None:
         return self.recorder.scoring_options().get("long_context")
 
-    # ------------------------------------------------------------ reading the traces
-
     def get_trace(self, key: str | None = None, *, timeout: float | None = None) -> Trace | None:
-        """The trace ``key`` (default: :attr:`default_trace_key`, else the latest), once its pending
-        scores are done (or ``timeout`` passed: then the steps scored so far, and the rest as
-        ``skipped`` steps with ``skip_reason="pending"``). The one signature of every adapter."""
+        """The trace ``key`` (default: :attr:`default_trace_key`, else the latest) once its pending
+        scores are done; after ``timeout``, the unscored steps are ``skip_reason="pending"``."""
         if isinstance(key, (int, float)) and not isinstance(key, bool):  # get_trace(5.0): a timeout
             key, timeout = None, float(key)
         self.flush(timeout)
@@ -532,16 +461,8 @@ class AdapterShell:
     def add_listener(self, listener: TraceListener) -> None:
         self.recorder.add_listener(listener)
 
-    # ------------------------------------------------------------ scoring in line
-
     def score_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
-        """Score one answer now, on this thread. Never raises.
-
-        ``context`` is a text, a list of texts or :class:`ContextPiece` s, or ``(text, source)``
-        pairs. The method is decided as the recorder decides it: SGI with a question and non-blank
-        context, support with context and no question, DGI with a question and no context; neither
-        question nor context, or no response text, gives ``skipped`` and no score.
-        """
+        """Score one answer now, on this thread, deciding the method as the recorder does. Never raises."""
         t0 = time.perf_counter()
         try:
             pieces = _pieces(context)
@@ -564,13 +485,15 @@ class AdapterShell:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
         return await asyncio.to_thread(self.score_inline, question=question, response=response, context=context)
 
-    # ------------------------------------------------------------ errors
-
     def record_internal_error(
         self, where: str, exc: BaseException, trace_key: str | None = None, node: str | None = None
     ) -> None:
         """What :func:`handle_internal_errors` does, for code that caught the exception itself."""
         _report(self, None, where, exc, trace_key, node)
+
+
+#: the keywords of :class:`AdapterShell`'s constructor, the same on every adapter
+SHELL_KEYWORDS = tuple(inspect.signature(AdapterShell.__init__).parameters)[1:]
 
 
 def _pieces(context: Any) -> list[ContextPiece]:

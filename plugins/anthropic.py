@@ -1,14 +1,12 @@
-"""Anthropic: guard calls and instrumented clients through the real ``anthropic`` SDK
-(``messages.create``, ``messages.stream``, ``messages.parse`` and their ``beta`` twins, sync, async
-and streamed). What each call records is listed in ``docs/providers.md``; this module holds the
-Anthropic readers.
-"""
+"""Anthropic: guard calls and instrumented clients through the ``anthropic`` SDK; this module holds
+the Anthropic readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._instrument import PENDING_TAP
@@ -16,8 +14,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
-    ProviderGuard,
     RequestView,
+    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -33,7 +31,6 @@ MESSAGES = "messages"
 MESSAGES_STREAM = "messages.stream"
 #: ``max_tokens`` of a guard request that does not set its own (the Messages API requires one)
 DEFAULT_MAX_TOKENS = 1024
-_RAW_HEADER = "X-Stainless-Raw-Response"
 _TOOL_USE = ("tool_use", "server_tool_use", "mcp_tool_use")
 _MANAGERS = (
     "MessageStreamManager",
@@ -43,14 +40,8 @@ _MANAGERS = (
 )
 
 
-class AnthropicProvider(ProviderGuard):
-    """The Anthropic guard: ``complete``/``acomplete``/``stream``/``astream`` through the Messages
-    API, and ``instrument(client)`` for ``messages.create`` and ``messages.stream``.
-
-    ``AnthropicProvider(model="claude-sonnet-4-5", client=None, **client_kwargs)``: without
-    ``client`` it makes ``anthropic.Anthropic(**client_kwargs)`` (and ``AsyncAnthropic`` for the
-    async calls), so ``ANTHROPIC_API_KEY`` / ``ANTHROPIC_BASE_URL`` work as usual.
-    """
+class AnthropicProvider(StainlessGuard):
+    """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
     extra: ClassVar[str] = "anthropic"
@@ -98,10 +89,6 @@ class AnthropicProvider(ProviderGuard):
             ]
         return targets
 
-    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        headers = kwargs.get("extra_headers")
-        return isinstance(headers, Mapping) and _RAW_HEADER in headers
-
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         messages = kwargs.get("messages")
         if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
@@ -116,13 +103,9 @@ class AnthropicProvider(ProviderGuard):
             stream=stream,
         )
 
-    def _request_clients(self, client: Any) -> list[Any]:
-        return [client]  # its ``request`` makes the raw ``Stream`` / ``AsyncStream`` of every stream
-
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
-        """``messages.stream(...)`` gives a ``MessageStreamManager``, which sends its request only
-        when entered: entering it (its own ``__enter__`` / ``__aenter__``) hands the tap to that
-        request, and a request that fails there is recorded as a failed stream."""
+        """A ``MessageStreamManager`` sends its request only when entered: entering it hands the tap
+        to that request, and a request that fails there is recorded as a failed stream."""
         streaming = self.sdk.lib.streaming
         managers = tuple(getattr(streaming, name) for name in _MANAGERS if hasattr(streaming, name))
         if isinstance(result, managers):
@@ -132,46 +115,41 @@ class AnthropicProvider(ProviderGuard):
         return super()._tap_stream(result, tap)
 
 
+@contextlib.contextmanager
+def _pending(tap: Tap) -> Iterator[None]:
+    """Hand ``tap`` to the request sent inside the block; a request that fails ends the tap."""
+    token = PENDING_TAP.set(tap)
+    try:
+        yield
+    except BaseException as exc:
+        tap.end(exc)
+        raise
+    finally:
+        PENDING_TAP.reset(token)
+
+
 @functools.cache
 def _entered_with_tap(manager: type) -> type:
     if hasattr(manager, "__aenter__"):
 
         class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
             async def __aenter__(self) -> Any:
-                token = PENDING_TAP.set(self._groundlens_tap)
-                try:
+                with _pending(self._groundlens_tap):
                     return await super().__aenter__()
-                except BaseException as exc:
-                    self._groundlens_tap.end(exc)
-                    raise
-                finally:
-                    PENDING_TAP.reset(token)
 
         return AsyncTappedManager
 
     class TappedManager(manager):  # type: ignore[misc, valid-type]
         def __enter__(self) -> Any:
-            token = PENDING_TAP.set(self._groundlens_tap)
-            try:
+            with _pending(self._groundlens_tap):
                 return super().__enter__()
-            except BaseException as exc:
-                self._groundlens_tap.end(exc)
-                raise
-            finally:
-                PENDING_TAP.reset(token)
 
     return TappedManager
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``messages.create`` and ``messages.stream`` call of ``client`` (an ``Anthropic``
-    or ``AsyncAnthropic``); returns the same client. ``kwargs`` are :class:`AnthropicProvider`'s
-    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
-    whose ``get_trace()`` holds the calls."""
+    """Record every Messages call of ``client``; returns the same client."""
     return AnthropicProvider(client=client, **kwargs).instrument(client)
-
-
-# ---------------------------------------------------------------- reading requests
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -274,9 +252,6 @@ def request_context(messages: Sequence[Any]) -> list[ContextPiece]:
     return pieces
 
 
-# ---------------------------------------------------------------- reading replies
-
-
 def read_message(message: Any) -> Completion:
     """A ``Message`` (SDK object or dict): text blocks joined, tool names, model, usage, stop reason."""
     texts: list[str] = []
@@ -302,11 +277,8 @@ def _usage(usage: Any) -> Usage | None:
 
 
 class MessageEventReader(StreamReader):
-    """The raw events of a Messages stream (``message_start``, ``content_block_start``,
-    ``content_block_delta`` with ``text_delta`` / ``input_json_delta``, ``content_block_stop``,
-    ``message_delta``, ``message_stop``; ``ping`` and ``error`` never reach a reader: the SDK drops
-    the one and raises the other). Keeps only what scoring needs: no message snapshot is built on
-    the caller's thread."""
+    """The raw events of a Messages stream, keeping only what scoring needs (no message snapshot is
+    built on the caller's thread)."""
 
     def __init__(self) -> None:
         self.parts: list[str] = []

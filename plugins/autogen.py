@@ -1,14 +1,6 @@
-"""AutoGen AgentChat 0.7: score agents' answers, live through their model clients or after a run.
-
-* :class:`GroundlensChatCompletionClient` (``_autogen_client``) wraps a ``ChatCompletionClient``,
-  one per agent; results return unchanged and are scored in the background.
-* :class:`GroundlensChecker` (``_autogen_checker``) reads a finished or streaming run.
-* :class:`GroundlensFlaggedTermination` (``_autogen_termination``) stops a team on a flagged answer.
-
-The two classes that subclass AutoGen types are built on first access, so this module imports
-without AutoGen. How questions and context are read: docs/integrations/autogen.md. Scores are
-triage signals for ranking answers for human review, not verdicts of truth.
-"""
+"""AutoGen AgentChat: score agents' answers live through their model clients
+(:class:`GroundlensChatCompletionClient`), after a run (:class:`GroundlensChecker`), or stop a team
+on a flagged one (:class:`GroundlensFlaggedTermination`). See docs/integrations/autogen.md."""
 
 from __future__ import annotations
 
@@ -27,11 +19,7 @@ from groundlens_core.plugins._shell import lazy_classes
 
 _built: dict[str, type] = {}
 __getattr__ = lazy_classes(
-    __name__,
-    {
-        "GroundlensChatCompletionClient": _build_client,
-        "GroundlensFlaggedTermination": _build_termination,
-    },
+    __name__, {"GroundlensChatCompletionClient": _build_client, "GroundlensFlaggedTermination": _build_termination}
 )
 
 __all__ = [

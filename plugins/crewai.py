@@ -1,14 +1,4 @@
-"""CrewAI adapter: score every agent LLM call of a crew, and give agents a grounding self-check tool.
-
-* :class:`GroundlensCrewListener` (``_crewai_listener``) records one trace per crew kickoff; every
-  agent LLM call is a step named ``"<agent role> / <task>"``, scored against the tool outputs the
-  agent received in that task and the task's context.
-* ``GroundlensTool`` (``_crewai_tool``) is a real ``crewai.tools.BaseTool`` an agent calls before
-  committing to a final answer.
-
-How calls are read and scored, and why hooks rather than the event bus: docs/integrations/crewai.md.
-Scores are triage signals for ranking outputs for human review, never verdicts of truth.
-"""
+"""CrewAI adapter: the crew listener and the grounding self-check tool (docs/integrations/crewai.md)."""
 
 from __future__ import annotations
 

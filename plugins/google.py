@@ -1,15 +1,12 @@
-"""Google Gemini: guard calls and instrumented clients through the ``google-genai`` SDK
-(``models.generate_content`` and ``generate_content_stream``, on the client and its ``aio`` side).
-The retired ``google-generativeai`` package is not supported. What each call records is listed in
-``docs/providers.md``; this module holds the Gemini readers.
-"""
+"""Google Gemini: guard calls and instrumented clients through the ``google-genai`` SDK; this module
+holds the Gemini readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+from groundlens_core.plugins._common import as_json
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import PUBLIC, Completion, ProviderGuard, RequestView, StreamReader, Target
 from groundlens_core.plugins._provider_values import read_usage
@@ -25,14 +22,7 @@ _RESULT_KEYS = ("output", "result", "content", "text")
 
 
 class GoogleProvider(ProviderGuard):
-    """The Gemini guard: ``complete``/``acomplete``/``stream``/``astream`` through
-    ``models.generate_content`` / ``generate_content_stream``, and ``instrument(client)``.
-
-    ``GoogleProvider(model="gemini-2.5-flash", client=None, **client_kwargs)``: without ``client``
-    it makes ``genai.Client(**client_kwargs)`` (so ``GEMINI_API_KEY`` / ``GOOGLE_API_KEY``, or
-    ``vertexai=True, project=..., location=...``, work as usual). The async calls use the client's
-    own ``client.aio``; a ``genai.client.AsyncClient`` may be passed as ``client`` too.
-    """
+    """The Gemini guard: guard calls through ``models.generate_content``, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "google"
     extra: ClassVar[str] = "google"
@@ -100,15 +90,8 @@ class GoogleProvider(ProviderGuard):
 
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``models.generate_content`` / ``generate_content_stream`` call of ``client`` (a
-    ``genai.Client``, its ``aio`` side included, or a ``genai.client.AsyncClient``); returns the
-    same client. ``kwargs`` are :class:`GoogleProvider`'s (``name=``, ``recorder=``,
-    ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard whose ``get_trace()`` holds the
-    calls."""
+    """Record every generate call of ``client`` (its ``aio`` side included); returns the same client."""
     return GoogleProvider(client=client, **kwargs).instrument(client)
-
-
-# ---------------------------------------------------------------- reading requests
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:
@@ -188,13 +171,6 @@ def request_question(contents: Any) -> str | None:
     return None if i is None else turn_text(all_turns[i][1]) or None
 
 
-def _json(value: Any) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    except Exception:
-        return str(value)
-
-
 def _response_text(response: Any) -> str:
     if isinstance(response, str):
         return response
@@ -202,7 +178,7 @@ def _response_text(response: Any) -> str:
         for key in _RESULT_KEYS:
             if isinstance(response.get(key), str):
                 return str(response[key])
-    return _json(response)
+    return as_json(response)
 
 
 def request_context(contents: Any) -> list[ContextPiece]:
@@ -219,9 +195,6 @@ def request_context(contents: Any) -> list[ContextPiece]:
             if text.strip():
                 pieces.append(ContextPiece(text=text, source=f"tool:{_get(result, 'name') or 'function'}"))
     return pieces
-
-
-# ---------------------------------------------------------------- reading replies
 
 
 def _usage(meta: Any) -> Usage | None:

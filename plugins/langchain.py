@@ -1,10 +1,5 @@
-"""LangChain: an evaluator for LangSmith / openevals-style experiments and a callback for runnables.
-
-:class:`GroundlensEvaluator` scores one (question, response[, context]) per call, synchronously,
-and needs no LangChain; a missing question or response gives ``score=None`` with a comment.
-:class:`GroundlensCallback` is the LangGraph callback's translation for plain runnables and
-``create_agent`` agents. Usage: docs/integrations/langchain.md.
-"""
+"""LangChain: an evaluator for LangSmith / openevals-style experiments (needs no LangChain) and a
+callback for runnables. Usage: docs/integrations/langchain.md."""
 
 from __future__ import annotations
 
@@ -35,16 +30,10 @@ RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "re
 
 
 class GroundlensCallback(GroundlensCallbackBase):
-    """A LangChain callback handler for plain runnables (``prompt | model``, a chat model's
-    ``invoke``) and for agents built with ``langchain.agents.create_agent``. Each root run is one
-    trace; the node of a step is the LangGraph node when there is one, else the chat model's name.
-    Same constructor as :class:`groundlens_core.plugins.langgraph.GroundlensLangGraphCallback`."""
+    """The LangChain callback handler for plain runnables and ``create_agent`` agents."""
 
     framework = "langchain"
     extra = "langchain"
-
-
-# ---------------------------------------------------------------- the evaluator
 
 
 def _question_from(value: Any) -> str | None:
@@ -85,13 +74,9 @@ def _find(mapping: Any, keys: Sequence[str], read) -> tuple[str | None, str | No
 
 
 class GroundlensEvaluator:
-    """Scores a run's answer for grounding: SGI against the context when one is found, else DGI.
-
-    Call it LangSmith/openevals style (``inputs=``, ``outputs=``, ``reference_outputs=`` dicts), with
-    :meth:`evaluate_run` (``run``, ``example`` objects with ``.inputs``/``.outputs``), or as a
-    LangChain string evaluator (:meth:`evaluate_strings`). The score is the normalised value in
-    [0, 1] (higher = better grounded): a triage signal for review order, not a verdict of truth.
-    """
+    """Scores a run's answer for grounding (SGI against the context when one is found, else DGI),
+    called LangSmith/openevals style, with :meth:`evaluate_run`, or as a string evaluator. The score
+    is the normalised value in [0, 1]: a triage signal for review order, not a verdict of truth."""
 
     def __init__(
         self,
@@ -109,8 +94,6 @@ class GroundlensEvaluator:
         self.context_keys = tuple(context_keys)
         self.question_keys = tuple(question_keys)
         self.response_keys = tuple(response_keys)
-
-    # -------------------------------------------------------- finding the texts
 
     def _context(self, *sources: Any) -> tuple[list[str], str | None]:
         for where, source in zip(("inputs", "outputs", "reference_outputs"), sources):
@@ -176,8 +159,6 @@ class GroundlensEvaluator:
             )
         return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
 
-    # -------------------------------------------------------- the three call styles
-
     def __call__(
         self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
@@ -213,10 +194,7 @@ class GroundlensEvaluator:
     def evaluate_strings(
         self, *, prediction: str, input: str | None = None, reference: Any = None, **kwargs: Any
     ) -> dict[str, Any]:
-        """LangChain string-evaluator style; ``reference`` is the context (text or list of texts).
-
-        Returns ``score`` (normalised, [0, 1]), ``value`` (the raw SGI, DGI or support), ``reasoning``, ``method``,
-        ``triage`` and ``flagged``."""
+        """LangChain string-evaluator style; ``reference`` is the context (text or list of texts)."""
         try:
             context = [p.text for p in context_from(reference, source="reference")]
             out = self._score(
@@ -226,11 +204,7 @@ class GroundlensEvaluator:
                 {"context_pieces": len(context)},
             )
         except Exception as exc:
-            out = {
-                "score": None,
-                "comment": f"groundlens: could not score: {describe_exception(exc)}",
-                "metadata": {},
-            }
+            out = {"score": None, "comment": f"groundlens: could not score: {describe_exception(exc)}", "metadata": {}}
         meta = out.get("metadata") or {}
         return {
             "score": out["score"],

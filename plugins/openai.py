@@ -1,20 +1,18 @@
-"""OpenAI: guard calls and instrumented clients through the real ``openai`` SDK
-(``chat.completions.create`` and ``responses.create``, sync, async and streamed). What each call
-records is listed in ``docs/providers.md``; this module holds the OpenAI readers.
-"""
+"""OpenAI: guard calls and instrumented clients through the ``openai`` SDK; this module holds the
+OpenAI readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from groundlens_core.plugins._common import as_text, last_user_question, message_role, pieces_from_value
+from groundlens_core.plugins._common import as_text, context_from, last_user_question, message_role
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
-    ProviderGuard,
     RequestView,
+    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -27,21 +25,10 @@ __all__ = [*PUBLIC, "OpenAIProvider", "instrument"]
 
 CHAT = "chat"
 RESPONSES = "responses"
-_RAW_HEADER = "X-Stainless-Raw-Response"
 
 
-class OpenAIProvider(ProviderGuard):
-    """The OpenAI guard: ``complete``/``acomplete``/``stream``/``astream`` through Chat Completions,
-    and ``instrument(client)`` for ``chat.completions.create`` and ``responses.create``.
-
-    ``OpenAIProvider(model="gpt-4o", client=None, **client_kwargs)``: without ``client`` it makes
-    ``openai.OpenAI(**client_kwargs)`` (and ``AsyncOpenAI`` for the async calls), so
-    ``OPENAI_API_KEY`` / ``OPENAI_BASE_URL`` work as usual. The guard request is
-    ``messages=[{"role": "system", "content": system}, {"role": "user", "content":
-    prompt_with_context(prompt, context)}]`` plus your ``request_kwargs`` (``temperature=``,
-    ``max_tokens=`` ...); a stream asks for usage (``stream_options={"include_usage": True}``)
-    unless you pass ``stream_options`` yourself.
-    """
+class OpenAIProvider(StainlessGuard):
+    """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
     extra: ClassVar[str] = "openai"
@@ -97,10 +84,6 @@ class OpenAIProvider(ProviderGuard):
             targets.append(Target(responses, "create", RESPONSES))
         return targets
 
-    def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        headers = kwargs.get("extra_headers")
-        return isinstance(headers, Mapping) and _RAW_HEADER in headers
-
     def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
         stream = kwargs.get("stream") is True
         model = kwargs.get("model")
@@ -116,19 +99,10 @@ class OpenAIProvider(ProviderGuard):
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
 
-    def _request_clients(self, client: Any) -> list[Any]:
-        return [client]  # its ``request`` makes the ``Stream`` / ``AsyncStream`` of a stream=True call
-
 
 def instrument(client: Any, **kwargs: Any) -> Any:
-    """Record every ``chat.completions.create`` and ``responses.create`` call of ``client`` (an
-    ``OpenAI`` or ``AsyncOpenAI``); returns the same client. ``kwargs`` are :class:`OpenAIProvider`'s
-    (``name=``, ``recorder=``, ``tracer_provider=`` ...); ``guard_of(client)`` gives the guard
-    whose ``get_trace()`` holds the calls."""
+    """Record every Chat Completions and Responses call of ``client``; returns the same client."""
     return OpenAIProvider(client=client, **kwargs).instrument(client)
-
-
-# ---------------------------------------------------------------- Chat Completions
 
 
 def _usage(usage: Any, naming: str) -> Usage | None:
@@ -159,7 +133,7 @@ def _tool_messages(messages: Sequence[Any]) -> tuple[ContextPiece, ...]:
                     names[str(call_id)] = _tool_call_name(tc)
         elif role in ("tool", "function"):
             name = names.get(str(get_field(message, "tool_call_id")), None) or get_field(message, "name") or "tool"
-            out.extend(pieces_from_value(get_field(message, "content"), f"tool:{name}"))
+            out.extend(context_from(get_field(message, "content"), source=f"tool:{name}"))
     return tuple(out)
 
 
@@ -207,9 +181,6 @@ class _ChatStreamReader(StreamReader):
         )
 
 
-# ---------------------------------------------------------------- Responses API
-
-
 def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:
     """(question, tool-result context) of a Responses ``input``: a text, or a list of items."""
     if isinstance(value, str):
@@ -225,7 +196,7 @@ def _responses_input(value: Any) -> tuple[str | None, tuple[ContextPiece, ...]]:
             names[str(get_field(item, "call_id"))] = str(get_field(item, "name") or "function")
         elif kind == "function_call_output":
             name = names.get(str(get_field(item, "call_id")), "function")
-            context.extend(pieces_from_value(get_field(item, "output"), f"tool:{name}"))
+            context.extend(context_from(get_field(item, "output"), source=f"tool:{name}"))
         elif get_field(item, "role") is not None:
             messages.append({"role": get_field(item, "role"), "content": get_field(item, "content")})
     return last_user_question(messages), tuple(context)

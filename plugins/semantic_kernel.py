@@ -1,11 +1,5 @@
-"""Semantic Kernel: a function-invocation filter that scores what prompt functions return.
-
-``kernel.add_filter(FilterTypes.FUNCTION_INVOCATION, GroundlensFilter())``: prompt functions are
-scored in line (their result carries the score; ``mode="replace"`` / ``"raise"`` guard flagged
-answers), native functions are ``tool`` steps whose outputs become context. A trace is one
-top-level ``kernel.invoke`` or a ``with guard.trace():`` block. What is read where, the modes and
-streaming: docs/integrations/semantic-kernel.md.
-"""
+"""Semantic Kernel: a function-invocation filter that scores prompt functions in line and records
+native functions as ``tool`` steps whose outputs become context. docs/integrations/semantic-kernel.md."""
 
 from __future__ import annotations
 
@@ -59,25 +53,35 @@ class _Run:
     context: list[ContextPiece] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class _Step:
+    """Where the step of one function invocation goes: its trace, node, id, parent and start."""
+
+    run: _Run
+    node: str
+    step_id: str
+    parent_id: str | None
+    started: float
+
+    def record(self, kind: str, **fields: Any) -> CallRecord:
+        fields.setdefault("ended_at", time.time())
+        return CallRecord(
+            trace_key=self.run.key,
+            node=self.node,
+            kind=kind,
+            started_at=self.started,
+            step_id=self.step_id,
+            parent_id=self.parent_id,
+            **fields,
+        )
+
+
 _RUN: contextvars.ContextVar[_Run | None] = contextvars.ContextVar("groundlens_sk_run", default=None)
 _PARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar("groundlens_sk_parent", default=None)
 
 
 class GroundlensFilter(AdapterShell):
-    """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context.
-
-    Args:
-        mode: ``"annotate"`` (default) only adds the score to ``result.metadata[metadata_key]``;
-            ``"replace"`` also swaps a flagged answer for ``replacement`` (the original is kept in
-            ``result.metadata[metadata_key + "_guard"]``); ``"raise"`` raises
-            :class:`GroundlensFlaggedError` for a flagged answer.
-        on_flagged: called with the :class:`~groundlens_core.plugins._shell.InlineScore` and the
-            answer text whenever an answer is flagged, in every mode.
-        question_arguments / context_arguments: kernel argument names that hold the question / the
-            context, in order of preference.
-        name, recorder, embedder, calibration, long_context, listeners, tracer_provider, max_traces:
-            the shell's keywords (:class:`~groundlens_core.plugins._shell.AdapterShell`).
-    """
+    """A ``FUNCTION_INVOCATION`` filter: scores prompt functions, records native ones as context."""
 
     framework = FRAMEWORK
     extra = EXTRA
@@ -102,41 +106,34 @@ class GroundlensFilter(AdapterShell):
         self.metadata_key = metadata_key
         super().__init__(**shell)
 
-    # ------------------------------------------------------------ traces
-
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""
         return trace_scope(self.recorder, _RUN, lambda key: _Run(key=key), name=name, metadata=metadata)
 
-    # ------------------------------------------------------------ the filter
-
     async def __call__(self, context: FunctionInvocationContext, next: Callable[[Any], Awaitable[None]]) -> None:
         run, owner_token = self._enter(context)
-        step_id = new_id()
-        parent_id = _PARENT.get()
-        parent_token = _PARENT.set(step_id)
-        started = time.time()
+        step = _Step(run, _function_name(context), new_id(), _PARENT.get(), time.time())
+        parent_token = _PARENT.set(step.step_id)
         try:
             await next(context)
         except BaseException as exc:  # CancelledError too: a timed-out invoke must not leave its trace open
             _PARENT.reset(parent_token)
             with handle_internal_errors(self, "record_failure", trace_key=run.key):
-                self._record_failure(context, run, step_id, parent_id, started, exc)
+                kind = "llm" if self._is_prompt_function(context.function) else "tool"
+                self.recorder.record(step.record(kind, error=f"the function raised {describe_exception(exc)}"))
             self._leave(run, owner_token, error=describe_exception(exc))
             raise
         _PARENT.reset(parent_token)
         ended = time.time()
         flagged: GroundlensFlaggedError | None = None
         try:
-            async with handle_internal_errors(self, "score_result", trace_key=run.key, node=_function_name(context)):
-                flagged = await self._after(context, run, step_id, parent_id, started, ended)
+            async with handle_internal_errors(self, "score_result", trace_key=run.key, node=step.node):
+                flagged = await self._after(context, step, ended)
         finally:
             # a deliberate raise still ends the invocation abnormally: the trace says so
             self._leave(run, owner_token, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
         if flagged is not None:
             raise flagged
-
-    # ------------------------------------------------------------ internals
 
     def _enter(self, context: Any) -> tuple[_Run, contextvars.Token | None]:
         run = _RUN.get()
@@ -161,34 +158,22 @@ class GroundlensFilter(AdapterShell):
         sk_prompt = require("semantic_kernel.functions.kernel_function_from_prompt", EXTRA, "Semantic Kernel")
         return isinstance(function, sk_prompt.KernelFunctionFromPrompt)
 
-    async def _after(
-        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, ended: float
-    ) -> GroundlensFlaggedError | None:
+    async def _after(self, context: Any, step: _Step, ended: float) -> GroundlensFlaggedError | None:
         if context.result is None:
             return None
-        node = _function_name(context)
         if not self._is_prompt_function(context.function):
-            self._record_native(context, run, step_id, parent_id, started, ended, node)
+            self._record_native(context, step, ended)
             return None
 
         question, q_source = self._question(context)
-        pieces = self._context(context, run)
-        base: dict[str, Any] = dict(
-            trace_key=run.key,
-            node=node,
-            question=question,
-            context=pieces,
-            started_at=started,
-            ended_at=ended,
-            step_id=step_id,
-            parent_id=parent_id,
-        )
+        pieces = self._context(context, step.run)
         meta: dict[str, Any] = {"function_kind": "prompt"}
         if q_source:
             meta["question_source"] = q_source
+        base: dict[str, Any] = dict(question=question, context=pieces, metadata=meta, ended_at=ended)
 
         if context.is_streaming:
-            self._wrap_stream(context, base, meta)
+            self._wrap_stream(context, step, base)
             return None
 
         value = context.result.value
@@ -196,33 +181,26 @@ class GroundlensFilter(AdapterShell):
         first = messages[0] if messages else None
         response = _message_text(first)
         model, usage = _model_and_usage(first)
+        base.update(model=model, usage=usage)
         if _only_function_calls(first):
-            self.recorder.record(
-                CallRecord(kind="tool_call", response=None, model=model, usage=usage, metadata=meta, **base)
-            )
+            self.recorder.record(step.record("tool_call", response=None, **base))
             return None
         if not (response and response.strip() and question and question.strip()):
-            self.recorder.record(
-                CallRecord(kind="llm", response=response, model=model, usage=usage, metadata=meta, **base)
-            )
+            self.recorder.record(step.record("llm", response=response, **base))
             return None
 
         inline = await self.ascore_inline(question=question, response=response, context=pieces)
         if inline.score is not None:
             context.result.metadata[self.metadata_key] = inline.score.to_dict()
         flagged_error = apply_guard(
-            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=node, step_id=step_id
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=step.node, step_id=step.step_id
         )
         if inline.score is not None and inline.flagged and self.mode == "replace":
             context.result = self._replaced(context.result, response, inline.score.to_dict())
             meta["guard"] = "replaced"
         elif flagged_error is not None:
             meta["guard"] = "raised"
-        self.recorder.record(
-            CallRecord(
-                kind="llm", response=response, model=model, usage=usage, metadata=meta, **inline.record_fields(), **base
-            )
-        )
+        self.recorder.record(step.record("llm", response=response, **inline.record_fields(), **base))
         return flagged_error
 
     def _question(self, context: Any) -> tuple[str | None, str | None]:
@@ -278,54 +256,24 @@ class GroundlensFilter(AdapterShell):
             function=result.function, value=[message], rendered_prompt=result.rendered_prompt, metadata=metadata
         )
 
-    def _record_native(
-        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, ended: float, node: str
-    ) -> None:
+    def _record_native(self, context: Any, step: _Step, ended: float) -> None:
         text = _result_text(context.result)
         if text and text.strip():
-            run.context.append(ContextPiece(text=text, source=f"tool:{node}"))
+            step.run.context.append(ContextPiece(text=text, source=f"tool:{step.node}"))
         args = {
             k: short(v) for k, v in (context.arguments or {}).items() if not isinstance(v, (list, dict)) or len(v) < 20
         }
-        self.recorder.record(
-            CallRecord(
-                trace_key=run.key,
-                node=node,
-                kind="tool",
-                response=text,
-                started_at=started,
-                ended_at=ended,
-                step_id=step_id,
-                parent_id=parent_id,
-                metadata={"function_kind": "native", "arguments": args},
-            )
-        )
+        metadata = {"function_kind": "native", "arguments": args}
+        self.recorder.record(step.record("tool", response=text, ended_at=ended, metadata=metadata))
 
-    def _record_failure(
-        self, context: Any, run: _Run, step_id: str, parent_id: str | None, started: float, exc: BaseException
-    ) -> None:
-        kind = "llm" if self._is_prompt_function(context.function) else "tool"
-        self.recorder.record(
-            CallRecord(
-                trace_key=run.key,
-                node=_function_name(context),
-                kind=kind,
-                started_at=started,
-                ended_at=time.time(),
-                step_id=step_id,
-                parent_id=parent_id,
-                error=f"the function raised {describe_exception(exc)}",
-            )
-        )
-
-    def _wrap_stream(self, context: Any, base: dict[str, Any], meta: dict[str, Any]) -> None:
+    def _wrap_stream(self, context: Any, step: _Step, base: dict[str, Any]) -> None:
         """Pass the stream through untouched; record (and score in the background) once it ends."""
         inner = context.result.value
         if not hasattr(inner, "__aiter__"):
-            self.recorder.record(CallRecord(kind="llm", response=_result_text(context.result), metadata=meta, **base))
+            self.recorder.record(step.record("llm", response=_result_text(context.result), **base))
             return
         recorder = self.recorder
-        meta = dict(meta, streaming=True)
+        base = dict(base, metadata=dict(base["metadata"], streaming=True))
 
         async def passthrough() -> AsyncIterator[Any]:
             parts: list[str] = []
@@ -335,10 +283,8 @@ class GroundlensFilter(AdapterShell):
                 async for chunk in inner:
                     try:
                         for msg in chunk if isinstance(chunk, list) else [chunk]:
-                            if str(getattr(getattr(msg, "role", None), "value", getattr(msg, "role", ""))) in (
-                                "assistant",
-                                "",
-                            ):
+                            role = getattr(msg, "role", "")
+                            if str(getattr(role, "value", role)) in ("assistant", ""):
                                 text = _message_text(msg)
                                 if text:
                                     parts.append(text)
@@ -351,23 +297,12 @@ class GroundlensFilter(AdapterShell):
                 raise
             finally:
                 try:
-                    recorder.record(
-                        CallRecord(
-                            kind="llm",
-                            response="".join(parts) or None,
-                            model=model,
-                            error=failed,
-                            metadata=meta,
-                            **dict(base, ended_at=time.time()),
-                        )
-                    )
+                    fields = dict(base, ended_at=time.time(), model=model, error=failed)
+                    recorder.record(step.record("llm", response="".join(parts) or None, **fields))
                 except Exception:  # pragma: no cover - defensive
                     log.warning("groundlens: could not record a stream", exc_info=True)
 
         context.result.value = passthrough()
-
-
-# ---------------------------------------------------------------- reading SK objects
 
 
 def _function_name(context: Any) -> str:
