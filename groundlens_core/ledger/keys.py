@@ -71,17 +71,7 @@ def load_signing_key(path: str | os.PathLike[str] | None) -> SigningKey:
             "(make one with `groundlens keygen --out DIR`)"
         )
     p = Path(path).expanduser()
-    ed25519, serialization, _ = _crypto()
-    try:
-        data = p.read_bytes()
-    except OSError as exc:
-        raise GroundlensInputError(f"cannot read the signing key {p}: {exc.strerror or type(exc).__name__}") from None
-    try:
-        key = serialization.load_pem_private_key(data, password=None)
-    except Exception:  # the parser's message is not shown: it could quote the file
-        key = None
-    if not isinstance(key, ed25519.Ed25519PrivateKey):
-        raise GroundlensInputError(f"{p} is not an Ed25519 private key in PEM form (make one with `groundlens keygen`)")
+    key = _read_pem(p, private=True)
     try:
         if os.name == "posix" and stat.S_IMODE(p.stat().st_mode) & 0o077:
             log.warning("groundlens: the signing key %s can be read by other users; chmod 600 it", p)
@@ -92,18 +82,29 @@ def load_signing_key(path: str | os.PathLike[str] | None) -> SigningKey:
 
 def load_public_key(path: str | os.PathLike[str]) -> Any:
     """The Ed25519 public key in ``path`` (PEM, as ``groundlens keygen`` writes it)."""
-    p = Path(path).expanduser()
+    return _read_pem(Path(path).expanduser(), private=False)
+
+
+def _read_pem(p: Path, *, private: bool) -> Any:
+    """The Ed25519 private or public key in the PEM file ``p``; an unreadable file or any other
+    content is a one-line :class:`GroundlensInputError` naming the file."""
     ed25519, serialization, _ = _crypto()
+    what = "private" if private else "public"
     try:
         data = p.read_bytes()
     except OSError as exc:
-        raise GroundlensInputError(f"cannot read the public key {p}: {exc.strerror or type(exc).__name__}") from None
+        name = "signing" if private else "public"
+        raise GroundlensInputError(f"cannot read the {name} key {p}: {exc.strerror or type(exc).__name__}") from None
     try:
-        key = serialization.load_pem_public_key(data)
-    except Exception:
+        if private:
+            key = serialization.load_pem_private_key(data, password=None)
+        else:
+            key = serialization.load_pem_public_key(data)
+    except Exception:  # the parser's message is not shown: it could quote the file
         key = None
-    if not isinstance(key, ed25519.Ed25519PublicKey):
-        raise GroundlensInputError(f"{p} is not an Ed25519 public key in PEM form")
+    if not isinstance(key, ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey):
+        hint = " (make one with `groundlens keygen`)" if private else ""
+        raise GroundlensInputError(f"{p} is not an Ed25519 {what} key in PEM form{hint}")
     return key
 
 
