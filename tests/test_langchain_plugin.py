@@ -116,12 +116,17 @@ def test_evaluate_run_and_evaluate_strings():
 # ---------------------------------------------------------------- callback on runnables
 
 
-def test_callback_on_retriever_prompt_model_chain():
+def rag_chain():
+    """retriever -> prompt -> chat model ``writer``, answering GROUNDED from CONTEXT."""
     retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
     model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
-    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
-             "question": RunnablePassthrough()} | prompt | model
+    return {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
+            "question": RunnablePassthrough()} | prompt | model
+
+
+def test_callback_on_retriever_prompt_model_chain():
+    chain = rag_chain()
     cb = GroundlensCallback()
     out = chain.invoke(QUESTION, config={"callbacks": [cb]})
     assert out.content == GROUNDED
@@ -141,23 +146,22 @@ class RunParents(BaseCallbackHandler):
         self.parent: dict[str, str | None] = {}
         self.models: list[str] = []
 
-    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+    def _parent(self, run_id, parent_run_id) -> None:
         self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        self._parent(run_id, parent_run_id)
 
     def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None, **kwargs):
-        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+        self._parent(run_id, parent_run_id)
 
     def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
-        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+        self._parent(run_id, parent_run_id)
         self.models.append(str(run_id))
 
 
 def test_chain_steps_carry_the_run_that_called_them_as_parent():
-    retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
-    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
-    model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
-    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
-             "question": RunnablePassthrough()} | prompt | model
+    chain = rag_chain()
     cb, runs = GroundlensCallback(), RunParents()
     chain.invoke(QUESTION, config={"callbacks": [cb, runs]})
     retrieval, answer = cb.get_trace().steps

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
+from missing_extras import run_without
 from scripted_graphs import linear_graph
 
 from groundlens_core.plugins import _langchain_common
@@ -694,26 +693,16 @@ def test_create_agent_with_tools():
 
 
 def test_plugin_imports_without_langchain_and_says_what_to_install():
-    code = (
-        "import sys\n"
-        "sys.modules['langchain_core'] = None\n"
-        "from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback\n"
-        "try:\n"
-        "    GroundlensLangGraphCallback()\n"
-        "except ImportError as e:\n"
-        "    print('HINT', e)\n"
-        "from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator\n"
-        "print('EVAL', GroundlensEvaluator()(inputs={}, outputs={})['score'])\n"
-        "try:\n"
-        "    GroundlensCallback()\n"
-        "except ImportError as e:\n"
-        "    print('HINT2', e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert 'pip install "groundlens-core[langgraph]"' in out.stdout
-    assert "EVAL None" in out.stdout  # the evaluator needs no LangChain
-    assert 'pip install "groundlens-core[langchain]"' in out.stdout
+    out = run_without(("langchain_core",), """
+        from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+        hint(GroundlensLangGraphCallback)
+        from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator
+        print('EVAL', GroundlensEvaluator()(inputs={}, outputs={})['score'])
+        hint(GroundlensCallback)
+    """)
+    assert 'pip install "groundlens-core[langgraph]"' in out
+    assert "EVAL None" in out  # the evaluator needs no LangChain
+    assert 'pip install "groundlens-core[langchain]"' in out
 
 
 def test_tracer_provider_exports_live_spans():

@@ -29,6 +29,7 @@ from demo_trace import (  # noqa: E402
     TOOL_RESULT,
     record_run,
 )
+from missing_extras import hints, run_without  # noqa: E402
 from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -436,25 +437,11 @@ def test_global_providers_are_used_when_none_is_passed(tmp_path):
 
 
 def test_trace_package_imports_without_opentelemetry():
-    proc = _run("""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "opentelemetry" or name.startswith("opentelemetry."):
-                    raise ImportError("blocked for the test: " + name)
-        sys.meta_path.insert(0, Block())
+    out = run_without(("opentelemetry",), """
         import groundlens_core.trace
         from groundlens_core.trace import otel
-        try:
-            otel.OTelExporter()
-        except ImportError as exc:
-            print("HINT:", exc)
-        try:
-            otel.configure_otlp("http://127.0.0.1:1")
-        except ImportError as exc:
-            print("HINT:", exc)
+        hint(lambda: otel.OTelExporter())
+        hint(lambda: otel.configure_otlp("http://127.0.0.1:1"))
     """)
-    assert proc.returncode == 0, proc.stderr
-    hints = [line for line in proc.stdout.splitlines() if line.startswith("HINT:")]
-    assert len(hints) == 2
-    assert all('pip install "groundlens-core[otel]"' in h for h in hints)
+    assert len(hints(out)) == 2
+    assert all('pip install "groundlens-core[otel]"' in h for h in hints(out))

@@ -24,15 +24,10 @@ from typing import Any, Callable
 import pytest
 from conftest import BrokenEmbedder
 from fake_llm_server import Reply
+from provider_cases import CONTEXT, FLAGGED, GROUNDED, QUESTION
 
 from groundlens_core.providers import ProviderResponse
 from groundlens_core.results import DGIResult, SGIResult
-
-CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
-           "It carries a 10-year warranty.")
-QUESTION = "How long does the Aurora-7 take to charge?"
-GROUNDED = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
-FLAGGED = "The Aurora-7 takes about 30 minutes to charge with the included solar panel."
 
 
 @dataclass
