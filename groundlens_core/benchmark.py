@@ -333,22 +333,22 @@ def run_benchmark(
             f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
             long_context=long_context,
         )
-        fb = faithbench_path(faithbench)
-        if fb is not None and fb.is_file():
-            add(
-                read_labelled(fb),
-                f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
-                "{grounded} grounded; summaries, no question",
-                long_context=long_context,
-            )
-        cl = claims_path(claims)
-        if cl is not None and cl.is_file():
-            add(
-                read_labelled(cl),
-                f"Claims dev ({cl.name}), {{n}} rows, {{grounded}} grounded; correct paraphrases beside "
-                "answers that keep the source's words and change one fact",
-                long_context=long_context,
-            )
+        # the dev sets that are never bundled: scored when their files are there
+        found = (
+            (
+                faithbench_path(faithbench),
+                "FaithBench dev ({file}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
+                "{{grounded}} grounded; summaries, no question",
+            ),
+            (
+                claims_path(claims),
+                "Claims dev ({file}), {{n}} rows, {{grounded}} grounded; correct paraphrases "
+                "beside answers that keep the source's words and change one fact",
+            ),
+        )
+        for path, name in found:
+            if path is not None and path.is_file():
+                add(read_labelled(path), name.format(file=path.name), long_context=long_context)
         add(
             [{**r, "label": int(r["label"]), "context": ""} for r in _bundled(GENERAL_FILE)],
             f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "

@@ -188,12 +188,16 @@ def test_callback_on_a_bare_chat_model_and_every_generation(cal):
     assert len({s.id for s in steps}) == 2
 
 
-def test_callback_on_a_completion_llm_and_chain_input_context():
-    llm = FakeListLLM(responses=[GROUNDED])
-    prompt = ChatPromptTemplate.from_template("{question}")
+def completion_step(template: str, inputs: dict, response: str):
+    """The one step the callback records for ``template | FakeListLLM`` answering ``response``."""
     cb = GroundlensCallback()
-    (prompt | llm).invoke({"question": QUESTION, "context": CONTEXT}, config={"callbacks": [cb]})
+    (ChatPromptTemplate.from_template(template) | FakeListLLM(responses=[response])).invoke(inputs, config={"callbacks": [cb]})
     [step] = cb.get_trace().steps
+    return step
+
+
+def test_callback_on_a_completion_llm_and_chain_input_context():
+    step = completion_step("{question}", {"question": QUESTION, "context": CONTEXT}, GROUNDED)
     assert step.method == "sgi" and QUESTION in step.question
     assert [(c.source, c.text) for c in step.context] == [("state:context", CONTEXT)]
 
@@ -225,11 +229,8 @@ def test_callback_reads_the_context_a_prompt_template_pastes():
 
 
 def test_callback_on_a_completion_llm_reads_a_context_question_template():
-    llm = FakeListLLM(responses=[RETURN_A])
-    prompt = ChatPromptTemplate.from_template("Context: {policy}\nQuestion: {question}\nAnswer:")
-    cb = GroundlensCallback()
-    (prompt | llm).invoke({"policy": POLICY, "question": RETURN_Q}, config={"callbacks": [cb]})
-    [step] = cb.get_trace().steps
+    step = completion_step("Context: {policy}\nQuestion: {question}\nAnswer:", {"policy": POLICY, "question": RETURN_Q},
+                           RETURN_A)
     assert step.method == "sgi" and RETURN_Q in step.question and POLICY not in step.question
     assert [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
 
