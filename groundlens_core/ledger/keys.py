@@ -89,7 +89,6 @@ def _read_pem(p: Path, *, private: bool) -> Any:
     """The Ed25519 private or public key in the PEM file ``p``; an unreadable file or any other
     content is a one-line :class:`GroundlensInputError` naming the file."""
     ed25519, serialization, _ = _crypto()
-    what = "private" if private else "public"
     try:
         data = p.read_bytes()
     except OSError as exc:
@@ -103,8 +102,8 @@ def _read_pem(p: Path, *, private: bool) -> Any:
     except Exception:  # the parser's message is not shown: it could quote the file
         key = None
     if not isinstance(key, ed25519.Ed25519PrivateKey if private else ed25519.Ed25519PublicKey):
-        hint = " (make one with `groundlens keygen`)" if private else ""
-        raise GroundlensInputError(f"{p} is not an Ed25519 {what} key in PEM form{hint}")
+        what = "private key in PEM form (make one with `groundlens keygen`)" if private else "public key in PEM form"
+        raise GroundlensInputError(f"{p} is not an Ed25519 {what}")
     return key
 
 
