@@ -18,6 +18,11 @@ WEATHER_QUESTION = "What is the weather in Oslo?"
 BOT = "weather-bot"  # the trace name the instrumented weather conversation is recorded under
 
 
+def sent(server: Any, i: int = -1) -> dict:
+    """The JSON body of the ``i``-th request the wire server got (the last by default)."""
+    return server.requests[i].json
+
+
 def weather_step(guard: Any, *, framework: str, node: str, response: str, context: list[tuple[str, str]]) -> Any:
     """The one step an instrumented client recorded for the weather conversation (its tool result as
     context), checked for what every SDK records alike; returns it for the SDK's own checks."""

@@ -15,7 +15,7 @@ from fake_llm_server import Reply  # noqa: E402
 from google.genai import errors as genai_errors  # noqa: E402
 from google.genai import types  # noqa: E402
 from google_wire import error, model, response, stream_chunks  # noqa: E402
-from provider_cases import BOT, CONTEXT, GROUNDED, QUESTION, WEATHER, WEATHER_QUESTION, weather_step  # noqa: E402
+from provider_cases import BOT, CONTEXT, GROUNDED, QUESTION, WEATHER, WEATHER_QUESTION, sent, weather_step  # noqa: E402
 
 from groundlens_core.providers import ProviderResponse  # noqa: E402
 from groundlens_core.providers.google import (  # noqa: E402
@@ -49,10 +49,6 @@ def guard(client, dgi_calibration):
     return GoogleProvider(model="gemini-test", client=client, calibration=dgi_calibration)
 
 
-def _sent(server, i: int = -1) -> dict:
-    return server.requests[i].json
-
-
 
 def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(guard, fake_llm_server):
     fake_llm_server.add(Reply.json(response(GROUNDED, prompt_tokens=40, output_tokens=17)))
@@ -84,7 +80,7 @@ def test_complete_without_context_scores_dgi_with_a_dict_config(guard, fake_llm_
                          question="What is the capital of France?", system="Be brief.",
                          config={"temperature": 0})
     assert isinstance(got.groundlens_score, DGIResult)
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert body["generationConfig"]["temperature"] == 0 and body["systemInstruction"]["parts"][0]["text"] == "Be brief."
     assert guard.get_trace().steps[0].question == "What is the capital of France?"
 
@@ -119,7 +115,7 @@ def test_instrumented_generate_content_is_unchanged_and_recorded(client, fake_ll
     result = client.models.generate_content(model="gemini-test", contents=_tool_conversation(),
                                             groundlens_context="Station report, 08:00.")
     assert isinstance(result, types.GenerateContentResponse) and result.text == text
-    assert _sent(fake_llm_server) == _sent(fake_llm_server, -2)  # sent exactly as without us
+    assert sent(fake_llm_server) == sent(fake_llm_server, -2)  # sent exactly as without us
 
     step = weather_step(guard_of(client), framework="google", node="gcp.gemini.generate_content", response=text, context=[
         ("tool:get_weather", WEATHER), ("attached", "Station report, 08:00.")])
