@@ -9,7 +9,6 @@ batch modes); other processes on the machine distort them, so the load average i
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import subprocess
 import sys
@@ -20,8 +19,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))  # the dev-set reader is shared with the embedder tests
 
 import numpy as np  # noqa: E402
+from dev_texts import unique_texts  # noqa: E402
 
 _SHARED = os.environ.get("GROUNDLENS_SHARED_DATA", "").strip()
 DEV_CSV = str(Path(_SHARED) / "halueval_qa.csv") if _SHARED else None
@@ -39,17 +40,6 @@ e.encode(["Which magazine was started first?"])
 t3 = time.perf_counter()
 print(f"{t1-t0:.3f} {t2-t1:.3f} {t3-t2:.3f} {t3-t0:.3f}")
 """
-
-
-def unique_texts(path: str, n_rows: int) -> list[str]:
-    seen: dict[str, None] = {}
-    with open(path, encoding="utf-8") as fh:
-        for i, row in enumerate(csv.DictReader(fh)):
-            if i >= n_rows:
-                break
-            for col in ("question", "context", "response"):
-                seen.setdefault(row[col], None)
-    return list(seen)
 
 
 def best_of(fn, repeat: int) -> tuple[float, object]:

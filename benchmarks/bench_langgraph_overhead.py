@@ -23,20 +23,23 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from langchain_core.callbacks import BaseCallbackHandler
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
-from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
 
 from groundlens_core import get_embedder
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the scripted graphs live with the tests
+from scripted_graphs import tool_agent_graph  # noqa: E402
 
 CALLBACK_METHODS = (
     "on_chain_start", "on_chain_end", "on_chain_error", "on_chat_model_start", "on_llm_start", "on_llm_end",
@@ -71,16 +74,7 @@ class SlowScriptedModel(GenericFakeChatModel):
 
 
 def build_graph(model):
-    def agent(state: MessagesState):
-        return {"messages": [model.invoke([SystemMessage("Answer with the tool's facts.")] + state["messages"])]}
-
-    g = StateGraph(MessagesState)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([lookup]))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    return g.compile()
+    return tool_agent_graph(model, [lookup], "Answer with the tool's facts.")
 
 
 class Stopwatch:

@@ -12,12 +12,16 @@ Playwright. Prints, asserts nothing.
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from groundlens_core.trace import ContextPiece, Step, Trace
 from groundlens_core.trace.html import write_html
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the trace builder lives with the tests
+from synthetic_traces import trace_of  # noqa: E402
 
 BANDS = ("flagged", "review", "trusted", "trusted", "review")
 NODES = ("plan", "research", "write", "review", "answer", "search", "tool", "critic")
@@ -41,11 +45,7 @@ def make_traces(n: int, per: int) -> list[Trace]:
                                      "fingerprint": "fp", "version": "0"},
                               triage=band, question=f"Question {t}-{i}?", context=ctx, response=resp,
                               parent_id=None if i == 0 else f"t{t}s0", model="gpt-test", llm_latency_ms=120.0 + i))
-        tr = Trace(id=f"t{t}", name=f"run-{t}", framework="langgraph", started_at="2025-01-01T00:00:00Z",
-                   ended_at="2025-01-01T00:00:03Z")
-        for s in steps:
-            tr.add_step(s)
-        out.append(tr)
+        out.append(trace_of(steps, id=f"t{t}", name=f"run-{t}", ended_at="2025-01-01T00:00:03Z"))
     return out
 
 

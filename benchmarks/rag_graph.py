@@ -11,16 +11,15 @@ tracing, not a model.
 from __future__ import annotations
 
 import random
-import time
-from typing import Any, TypedDict
+import sys
+from pathlib import Path
+from typing import TypedDict
 
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.retrievers import BaseRetriever
-from langgraph.graph import END, START, StateGraph
+from langchain_core.messages import HumanMessage, SystemMessage
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))  # the scripted parts live with the tests
+from scripted_graphs import TableChatModel, TableRetriever, linear_graph  # noqa: E402
 
 WORDS = (
     "account access active added address after again against agent amount annual answer applied april "
@@ -74,30 +73,6 @@ def make_texts(n: int, seed: int = 13) -> list[tuple[str, str, str]]:
     return out
 
 
-class TableRetriever(BaseRetriever):
-    """Returns the context stored for a question (a dict lookup: no search cost in the figures)."""
-
-    table: dict[str, str]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [Document(page_content=self.table[query], metadata={"source": "kb"})]
-
-
-class TableChatModel(GenericFakeChatModel):
-    """Answers the last human message from a table after sleeping ``delay`` seconds."""
-
-    table: dict[str, str]
-    delay: float = 0.0
-    messages: Any = iter(())
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        if self.delay:
-            time.sleep(self.delay)
-        question = next(m.content for m in reversed(messages) if m.type == "human")
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(
-            content=self.table[question], response_metadata={"model_name": "scripted"}))])
-
-
 class RagState(TypedDict, total=False):
     question: str
     documents: list[Document]
@@ -106,8 +81,8 @@ class RagState(TypedDict, total=False):
 
 def build_rag_graph(texts: list[tuple[str, str, str]], delay: float = 0.0):
     """retrieve -> answer over ``texts`` (question -> context, question -> answer)."""
-    retriever = TableRetriever(table={q: c for q, c, _ in texts})
-    model = TableChatModel(table={q: a for q, _, a in texts}, delay=delay)
+    retriever = TableRetriever(table={q: c for q, c, _ in texts}, source="kb")
+    model = TableChatModel(table={q: a for q, _, a in texts}, delay=delay, reported_model="scripted")
 
     def retrieve(state: RagState) -> dict:
         return {"documents": retriever.invoke(state["question"])}
@@ -117,10 +92,4 @@ def build_rag_graph(texts: list[tuple[str, str, str]], delay: float = 0.0):
         msg = model.invoke([SystemMessage(f"Answer only from this context:\n{context}"), HumanMessage(state["question"])])
         return {"answer": msg.content}
 
-    g = StateGraph(RagState)
-    g.add_node("retrieve", retrieve)
-    g.add_node("answer", answer)
-    g.add_edge(START, "retrieve")
-    g.add_edge("retrieve", "answer")
-    g.add_edge("answer", END)
-    return g.compile()
+    return linear_graph(RagState, retrieve=retrieve, answer=answer)

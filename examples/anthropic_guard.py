@@ -82,13 +82,8 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 def main(argv: list[str] | None = None) -> int:
     args = standin.arguments("anthropic", __doc__, argv)
     with standin.standin_unless(bool(os.environ.get("ANTHROPIC_API_KEY")), standin_answer, "ANTHROPIC_API_KEY is not set") as url:
-        if url is None:
-            client = anthropic.Anthropic()
-            model = os.environ.get("GROUNDLENS_ANTHROPIC_MODEL", "claude-sonnet-4-5")
-            print(f"Calling the Anthropic API ({client.base_url}, model {model}).\n")
-        else:
-            client = anthropic.Anthropic(base_url=url, api_key="offline")
-            model = "standin-claude"
+        client = anthropic.Anthropic() if url is None else anthropic.Anthropic(base_url=url, api_key="offline")
+        model = standin.model(url, "GROUNDLENS_ANTHROPIC_MODEL", "claude-sonnet-4-5", "standin-claude", "Anthropic API")
         guard = standin.guard_demo(AnthropicProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.

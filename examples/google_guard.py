@@ -63,13 +63,8 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 def main(argv: list[str] | None = None) -> int:
     args = standin.arguments("google", __doc__, argv)
     with standin.standin_unless(bool(os.environ.get("GEMINI_API_KEY") or os.environ.get("GOOGLE_API_KEY")), standin_answer, "GEMINI_API_KEY / GOOGLE_API_KEY are not set") as url:
-        if url is None:
-            client = genai.Client()
-            model = os.environ.get("GROUNDLENS_GEMINI_MODEL", "gemini-2.5-flash")
-            print(f"Calling the Gemini API (model {model}).\n")
-        else:
-            client = genai.Client(api_key="offline", http_options=types.HttpOptions(base_url=url))
-            model = "standin-gemini"
+        client = genai.Client() if url is None else genai.Client(api_key="offline", http_options=types.HttpOptions(base_url=url))
+        model = standin.model(url, "GROUNDLENS_GEMINI_MODEL", "gemini-2.5-flash", "standin-gemini", "Gemini API")
         guard = standin.guard_demo(GoogleProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.

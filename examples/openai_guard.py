@@ -57,13 +57,8 @@ def standin_answer(path: str, body: dict) -> tuple[bytes, str]:
 def main(argv: list[str] | None = None) -> int:
     args = standin.arguments("openai", __doc__, argv)
     with standin.standin_unless(bool(os.environ.get("OPENAI_API_KEY")), standin_answer, "OPENAI_API_KEY is not set") as url:
-        if url is None:
-            client = openai.OpenAI()
-            model = os.environ.get("GROUNDLENS_OPENAI_MODEL", "gpt-4o-mini")
-            print(f"Calling the OpenAI API ({client.base_url}, model {model}).\n")
-        else:
-            client = openai.OpenAI(base_url=url + "/v1", api_key="offline")
-            model = "standin-model"
+        client = openai.OpenAI() if url is None else openai.OpenAI(base_url=url + "/v1", api_key="offline")
+        model = standin.model(url, "GROUNDLENS_OPENAI_MODEL", "gpt-4o-mini", "standin-model", "OpenAI API")
         guard = standin.guard_demo(OpenAIProvider, model, client)
 
         # Instrument the client: the calls are unchanged; each becomes a step of the trace.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -82,6 +83,16 @@ def standin_unless(api_key_set: bool, answer: Callable[[str, dict], tuple[bytes,
     finally:
         server.shutdown()
         server.server_close()
+
+
+def model(url: str | None, env: str, default: str, standin_model: str, api: str) -> str:
+    """The model to ask: on the real API (``url`` is None) ``$env`` or ``default``, said aloud; on the
+    stand-in at ``url``, the name the stand-in answers with."""
+    if url is not None:
+        return standin_model
+    name = os.environ.get(env, default)
+    print(f"Calling the {api} (model {name}).\n")
+    return name
 
 
 def arguments(name: str, doc: str, argv: list[str] | None) -> argparse.Namespace:

@@ -320,61 +320,40 @@ def run_benchmark(
     claims: str | None = None,
 ) -> dict[str, Any]:
     sets: list[dict[str, Any]] = []
+
+    def add(rows: list[dict[str, Any]], name: str, **kw: Any) -> None:
+        """Score the first ``limit`` rows as one set (``name`` formats with its row counts)."""
+        sets.append(score_set(rows[:limit] if limit else rows, name, bootstrap=bootstrap, **kw))
+
     if data:
-        rows = read_labelled(data)[:limit] if limit else read_labelled(data)
-        sets.append(
-            score_set(
-                rows,
-                f"{Path(data).name}, {{n}} rows, {{grounded}} grounded",
-                long_context=long_context,
-                bootstrap=bootstrap,
-            )
-        )
+        add(read_labelled(data), f"{Path(data).name}, {{n}} rows, {{grounded}} grounded", long_context=long_context)
     else:
-        qa = _bundled(QA_FILE)[:limit] if limit else _bundled(QA_FILE)
-        sets.append(
-            score_set(
-                [{**r, "label": int(r["label"])} for r in qa],
-                f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
-                long_context=long_context,
-                bootstrap=bootstrap,
-            )
+        add(
+            [{**r, "label": int(r["label"])} for r in _bundled(QA_FILE)],
+            f"HaluEval QA ({QA_FILE}, MIT), {{n}} rows, {{grounded}} grounded",
+            long_context=long_context,
         )
-        fb = faithbench_path(faithbench)
-        if fb is not None and fb.is_file():
-            rows = read_labelled(fb)
-            rows = rows[:limit] if limit else rows
-            sets.append(
-                score_set(
-                    rows,
-                    f"FaithBench dev ({fb.name}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
-                    "{grounded} grounded; summaries, no question",
-                    long_context=long_context,
-                    bootstrap=bootstrap,
-                )
-            )
-        cl = claims_path(claims)
-        if cl is not None and cl.is_file():
-            rows = read_labelled(cl)
-            rows = rows[:limit] if limit else rows
-            sets.append(
-                score_set(
-                    rows,
-                    f"Claims dev ({cl.name}), {{n}} rows, {{grounded}} grounded; correct paraphrases beside "
-                    "answers that keep the source's words and change one fact",
-                    long_context=long_context,
-                    bootstrap=bootstrap,
-                )
-            )
-        gen = _bundled(GENERAL_FILE)[:limit] if limit else _bundled(GENERAL_FILE)
-        sets.append(
-            score_set(
-                [{**r, "label": int(r["label"]), "context": ""} for r in gen],
-                f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
-                "direction fitted on the other rows",
-                dgi_only=True,
-                bootstrap=bootstrap,
-            )
+        # the dev sets that are never bundled: scored when their files are there
+        found = (
+            (
+                faithbench_path(faithbench),
+                "FaithBench dev ({file}, CC BY-NC-SA 4.0, not bundled), {{n}} rows, "
+                "{{grounded}} grounded; summaries, no question",
+            ),
+            (
+                claims_path(claims),
+                "Claims dev ({file}), {{n}} rows, {{grounded}} grounded; correct paraphrases "
+                "beside answers that keep the source's words and change one fact",
+            ),
+        )
+        for path, name in found:
+            if path is not None and path.is_file():
+                add(read_labelled(path), name.format(file=path.name), long_context=long_context)
+        add(
+            [{**r, "label": int(r["label"]), "context": ""} for r in _bundled(GENERAL_FILE)],
+            f"HaluEval general, held-out part ({GENERAL_FILE}, MIT), {{n}} rows, {{grounded}} grounded; "
+            "direction fitted on the other rows",
+            dgi_only=True,
         )
     for s in sets:
         s["data"] = s["data"].format(n=s["rows"], grounded=s["grounded"])

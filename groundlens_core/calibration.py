@@ -74,24 +74,21 @@ class CalibrationResult:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise GroundlensInputError(f"not a groundlens calibration file (format={found!r})")
         try:
-            direction = tuple(float(x) for x in data["direction"])
-            dim, n_pairs = int(data["dim"]), int(data["n_pairs"])
-            concentration, fingerprint = float(data["concentration"]), str(data["fingerprint"])
-            metadata = dict(data.get("metadata") or {})
+            fields: dict[str, Any] = {
+                "direction": tuple(float(x) for x in data["direction"]),
+                "dim": int(data["dim"]),
+                "n_pairs": int(data["n_pairs"]),
+                "concentration": float(data["concentration"]),
+                "fingerprint": str(data["fingerprint"]),
+                "metadata": dict(data.get("metadata") or {}),
+            }
         except KeyError as exc:
             raise GroundlensInputError(f"calibration file is missing the field {exc.args[0]!r}") from None
         except (TypeError, ValueError) as exc:
             raise GroundlensInputError(f"calibration file has a malformed field: {exc}") from None
-        if len(direction) != dim or not np.isfinite(direction).all():
+        if len(fields["direction"]) != fields["dim"] or not np.isfinite(fields["direction"]).all():
             raise GroundlensInputError("calibration direction is malformed (wrong length or non-finite values)")
-        return cls(
-            direction=direction,
-            n_pairs=n_pairs,
-            dim=dim,
-            concentration=concentration,
-            fingerprint=fingerprint,
-            metadata=metadata,
-        )
+        return cls(**fields)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationResult:

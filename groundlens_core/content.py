@@ -23,6 +23,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from groundlens_core.results import TokenSpan
+
 __all__ = ["ContentToken", "content_tokens", "source_keys", "STOP_WORDS", "DISCOURSE_WORDS"]
 
 STOP_WORDS = frozenset(
@@ -116,14 +118,10 @@ def _number_key(raw: str) -> str:
 
 
 @dataclass(frozen=True)
-class ContentToken:
-    """One content token of a sentence: its normalised key, kind and ``[start, end)`` in the text."""
+class ContentToken(TokenSpan):
+    """One content token of a sentence: its span in the text and its normalised ``key``."""
 
     key: str
-    kind: str  # "number" | "date" | "name" | "word"
-    start: int
-    end: int
-    text: str
 
 
 def content_tokens(text: str, offset: int = 0) -> list[ContentToken]:
@@ -136,7 +134,7 @@ def content_tokens(text: str, offset: int = 0) -> list[ContentToken]:
         start, end = m.start() + offset, m.end() + offset
         if raw[0].isdigit() or raw[0] in "$\u00a3\u20ac\u00a5":
             kind = "date" if re.fullmatch(r"1[5-9]\d\d|20\d\d", raw) else "number"
-            out.append(ContentToken(_number_key(raw), kind, start, end, raw))
+            out.append(ContentToken(raw, kind, start, end, _number_key(raw)))
             first_word = False
             continue
         low = raw.lower().replace("\u2019", "'")
@@ -145,7 +143,7 @@ def content_tokens(text: str, offset: int = 0) -> list[ContentToken]:
         if after_in and low in _AFTER_IN:
             continue
         if low in NUMBER_WORDS:
-            out.append(ContentToken("#" + NUMBER_WORDS[low], "number", start, end, raw))
+            out.append(ContentToken(raw, "number", start, end, "#" + NUMBER_WORDS[low]))
             continue
         if low in STOP_WORDS or low in DISCOURSE_WORDS or len(low) < 2:
             continue
@@ -155,7 +153,7 @@ def content_tokens(text: str, offset: int = 0) -> list[ContentToken]:
             kind = "name"
         else:
             kind = "word"
-        out.append(ContentToken(_stem(low), kind, start, end, raw))
+        out.append(ContentToken(raw, kind, start, end, _stem(low)))
     return out
 
 

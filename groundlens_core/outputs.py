@@ -72,17 +72,26 @@ def check_target(
             raise GroundlensInputError(
                 f"{what} {target} is the input file {src}; write to another file (an input is never overwritten)"
             )
-    kind = special_kind(target)
-    if kind is not None:
-        raise GroundlensInputError(f"{what} {target} is {kind}; give the name of a regular file")
+    _refuse_special(target, what)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=str(target.parent))
-        os.close(fd)
-        os.unlink(probe)
+        os.unlink(_temp_beside(target, ".probe"))
     except OSError as exc:
         raise GroundlensInputError(f"cannot write {what} {target}: {exc.strerror or exc}") from None
     return target
+
+
+def _refuse_special(target: Path, what: str) -> None:
+    kind = special_kind(target)
+    if kind is not None:
+        raise GroundlensInputError(f"{what} {target} is {kind}; give the name of a regular file")
+
+
+def _temp_beside(target: Path, suffix: str) -> str:
+    """A new empty hidden file in ``target``'s folder (created with its parents when missing)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix, dir=str(target.parent))
+    os.close(fd)
+    return name
 
 
 def with_path(exc: OSError, path: str | os.PathLike[str]) -> OSError:
@@ -129,13 +138,9 @@ def replacing(target: str | os.PathLike[str], *, what: str = "the output") -> It
     the target's mode and group, and renamed over the target. On any failure the temporary file
     is removed, the target is left as it was, and an OS error names the target."""
     target = Path(target)
-    kind = special_kind(target)
-    if kind is not None:
-        raise GroundlensInputError(f"{what} {target} is {kind}; give the name of a regular file")
+    _refuse_special(target, what)
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=str(target.parent))
-        os.close(fd)
+        name = _temp_beside(target, ".tmp")
     except OSError as exc:
         raise with_path(exc, target) from None
     tmp = Path(name)

@@ -53,13 +53,18 @@ def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class UnsupportedToken:
-    """A content token of a response sentence that the context does not contain (offsets in the response)."""
+class TokenSpan:
+    """A content token as it stands in a text: its words, kind and ``[start, end)`` offsets."""
 
     text: str
     kind: str  # "number" | "date" | "name" | "word"
     start: int
     end: int
+
+
+@dataclass(frozen=True)
+class UnsupportedToken(TokenSpan):
+    """A content token of a response sentence that the context does not contain (offsets in the response)."""
 
 
 @dataclass(frozen=True)

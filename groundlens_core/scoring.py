@@ -203,20 +203,11 @@ def _sgi_result(
     if ev is not None:
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     return SGIResult(
-        method="sgi",
-        value=raw,
-        normalized=normalize("sgi", raw),
-        flagged=decision.band == "flagged",
-        triage=decision.band,
-        explanation=f"{text} ({TRIAGE_NOTE})",
-        fingerprint=emb.fingerprint,
-        backend=emb.backend,
-        version=__version__,
+        **_score_fields("sgi", raw, decision, f"{text} ({TRIAGE_NOTE})", emb),
         d_response_question=d_rq,
         d_response_context=d_rc,
         context_mode=mode,
         context_chunks=chunks,
-        rank=decision.score,
         support=None if ev is None else ev.support,
         evidence=ev,
     )
@@ -227,37 +218,33 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
     decision = decide_dgi(raw)
     return DGIResult(
-        method="dgi",
-        value=raw,
-        normalized=normalize("dgi", raw),
-        flagged=decision.band == "flagged",
-        triage=decision.band,
-        explanation=f"{_opening(decision)} {explain('dgi', raw, band, detail)}",
-        fingerprint=emb.fingerprint,
-        backend=emb.backend,
-        version=__version__,
+        **_score_fields("dgi", raw, decision, f"{_opening(decision)} {explain('dgi', raw, band, detail)}", emb),
         displacement_norm=norm,
         direction=cal.direction_id,
-        rank=decision.score,
     )
 
 
 def _support_result(ev: Evidence, emb) -> SupportResult:
     decision = decide_support(ev)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
-    return SupportResult(
-        method="support",
-        value=ev.support,
-        normalized=normalize("support", ev.support),
-        flagged=decision.band == "flagged",
-        triage=decision.band,
-        explanation=f"{_opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})",
-        fingerprint=emb.fingerprint,
-        backend=emb.backend,
-        version=__version__,
-        evidence=ev,
-        rank=decision.score,
-    )
+    explanation = f"{_opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
+    return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb), evidence=ev)
+
+
+def _score_fields(method: str, value: float, decision: Decision, explanation: str, emb) -> dict[str, Any]:
+    """The fields every result shares: the raw value, its triage decision and the embedder behind it."""
+    return {
+        "method": method,
+        "value": value,
+        "normalized": normalize(method, value),
+        "flagged": decision.band == "flagged",
+        "triage": decision.band,
+        "explanation": explanation,
+        "fingerprint": emb.fingerprint,
+        "backend": emb.backend,
+        "version": __version__,
+        "rank": decision.score,
+    }
 
 
 # ---------------------------------------------------------------- public API

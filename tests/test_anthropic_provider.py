@@ -13,6 +13,7 @@ httpx2 = pytest.importorskip("httpx2")
 
 from anthropic_wire import error_body, error_event, message, message_events, model  # noqa: E402
 from fake_llm_server import Reply  # noqa: E402
+from provider_cases import BOT, CONTEXT, GROUNDED, QUESTION, WEATHER, WEATHER_QUESTION, sent, weather_step  # noqa: E402
 
 from groundlens_core.providers.anthropic import (  # noqa: E402
     DEFAULT_MAX_TOKENS,
@@ -22,12 +23,6 @@ from groundlens_core.providers.anthropic import (  # noqa: E402
     uninstrument,
 )
 
-CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
-           "It carries a 10-year warranty.")
-QUESTION = "How long does the Aurora-7 take to charge?"
-GROUNDED = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
-FLAGGED = "The Aurora-7 takes about 30 minutes to charge with the included solar panel."
-WEATHER = "Weather in Oslo: 4 degrees Celsius, light rain, wind 20 km/h from the north."
 MANUAL = "Oslo station manual: readings are taken every hour at the harbour."
 
 
@@ -52,18 +47,14 @@ def guard(client, dgi_calibration):
     return AnthropicProvider(model="claude-test", client=client, calibration=dgi_calibration)
 
 
-def _sent(server, i: int = -1) -> dict:
-    return server.requests[i].json
-
-
 
 def test_the_guard_request_keeps_the_callers_max_tokens_or_sends_the_default(guard, fake_llm_server):
     fake_llm_server.add(Reply.json(message("The capital of France is Paris.")), Reply.json(message(GROUNDED)))
     guard.complete("What is the capital of France?", max_tokens=50)
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert body["max_tokens"] == 50 and "system" not in body
     guard.complete(QUESTION, context=CONTEXT, system="Be brief.")
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert body["max_tokens"] == DEFAULT_MAX_TOKENS and body["system"] == "Be brief."
 
 
@@ -85,7 +76,7 @@ def _tool_conversation() -> list[dict]:
     return [
         {"role": "user", "content": [
             {"type": "document", "title": "manual", "source": {"type": "text", "media_type": "text/plain", "data": MANUAL}},
-            {"type": "text", "text": "What is the weather in Oslo?"}]},
+            {"type": "text", "text": WEATHER_QUESTION}]},
         {"role": "assistant", "content": [
             {"type": "text", "text": "Let me check."},
             {"type": "tool_use", "id": "toolu_01", "name": "get_weather", "input": {"city": "Oslo"}}]},
@@ -97,22 +88,17 @@ def _tool_conversation() -> list[dict]:
 def test_instrumented_create_is_unchanged_and_recorded(client, fake_llm_server, dgi_calibration):
     text = "In Oslo it is 4 degrees Celsius with light rain and a north wind of 20 km/h."
     fake_llm_server.add(Reply.json(message(text, input_tokens=50, output_tokens=20)))
-    same = instrument(client, name="weather-bot", calibration=dgi_calibration)
+    same = instrument(client, name=BOT, calibration=dgi_calibration)
     assert same is client and guard_of(client).framework == "anthropic"
 
     result = client.messages.create(model="claude-test", max_tokens=300, system="You are a weather assistant.",
                                     messages=_tool_conversation(), groundlens_context="Station report, 08:00.")
     assert isinstance(result, anthropic.types.Message) and result.content[0].text == text
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert "groundlens_context" not in body and body["messages"] == _tool_conversation()  # sent as it was
 
-    trace = guard_of(client).get_trace()
-    assert trace.name == "weather-bot" and trace.framework == "anthropic"
-    step = trace.steps[0]
-    assert step.kind == "llm" and step.method == "sgi" and step.node == "anthropic.messages"
-    assert step.question == "What is the weather in Oslo?" and step.response == text
-    assert [(c.source, c.text) for c in step.context] == [
-        ("document:manual", MANUAL), ("tool:get_weather", WEATHER), ("attached", "Station report, 08:00.")]
+    step = weather_step(guard_of(client), framework="anthropic", node="anthropic.messages", response=text, context=[
+        ("document:manual", MANUAL), ("tool:get_weather", WEATHER), ("attached", "Station report, 08:00.")])
     assert (step.usage.input_tokens, step.usage.output_tokens) == (50, 20) and step.provider == "anthropic"
 
 
@@ -173,11 +159,11 @@ def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake
         yield {"role": "user", "content": iter([{"type": "text", "text": QUESTION}])}
 
     client.messages.create(model="m", max_tokens=100, messages=conversation())
-    bare = _sent(fake_llm_server)
+    bare = sent(fake_llm_server)
     guard = AnthropicProvider(client=client)
     guard.instrument(client)
     client.messages.create(model="m", max_tokens=100, messages=conversation())
-    assert _sent(fake_llm_server) == bare and bare["messages"] == [
+    assert sent(fake_llm_server) == bare and bare["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": QUESTION}]}]
     assert guard.get_trace().steps[0].question == QUESTION
 
@@ -196,7 +182,7 @@ def test_instrumented_messages_stream_helper(client, fake_llm_server, dgi_calibr
     first, second = [t.steps[0] for t in guard.get_traces()]
     assert first.node == "anthropic.messages.stream" and first.method == "sgi" and first.response == GROUNDED
     assert first.context[0].source == "attached" and first.usage.output_tokens == 9
-    assert second.method == "dgi" and "groundlens_context" not in _sent(fake_llm_server, 0)
+    assert second.method == "dgi" and "groundlens_context" not in sent(fake_llm_server, 0)
 
 
 async def test_beta_namespace_and_parse_are_instrumented(client, aclient, fake_llm_server, dgi_calibration):

@@ -7,13 +7,12 @@ import atexit
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
+from missing_extras import hints, run_without
 
 # CrewAI phones home and writes under $HOME: switch that off BEFORE crewai is imported. HOME points
 # at a temporary folder while crewai imports (it reads some paths then) and while these tests run
@@ -187,21 +186,13 @@ def height_task(agent) -> Task:
 
 
 def test_plugin_imports_without_crewai_and_names_the_extra():
-    code = (
-        "import sys\n"
-        "for m in ('crewai', 'crewai.tools', 'crewai.hooks', 'crewai.hooks.dispatch'): sys.modules[m] = None\n"
-        "import groundlens_core.plugins.crewai as p\n"
-        "for make in (lambda: p.GroundlensTool, lambda: p.GroundlensCrewListener()):\n"
-        "    try:\n"
-        "        make()\n"
-        "    except ImportError as exc:\n"
-        "        print('HINT:', exc)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    hints = [line for line in out.stdout.splitlines() if line.startswith("HINT:")]
-    assert len(hints) == 2
-    assert all('pip install "groundlens-core[crewai]"' in h for h in hints)
+    out = run_without(("crewai",), """
+        import groundlens_core.plugins.crewai as p
+        hint(lambda: p.GroundlensTool)
+        hint(lambda: p.GroundlensCrewListener())
+    """)
+    assert len(hints(out)) == 2
+    assert all('pip install "groundlens-core[crewai]"' in h for h in hints(out))
 
 
 def test_tool_is_a_crewai_base_tool_with_answer_required():
@@ -342,21 +333,24 @@ def test_self_check_without_context_uses_the_agents_earlier_tool_results(listene
 # ------------------------------------------------------------------ crews
 
 
-def research_then_write(research_llm, writer_llm):
-    """A researcher (with the lookup tool) finds a fact; a writer gets it as task context."""
+def research_then_write(writer_answer: str):
+    """A researcher (with the lookup tool) finds a fact; a writer gets it as task context and
+    answers ``writer_answer``. Returns the crew, its agents and tasks, and the two scripted LLMs."""
+    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
+    writer_llm = scripted(final(writer_answer))
     res = researcher(research_llm, [make_lookup()])
     writer = Agent(role="Writer", goal="Write short summaries.", backstory="A concise writer.", llm=writer_llm,
                    verbose=False)
     t1 = Task(description="Find the height of the Eiffel Tower.", expected_output="A fact.", agent=res)
     t2 = Task(description="Write one sentence about the Eiffel Tower's height.", expected_output="A sentence.",
               agent=writer, context=[t1])
-    return Crew(agents=[res, writer], tasks=[t1, t2], verbose=False), res, writer, t1, t2
+    crew = Crew(agents=[res, writer], tasks=[t1, t2], verbose=False)
+    return crew, res, writer, t1, t2, research_llm, writer_llm
 
 
 def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
-    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
-    writer_llm = scripted(final("At 330 metres including antennas, the Eiffel Tower, completed in 1889, is tall."))
-    crew, res, writer, t1, t2 = research_then_write(research_llm, writer_llm)
+    crew, res, writer, t1, t2, research_llm, writer_llm = research_then_write(
+        "At 330 metres including antennas, the Eiffel Tower, completed in 1889, is tall.")
     crew.kickoff()
 
     trace = listener.get_trace()
@@ -382,9 +376,7 @@ def test_two_agent_crew_gives_per_agent_steps_and_passes_task_context(listener):
 
 
 def test_steps_hang_under_their_agent_in_task_and_tool_results_under_the_turn_that_asked(listener):
-    research_llm = scripted(action("lookup", {"query": "eiffel"}), final(SOURCE))
-    writer_llm = scripted(final("The Eiffel Tower is 330 metres tall."))
-    crew, res, writer, t1, t2 = research_then_write(research_llm, writer_llm)
+    crew, res, writer, t1, t2, _, _ = research_then_write("The Eiffel Tower is 330 metres tall.")
     crew.kickoff()
 
     trace = listener.get_trace()

@@ -15,6 +15,7 @@ from fake_llm_server import Reply  # noqa: E402
 from google.genai import errors as genai_errors  # noqa: E402
 from google.genai import types  # noqa: E402
 from google_wire import error, model, response, stream_chunks  # noqa: E402
+from provider_cases import BOT, CONTEXT, GROUNDED, QUESTION, WEATHER, WEATHER_QUESTION, sent, weather_step  # noqa: E402
 
 from groundlens_core.providers import ProviderResponse  # noqa: E402
 from groundlens_core.providers.google import (  # noqa: E402
@@ -25,12 +26,6 @@ from groundlens_core.providers.google import (  # noqa: E402
 )
 from groundlens_core.results import DGIResult, SGIResult  # noqa: E402
 
-CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
-           "It carries a 10-year warranty.")
-QUESTION = "How long does the Aurora-7 take to charge?"
-GROUNDED = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
-FLAGGED = "The Aurora-7 takes about 30 minutes to charge with the included solar panel."
-WEATHER = "Weather in Oslo: 4 degrees Celsius, light rain, wind 20 km/h from the north."
 FAST_RETRY = types.HttpRetryOptions(attempts=3, initial_delay=0.01, max_delay=0.02, jitter=0)
 
 
@@ -52,10 +47,6 @@ def client(fake_llm_server):
 @pytest.fixture
 def guard(client, dgi_calibration):
     return GoogleProvider(model="gemini-test", client=client, calibration=dgi_calibration)
-
-
-def _sent(server, i: int = -1) -> dict:
-    return server.requests[i].json
 
 
 
@@ -89,7 +80,7 @@ def test_complete_without_context_scores_dgi_with_a_dict_config(guard, fake_llm_
                          question="What is the capital of France?", system="Be brief.",
                          config={"temperature": 0})
     assert isinstance(got.groundlens_score, DGIResult)
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert body["generationConfig"]["temperature"] == 0 and body["systemInstruction"]["parts"][0]["text"] == "Be brief."
     assert guard.get_trace().steps[0].question == "What is the capital of France?"
 
@@ -105,7 +96,7 @@ async def test_acomplete_and_astream_use_the_clients_aio_side(client, fake_llm_s
 
 def _tool_conversation() -> list:
     return [
-        types.Content(role="user", parts=[types.Part.from_text(text="What is the weather in Oslo?")]),
+        types.Content(role="user", parts=[types.Part.from_text(text=WEATHER_QUESTION)]),
         types.Content(role="model", parts=[types.Part.from_function_call(name="get_weather", args={"city": "Oslo"})]),
         types.Content(role="user", parts=[types.Part.from_function_response(name="get_weather",
                                                                             response={"output": WEATHER})]),
@@ -118,21 +109,16 @@ def test_instrumented_generate_content_is_unchanged_and_recorded(client, fake_ll
     bare = make_client(fake_llm_server)
     fake_llm_server.add(Reply.json(response(text, prompt_tokens=50, output_tokens=20)))
     bare.models.generate_content(model="gemini-test", contents=_tool_conversation())
-    same = instrument(client, name="weather-bot", calibration=dgi_calibration)
+    same = instrument(client, name=BOT, calibration=dgi_calibration)
     assert same is client and guard_of(client).framework == "google"
 
     result = client.models.generate_content(model="gemini-test", contents=_tool_conversation(),
                                             groundlens_context="Station report, 08:00.")
     assert isinstance(result, types.GenerateContentResponse) and result.text == text
-    assert _sent(fake_llm_server) == _sent(fake_llm_server, -2)  # sent exactly as without us
+    assert sent(fake_llm_server) == sent(fake_llm_server, -2)  # sent exactly as without us
 
-    trace = guard_of(client).get_trace()
-    assert trace.name == "weather-bot" and trace.framework == "google"
-    step = trace.steps[0]
-    assert step.kind == "llm" and step.method == "sgi" and step.node == "gcp.gemini.generate_content"
-    assert step.question == "What is the weather in Oslo?" and step.response == text
-    assert [(c.source, c.text) for c in step.context] == [("tool:get_weather", WEATHER),
-                                                           ("attached", "Station report, 08:00.")]
+    step = weather_step(guard_of(client), framework="google", node="gcp.gemini.generate_content", response=text, context=[
+        ("tool:get_weather", WEATHER), ("attached", "Station report, 08:00.")])
     assert (step.usage.input_tokens, step.usage.output_tokens, step.usage.total_tokens) == (50, 20, 70)
     assert step.provider == "gcp.gemini" and step.model == "gemini-test"
 

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from synthetic_traces import trace_of
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Step, Trace
 from groundlens_core.trace.html import write_html
@@ -417,11 +418,7 @@ def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
                         "explanation": "Score 0.45, review: no context: a weak signal.", "fingerprint": "fp", "version": "0"},
                  question="q", response="ok"),
         ]
-        t = Trace(id=f"t{k}", name=f"run {k:03d} {payload}", framework="langgraph", started_at="2025-01-01T00:00:00Z",
-                  ended_at="2025-01-01T00:00:01Z")
-        for s in steps:
-            t.add_step(s)
-        out.append(t)
+        out.append(trace_of(steps, id=f"t{k}", name=f"run {k:03d} {payload}", ended_at="2025-01-01T00:00:01Z"))
     return out
 
 

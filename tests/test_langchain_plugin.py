@@ -116,12 +116,17 @@ def test_evaluate_run_and_evaluate_strings():
 # ---------------------------------------------------------------- callback on runnables
 
 
-def test_callback_on_retriever_prompt_model_chain():
+def rag_chain():
+    """retriever -> prompt -> chat model ``writer``, answering GROUNDED from CONTEXT."""
     retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
     prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
     model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
-    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
-             "question": RunnablePassthrough()} | prompt | model
+    return {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
+            "question": RunnablePassthrough()} | prompt | model
+
+
+def test_callback_on_retriever_prompt_model_chain():
+    chain = rag_chain()
     cb = GroundlensCallback()
     out = chain.invoke(QUESTION, config={"callbacks": [cb]})
     assert out.content == GROUNDED
@@ -141,23 +146,22 @@ class RunParents(BaseCallbackHandler):
         self.parent: dict[str, str | None] = {}
         self.models: list[str] = []
 
-    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+    def _parent(self, run_id, parent_run_id) -> None:
         self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, **kwargs):
+        self._parent(run_id, parent_run_id)
 
     def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None, **kwargs):
-        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+        self._parent(run_id, parent_run_id)
 
     def on_chat_model_start(self, serialized, messages, *, run_id, parent_run_id=None, **kwargs):
-        self.parent[str(run_id)] = None if parent_run_id is None else str(parent_run_id)
+        self._parent(run_id, parent_run_id)
         self.models.append(str(run_id))
 
 
 def test_chain_steps_carry_the_run_that_called_them_as_parent():
-    retriever = StaticRetriever(docs=[Document(page_content=CONTEXT)])
-    prompt = ChatPromptTemplate.from_messages([("system", "Answer from this context:\n{context}"), ("human", "{question}")])
-    model = ScriptedModel(respond=lambda msgs: GROUNDED, name="writer")
-    chain = {"context": retriever | (lambda docs: "\n".join(d.page_content for d in docs)),
-             "question": RunnablePassthrough()} | prompt | model
+    chain = rag_chain()
     cb, runs = GroundlensCallback(), RunParents()
     chain.invoke(QUESTION, config={"callbacks": [cb, runs]})
     retrieval, answer = cb.get_trace().steps
@@ -184,12 +188,16 @@ def test_callback_on_a_bare_chat_model_and_every_generation(cal):
     assert len({s.id for s in steps}) == 2
 
 
-def test_callback_on_a_completion_llm_and_chain_input_context():
-    llm = FakeListLLM(responses=[GROUNDED])
-    prompt = ChatPromptTemplate.from_template("{question}")
+def completion_step(template: str, inputs: dict, response: str):
+    """The one step the callback records for ``template | FakeListLLM`` answering ``response``."""
     cb = GroundlensCallback()
-    (prompt | llm).invoke({"question": QUESTION, "context": CONTEXT}, config={"callbacks": [cb]})
+    (ChatPromptTemplate.from_template(template) | FakeListLLM(responses=[response])).invoke(inputs, config={"callbacks": [cb]})
     [step] = cb.get_trace().steps
+    return step
+
+
+def test_callback_on_a_completion_llm_and_chain_input_context():
+    step = completion_step("{question}", {"question": QUESTION, "context": CONTEXT}, GROUNDED)
     assert step.method == "sgi" and QUESTION in step.question
     assert [(c.source, c.text) for c in step.context] == [("state:context", CONTEXT)]
 
@@ -221,11 +229,8 @@ def test_callback_reads_the_context_a_prompt_template_pastes():
 
 
 def test_callback_on_a_completion_llm_reads_a_context_question_template():
-    llm = FakeListLLM(responses=[RETURN_A])
-    prompt = ChatPromptTemplate.from_template("Context: {policy}\nQuestion: {question}\nAnswer:")
-    cb = GroundlensCallback()
-    (prompt | llm).invoke({"policy": POLICY, "question": RETURN_Q}, config={"callbacks": [cb]})
-    [step] = cb.get_trace().steps
+    step = completion_step("Context: {policy}\nQuestion: {question}\nAnswer:", {"policy": POLICY, "question": RETURN_Q},
+                           RETURN_A)
     assert step.method == "sgi" and RETURN_Q in step.question and POLICY not in step.question
     assert [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
 

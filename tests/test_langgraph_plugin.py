@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import operator
-import subprocess
-import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Callable, TypedDict
 
 import pytest
+import scripted_graphs
 from langchain_core.callbacks import BaseCallbackHandler, CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
@@ -20,9 +19,10 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.retrievers import BaseRetriever
 from langchain_core.tools import tool
-from langgraph.graph import END, START, MessagesState, StateGraph
-from langgraph.prebuilt import ToolNode, tools_condition
+from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
+from missing_extras import run_without
+from scripted_graphs import linear_graph
 
 from groundlens_core.plugins import _langchain_common
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
@@ -104,16 +104,7 @@ def llm_steps(trace):
 
 
 def tool_agent_graph(model):
-    def agent(state: MessagesState):
-        return {"messages": [model.invoke([SystemMessage(SYSTEM)] + state["messages"])]}
-
-    g = StateGraph(MessagesState)
-    g.add_node("agent", agent)
-    g.add_node("tools", ToolNode([get_weather]))
-    g.add_edge(START, "agent")
-    g.add_conditional_edges("agent", tools_condition)
-    g.add_edge("tools", "agent")
-    return g.compile()
+    return scripted_graphs.tool_agent_graph(model, [get_weather], SYSTEM)
 
 
 class RagState(TypedDict, total=False):
@@ -131,13 +122,7 @@ def rag_graph(model, retriever):
                             HumanMessage(state["question"])])
         return {"answer": msg.content}
 
-    g = StateGraph(RagState)
-    g.add_node("retrieve", retrieve)
-    g.add_node("answer", answer)
-    g.add_edge(START, "retrieve")
-    g.add_edge("retrieve", "answer")
-    g.add_edge("answer", END)
-    return g.compile()
+    return linear_graph(RagState, retrieve=retrieve, answer=answer)
 
 
 class QAState(TypedDict, total=False):
@@ -708,26 +693,16 @@ def test_create_agent_with_tools():
 
 
 def test_plugin_imports_without_langchain_and_says_what_to_install():
-    code = (
-        "import sys\n"
-        "sys.modules['langchain_core'] = None\n"
-        "from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback\n"
-        "try:\n"
-        "    GroundlensLangGraphCallback()\n"
-        "except ImportError as e:\n"
-        "    print('HINT', e)\n"
-        "from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator\n"
-        "print('EVAL', GroundlensEvaluator()(inputs={}, outputs={})['score'])\n"
-        "try:\n"
-        "    GroundlensCallback()\n"
-        "except ImportError as e:\n"
-        "    print('HINT2', e)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert 'pip install "groundlens-core[langgraph]"' in out.stdout
-    assert "EVAL None" in out.stdout  # the evaluator needs no LangChain
-    assert 'pip install "groundlens-core[langchain]"' in out.stdout
+    out = run_without(("langchain_core",), """
+        from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+        hint(GroundlensLangGraphCallback)
+        from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensEvaluator
+        print('EVAL', GroundlensEvaluator()(inputs={}, outputs={})['score'])
+        hint(GroundlensCallback)
+    """)
+    assert 'pip install "groundlens-core[langgraph]"' in out
+    assert "EVAL None" in out  # the evaluator needs no LangChain
+    assert 'pip install "groundlens-core[langchain]"' in out
 
 
 def test_tracer_provider_exports_live_spans():

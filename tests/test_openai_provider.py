@@ -12,14 +12,9 @@ openai = pytest.importorskip("openai")
 
 from fake_llm_server import Reply  # noqa: E402
 from openai_wire import MODEL, chat_completion, chat_reply, echo_chat, response_events, response_json  # noqa: E402
+from provider_cases import BOT, CONTEXT, GROUNDED, QUESTION, WEATHER, WEATHER_QUESTION, sent, weather_step  # noqa: E402
 
 from groundlens_core.providers.openai import OpenAIProvider, guard_of, instrument, uninstrument  # noqa: E402
-
-CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
-           "It carries a 10-year warranty.")
-QUESTION = "How long does the Aurora-7 take to charge?"
-GROUNDED = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
-WEATHER = "Weather in Oslo: 4 degrees Celsius, light rain, wind 20 km/h from the north."
 
 
 @pytest.fixture
@@ -34,30 +29,26 @@ def aclient(fake_llm_server):
     return openai.AsyncOpenAI(base_url=fake_llm_server.url + "/v1", api_key="test-key", max_retries=2, timeout=60)
 
 
-def _sent(server, i: int = -1) -> dict:
-    return server.requests[i].json
-
-
 def test_the_guard_request_carries_the_system_prompt_and_kwargs_and_a_stream_asks_for_usage(client, fake_llm_server,
                                                                                             dgi_calibration):
     guard = OpenAIProvider(model="gpt-4o-mini", client=client, calibration=dgi_calibration)
     fake_llm_server.add(chat_reply(GROUNDED))
     guard.complete(QUESTION, context=CONTEXT, system="Be brief.", temperature=0)
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert body["model"] == "gpt-4o-mini" and body["temperature"] == 0 and "stream" not in body
     assert body["messages"][0] == {"role": "system", "content": "Be brief."} and body["messages"][1]["role"] == "user"
     fake_llm_server.default = echo_chat(GROUNDED)
     list(guard.stream(QUESTION))
-    assert _sent(fake_llm_server)["stream"] is True
-    assert _sent(fake_llm_server)["stream_options"] == {"include_usage": True}
+    assert sent(fake_llm_server)["stream"] is True
+    assert sent(fake_llm_server)["stream_options"] == {"include_usage": True}
     list(guard.stream(QUESTION, stream_options={"include_usage": False}))  # the caller's own wins
-    assert _sent(fake_llm_server)["stream_options"] == {"include_usage": False}
+    assert sent(fake_llm_server)["stream_options"] == {"include_usage": False}
 
 
 def _tool_conversation() -> list[dict]:
     return [
         {"role": "system", "content": "You are a weather assistant."},
-        {"role": "user", "content": "What is the weather in Oslo?"},
+        {"role": "user", "content": WEATHER_QUESTION},
         {"role": "assistant", "content": None, "tool_calls": [
             {"id": "call_0", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
         {"role": "tool", "tool_call_id": "call_0", "content": WEATHER},
@@ -67,22 +58,17 @@ def _tool_conversation() -> list[dict]:
 def test_instrumented_chat_call_is_unchanged_and_recorded(client, fake_llm_server, dgi_calibration):
     answer_text = "In Oslo it is 4 degrees Celsius with light rain and a north wind of 20 km/h."
     fake_llm_server.add(Reply.json(chat_completion(answer_text, usage=(50, 20))))
-    same = instrument(client, name="weather-bot", calibration=dgi_calibration)
+    same = instrument(client, name=BOT, calibration=dgi_calibration)
     assert same is client and isinstance(same, openai.OpenAI)
 
     result = client.chat.completions.create(model="gpt-4o-mini", messages=_tool_conversation(),
                                             groundlens_context="Oslo weather station report, 08:00.")
     assert isinstance(result, openai.types.chat.ChatCompletion) and result.choices[0].message.content == answer_text
-    body = _sent(fake_llm_server)
+    body = sent(fake_llm_server)
     assert "groundlens_context" not in body and body["messages"] == _tool_conversation()  # sent as it was
 
-    trace = guard_of(client).get_trace()
-    assert trace.name == "weather-bot" and trace.framework == "openai"
-    step = trace.steps[0]
-    assert step.kind == "llm" and step.method == "sgi" and step.node == "openai.chat"
-    assert step.question == "What is the weather in Oslo?" and step.response == answer_text
-    assert [(c.source, c.text) for c in step.context] == [("tool:get_weather", WEATHER),
-                                                           ("attached", "Oslo weather station report, 08:00.")]
+    step = weather_step(guard_of(client), framework="openai", node="openai.chat", response=answer_text, context=[
+        ("tool:get_weather", WEATHER), ("attached", "Oslo weather station report, 08:00.")])
     assert step.usage.input_tokens == 50 and step.provider == "openai" and step.model == MODEL
 
 
@@ -96,11 +82,11 @@ def test_a_generator_of_messages_is_sent_as_without_instrumentation(client, fake
         yield {"role": "user", "content": iter([{"type": "text", "text": QUESTION}])}
 
     client.chat.completions.create(model="m", messages=conversation())
-    bare = _sent(fake_llm_server)
+    bare = sent(fake_llm_server)
     guard = OpenAIProvider(client=client)
     guard.instrument(client)
     client.chat.completions.create(model="m", messages=conversation())
-    assert _sent(fake_llm_server) == bare and len(bare["messages"]) == 2
+    assert sent(fake_llm_server) == bare and len(bare["messages"]) == 2
     assert bare["messages"][1]["content"] == [{"type": "text", "text": QUESTION}]
     assert guard.get_trace().steps[0].question == QUESTION
 
@@ -110,7 +96,7 @@ def test_instrumented_responses_api(client, fake_llm_server, dgi_calibration):
     guard.instrument(client)
     fake_llm_server.add(Reply.json(response_json(GROUNDED)))
     result = client.responses.create(model="m", input=QUESTION, instructions="Be brief.", groundlens_context=CONTEXT)
-    assert result.output_text == GROUNDED and "groundlens_context" not in _sent(fake_llm_server)
+    assert result.output_text == GROUNDED and "groundlens_context" not in sent(fake_llm_server)
 
     fake_llm_server.add(Reply.json(response_json(None, function_call=("get_weather", {"city": "Oslo"}))))
     client.responses.create(model="m", input=[{"role": "user", "content": "Weather in Oslo?"}])

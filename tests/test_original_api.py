@@ -15,7 +15,7 @@ from typing import TypedDict
 import pytest
 from conftest import GROUNDED_PAIRS
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langgraph.graph import END, START, StateGraph
+from scripted_graphs import linear_graph
 
 # --- the original README's imports, pointed at groundlens_core
 from groundlens_core import calibrate, compute_dgi
@@ -42,13 +42,7 @@ def build_graph():
         prompt = f"Context: {state['context']}"
         return {"answer": model.invoke([("system", prompt), ("human", state["question"])]).content}
 
-    g = StateGraph(State)
-    g.add_node("retrieve", retrieve)
-    g.add_node("answer", answer)
-    g.add_edge(START, "retrieve")
-    g.add_edge("retrieve", "answer")
-    g.add_edge("answer", END)
-    return g.compile()
+    return linear_graph(State, retrieve=retrieve, answer=answer)
 
 
 def test_the_original_readme_runs(tmp_path, monkeypatch, capsys):

@@ -13,11 +13,23 @@ import time
 
 import pytest
 
-from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
-from groundlens_core.trace.model import META_TOOL, redaction_digest
+from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace
+from groundlens_core.trace.model import redaction_digest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from demo_trace import (  # noqa: E402
+    ANSWER_DGI,
+    CONTEXT_SGI,
+    GROUNDED,
+    QUESTION_DGI,
+    QUESTION_SGI,
+    RAW_TEXTS,
+    T0,
+    TOOL_RESULT,
+    record_run,
+)
+from missing_extras import hints, run_without  # noqa: E402
 from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
@@ -26,17 +38,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import StatusCode  # noqa: E402
 
 from groundlens_core.trace.otel import OTelExporter, configure_otlp, export_trace, iso_to_ns  # noqa: E402
-
-QUESTION_SGI = "What is the boiling point of water at sea level in Celsius?"
-CONTEXT_SGI = "At sea level, pure water boils at 100 degrees Celsius (212 degrees Fahrenheit)."
-GROUNDED = "Water boils at 100 degrees Celsius at sea level."
-OFF_TOPIC = "My favourite football team won the cup final last weekend after extra time."
-QUESTION_DGI = "Which planet is known as the Red Planet?"
-ANSWER_DGI = "Mars is known as the Red Planet because of the iron oxide on its surface."
-TOOL_RESULT = "search result: Mars has two moons, Phobos and Deimos."
-RAW_TEXTS = (QUESTION_SGI, CONTEXT_SGI, GROUNDED, OFF_TOPIC, QUESTION_DGI, ANSWER_DGI, TOOL_RESULT)
-
-T0 = 1_760_000_000.250001  # fixed call times: spans must carry these, not the export time
 
 
 @pytest.fixture(scope="module")
@@ -69,25 +70,6 @@ class Sink:
         roots = [s for s in self.spans() if s.parent is None]
         assert len(roots) == 1, [s.name for s in roots]
         return roots[0]
-
-
-def record_run(recorder: Recorder, key: str = "run-1", *, end: bool = True) -> None:
-    recorder.start_trace(key, name="demo")
-    recorder.record(CallRecord(key, "search", kind="tool", context=[ContextPiece(TOOL_RESULT, "tool:search")],
-                               started_at=T0, ended_at=T0 + 0.1, metadata={META_TOOL: "web_search"}))
-    recorder.record(CallRecord(key, "grounded", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
-                               response=GROUNDED, model="gpt-test", provider="openai", usage=Usage(42, 7, 49),
-                               started_at=T0 + 0.2, ended_at=T0 + 0.7))
-    recorder.record(CallRecord(key, "off_topic", question=QUESTION_SGI, context=[ContextPiece(CONTEXT_SGI, "retriever")],
-                               response=OFF_TOPIC, model="gpt-test", provider="openai",
-                               started_at=T0 + 0.8, ended_at=T0 + 1.1))
-    recorder.record(CallRecord(key, "no_context", question=QUESTION_DGI, response=ANSWER_DGI, model="gpt-test",
-                               started_at=T0 + 1.2, ended_at=T0 + 1.5))
-    recorder.record(CallRecord(key, "broken", question=QUESTION_DGI, error="RateLimitError: slow down",
-                               model="gpt-test", started_at=T0 + 1.6, ended_at=T0 + 1.65))
-    if end:
-        recorder.end_trace(key)
-    assert recorder.flush(timeout=120)
 
 
 def live(calibration, **exporter_kwargs) -> tuple[Sink, Recorder]:
@@ -455,25 +437,11 @@ def test_global_providers_are_used_when_none_is_passed(tmp_path):
 
 
 def test_trace_package_imports_without_opentelemetry():
-    proc = _run("""
-        import sys
-        class Block:
-            def find_spec(self, name, path=None, target=None):
-                if name == "opentelemetry" or name.startswith("opentelemetry."):
-                    raise ImportError("blocked for the test: " + name)
-        sys.meta_path.insert(0, Block())
+    out = run_without(("opentelemetry",), """
         import groundlens_core.trace
         from groundlens_core.trace import otel
-        try:
-            otel.OTelExporter()
-        except ImportError as exc:
-            print("HINT:", exc)
-        try:
-            otel.configure_otlp("http://127.0.0.1:1")
-        except ImportError as exc:
-            print("HINT:", exc)
+        hint(lambda: otel.OTelExporter())
+        hint(lambda: otel.configure_otlp("http://127.0.0.1:1"))
     """)
-    assert proc.returncode == 0, proc.stderr
-    hints = [line for line in proc.stdout.splitlines() if line.startswith("HINT:")]
-    assert len(hints) == 2
-    assert all('pip install "groundlens-core[otel]"' in h for h in hints)
+    assert len(hints(out)) == 2
+    assert all('pip install "groundlens-core[otel]"' in h for h in hints(out))

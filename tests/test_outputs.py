@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cli_io import one_line_error, write_csv
 
 from groundlens_core.cli import main
 from groundlens_core.errors import GroundlensInputError
@@ -28,11 +29,7 @@ PAIRS = [
 
 
 def _pairs(path: Path) -> Path:
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=["question", "response"])
-        w.writeheader()
-        w.writerows(PAIRS)
-    return path
+    return write_csv(path, PAIRS, ["question", "response"])
 
 
 def _trace(path: Path | None = None, response: str = "Paris.") -> Trace:
@@ -43,12 +40,6 @@ def _trace(path: Path | None = None, response: str = "Paris.") -> Trace:
     if path is not None:
         trace.save(path)
     return trace
-
-
-def _one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
 
 
 def _aliases(tmp_path: Path, target: Path) -> dict[str, Path]:
@@ -67,7 +58,7 @@ def test_calibrate_refuses_its_pairs_file_as_the_output(tmp_path, capsys):
     before = pairs.read_bytes()
     for how, out in _aliases(tmp_path, pairs).items():
         assert main(["calibrate", "--pairs", str(pairs), "-o", str(out)]) == 2, how
-        assert "is the input file" in _one_line_error(capsys), how
+        assert "is the input file" in one_line_error(capsys), how
         assert pairs.read_bytes() == before, how
 
 
@@ -78,7 +69,7 @@ def test_report_refuses_its_trace_as_the_output(tmp_path, capsys):
     before = tr.read_bytes()
     for how, out in _aliases(tmp_path, tr).items():
         assert main(["report", str(tr), "-o", str(out)]) == 2, how
-        assert "is the input file" in _one_line_error(capsys), how
+        assert "is the input file" in one_line_error(capsys), how
         assert tr.read_bytes() == before, how
 
 
@@ -230,7 +221,7 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("case", list(MALFORMED))
-def test_a_malformed_trace_is_a_one_line_error(tmp_path, capsys, case):
+def test_a_malformed_trace_is_aone_line_error(tmp_path, capsys, case):
     """A deep JSON was a RecursionError traceback, wrong types an AttributeError traceback, and a
     null step 'missing 'NoneType' object is not subscriptable'."""
     text, expected = MALFORMED[case]
@@ -238,7 +229,7 @@ def test_a_malformed_trace_is_a_one_line_error(tmp_path, capsys, case):
     bad.write_text(text)
     out = tmp_path / "r.html"
     assert main(["report", str(bad), "-o", str(out)]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert expected in err and str(bad) in err and "NoneType" not in err, err
     assert not out.exists()
     with pytest.raises(GroundlensInputError, match=expected):  # the Python API says the same, in one line
@@ -251,7 +242,7 @@ def test_a_directory_or_fifo_given_to_report_is_named_as_such(tmp_path, capsys):
     os.mkfifo(fifo)
     for path, kind in ((tmp_path, "a directory"), (fifo, "a FIFO")):
         assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 2
-        err = _one_line_error(capsys)
+        err = one_line_error(capsys)
         assert kind in err and "not found" not in err, err
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import csv
 import os
 import random
 import subprocess
@@ -12,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from dev_texts import unique_texts
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -33,14 +33,7 @@ def _model_path() -> Path:
 def _dev_texts(n_rows: int) -> list[str]:
     if not DEV_CSV.is_file():
         pytest.skip("dev set not found: set GROUNDLENS_SHARED_DATA (or GROUNDLENS_DEV_CSV)")
-    seen: dict[str, None] = {}
-    with open(DEV_CSV, encoding="utf-8") as fh:
-        for i, row in enumerate(csv.DictReader(fh)):
-            if i >= n_rows:
-                break
-            for col in ("question", "context", "response"):
-                seen.setdefault(row[col], None)
-    return list(seen)
+    return unique_texts(DEV_CSV, n_rows)
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,11 @@ import uuid
 from datetime import datetime
 from pathlib import Path
 
+import demo_trace
 import pytest
+from demo_trace import ERROR, GROUNDED_USAGE, QUESTION_SGI, TOOL_NAME
 
-from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace, Usage
+from groundlens_core.trace import Recorder, Trace
 
 pytestmark = pytest.mark.slow
 
@@ -23,13 +25,6 @@ _spec = importlib.util.spec_from_file_location("groundlens_phoenix_server", Path
 phoenix_server = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(phoenix_server)
 
-QUESTION = "What is the boiling point of water at sea level in Celsius?"
-CONTEXT = "At sea level, pure water boils at 100 degrees Celsius (212 degrees Fahrenheit)."
-GROUNDED = "Water boils at 100 degrees Celsius at sea level."
-OFF_TOPIC = "My favourite football team won the cup final last weekend after extra time."
-QUESTION_DGI = "Which planet is known as the Red Planet?"
-ANSWER_DGI = "Mars is known as the Red Planet because of the iron oxide on its surface."
-T0 = 1_760_000_000.5
 
 
 @pytest.fixture(scope="module")
@@ -61,21 +56,7 @@ def calibration(dgi_calibration):
 
 
 def record_run(recorder: Recorder, key: str) -> Trace:
-    recorder.start_trace(key, name="e2e")
-    recorder.record(CallRecord(key, "search", kind="tool", context=[ContextPiece(CONTEXT, "tool:search")],
-                               started_at=T0, ended_at=T0 + 0.1))
-    recorder.record(CallRecord(key, "grounded", question=QUESTION, context=[ContextPiece(CONTEXT, "tool:search")],
-                               response=GROUNDED, model="gpt-test", provider="openai", usage=Usage(30, 9, 39),
-                               started_at=T0 + 0.2, ended_at=T0 + 0.6))
-    recorder.record(CallRecord(key, "off_topic", question=QUESTION, context=[ContextPiece(CONTEXT, "tool:search")],
-                               response=OFF_TOPIC, model="gpt-test", provider="openai",
-                               started_at=T0 + 0.7, ended_at=T0 + 0.9))
-    recorder.record(CallRecord(key, "no_context", question=QUESTION_DGI, response=ANSWER_DGI, model="gpt-test",
-                               started_at=T0 + 1.0, ended_at=T0 + 1.3))
-    recorder.record(CallRecord(key, "broken", question=QUESTION, error="TimeoutError: the model did not answer",
-                               started_at=T0 + 1.4, ended_at=T0 + 1.5))
-    recorder.end_trace(key)
-    assert recorder.flush(timeout=120)
+    demo_trace.record_run(recorder, key, name="e2e")
     return recorder.get_trace(key)
 
 
@@ -100,12 +81,12 @@ def check_phoenix_spans(spans: list[dict], trace: Trace) -> None:
     assert set(by_node) == {"search", "grounded", "off_topic", "no_context", "broken"}
     for span in by_node.values():
         assert span["parent_id"] == root["context"]["span_id"]
-    assert by_node["search"]["name"] == "execute_tool search"
+    assert by_node["search"]["name"] == f"execute_tool {TOOL_NAME}"
     assert by_node["search"]["span_kind"] == "TOOL"
     assert by_node["grounded"]["name"] == "chat gpt-test"
     assert by_node["grounded"]["span_kind"] == "LLM"
-    assert by_node["grounded"]["attributes"]["gen_ai.usage.input_tokens"] == 30
-    assert by_node["grounded"]["attributes"]["input.value"] == QUESTION
+    assert by_node["grounded"]["attributes"]["gen_ai.usage.input_tokens"] == GROUNDED_USAGE.input_tokens
+    assert by_node["grounded"]["attributes"]["input.value"] == QUESTION_SGI
 
     steps = {s.node: s for s in trace.steps}
     for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
@@ -120,7 +101,7 @@ def check_phoenix_spans(spans: list[dict], trace: Trace) -> None:
     assert by_node["grounded"]["attributes"]["gen_ai.evaluation.score.value"] > \
         by_node["off_topic"]["attributes"]["gen_ai.evaluation.score.value"]
     assert by_node["broken"]["status_code"] == "ERROR"
-    assert "did not answer" in by_node["broken"]["status_message"]
+    assert ERROR in by_node["broken"]["status_message"]
     assert not any(k.startswith("gen_ai.evaluation") for k in by_node["broken"]["attributes"])
 
 

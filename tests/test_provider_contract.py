@@ -24,15 +24,10 @@ from typing import Any, Callable
 import pytest
 from conftest import BrokenEmbedder
 from fake_llm_server import Reply
+from provider_cases import CONTEXT, FLAGGED, GROUNDED, QUESTION
 
 from groundlens_core.providers import ProviderResponse
 from groundlens_core.results import DGIResult, SGIResult
-
-CONTEXT = ("The Aurora-7 battery pack stores 12 kWh and charges fully in 4 hours from a 240 V outlet. "
-           "It carries a 10-year warranty.")
-QUESTION = "How long does the Aurora-7 take to charge?"
-GROUNDED = "It charges fully in 4 hours from a 240 V outlet; the 12 kWh pack has a 10-year warranty."
-FLAGGED = "The Aurora-7 takes about 30 minutes to charge with the included solar panel."
 
 
 @dataclass
@@ -70,6 +65,16 @@ class Sdk:
 
 def _pieces(text: str, size: int) -> list[str]:
     return [text[i:i + size] for i in range(0, len(text), size)]
+
+
+def _whole_and_cut(answer: Callable[[str, tuple[int, int]], dict], events: Callable[..., list]) -> dict[str, Any]:
+    """``reply`` and ``chunks`` for a wire whose stream is its whole answer cut into events:
+    ``answer(text, usage)`` is the answer's body, ``events(body, piece=n)`` that body streamed."""
+    return {
+        "reply": lambda text, usage=(21, 9): Reply.json(answer(text, usage)),
+        "chunks": lambda text, piece=20, usage=(21, 9), cut_after=None: Reply.sse(
+            events(answer(text, usage), piece=piece), cut_after=cut_after),
+    }
 
 
 def _openai() -> Sdk:
@@ -130,10 +135,7 @@ def _anthropic() -> Sdk:
         name="anthropic", api=api, provider=api.AnthropicProvider,
         make=lambda s, retries=2: anthropic.Anthropic(base_url=s.url, api_key="k", max_retries=retries, timeout=120),
         amake=lambda s: anthropic.AsyncAnthropic(base_url=s.url, api_key="k", max_retries=2, timeout=120),
-        reply=lambda text, usage=(21, 9): Reply.json(message(text, input_tokens=usage[0], output_tokens=usage[1])),
-        chunks=lambda text, piece=20, usage=(21, 9), cut_after=None: Reply.sse(
-            message_events(message(text, input_tokens=usage[0], output_tokens=usage[1]), piece=piece),
-            cut_after=cut_after),
+        **_whole_and_cut(lambda text, usage: message(text, input_tokens=usage[0], output_tokens=usage[1]), message_events),
         cut=4, says=lambda text: model(lambda body: message(text)),
         tool_turn=lambda: model(lambda body: message(None, tool_uses=[("get_weather", {"city": "Oslo"})])),
         error=error, call=call,
@@ -169,10 +171,7 @@ def _google() -> Sdk:
     return Sdk(
         name="google", api=api, provider=api.GoogleProvider,
         make=make, amake=lambda s: _kept(make(s)).aio,
-        reply=lambda text, usage=(21, 9): Reply.json(response(text, prompt_tokens=usage[0], output_tokens=usage[1])),
-        chunks=lambda text, piece=20, usage=(21, 9), cut_after=None: Reply.sse(
-            stream_chunks(response(text, prompt_tokens=usage[0], output_tokens=usage[1]), piece=piece),
-            cut_after=cut_after),
+        **_whole_and_cut(lambda text, usage: response(text, prompt_tokens=usage[0], output_tokens=usage[1]), stream_chunks),
         cut=1, says=lambda text: model(lambda body: response(text)),
         tool_turn=lambda: model(lambda body: response(None, function_calls=[("get_weather", {"city": "Oslo"})])),
         error=error, call=call,

@@ -11,16 +11,12 @@ import random
 import statistics
 import threading
 import time
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pytest
-from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
-from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
-from langchain_core.retrievers import BaseRetriever
-from langgraph.graph import END, START, StateGraph
+from langchain_core.messages import HumanMessage, SystemMessage
+from scripted_graphs import TableChatModel, TableRetriever, linear_graph
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 from groundlens_core.trace.recorder import CallRecord, Recorder
@@ -259,22 +255,6 @@ class _State(TypedDict, total=False):
     answer: str
 
 
-class _Retriever(BaseRetriever):
-    table: dict[str, str]
-
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun) -> list[Document]:
-        return [Document(page_content=self.table[query])]
-
-
-class _Model(GenericFakeChatModel):
-    table: dict[str, str]
-    messages: Any = iter(())
-
-    def _generate(self, messages, stop=None, run_manager=None, **kwargs) -> ChatResult:
-        q = next(m.content for m in reversed(messages) if m.type == "human")
-        return ChatResult(generations=[ChatGeneration(message=AIMessage(content=self.table[q]))])
-
-
 def _rss_bytes() -> int:
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -283,8 +263,8 @@ def _rss_bytes() -> int:
 def _graph(n: int):
     rng = random.Random(13)
     texts = [(_text(rng, 18) + f" #{i}?", _text(rng, 150), _text(rng, 55)) for i in range(n)]
-    retriever = _Retriever(table={q: c for q, c, _ in texts})
-    model = _Model(table={q: a for q, _, a in texts})
+    retriever = TableRetriever(table={q: c for q, c, _ in texts})
+    model = TableChatModel(table={q: a for q, _, a in texts})
 
     def retrieve(state: _State) -> dict:
         return {"documents": retriever.invoke(state["question"])}
@@ -293,13 +273,7 @@ def _graph(n: int):
         ctx = "\n".join(d.page_content for d in state["documents"])
         return {"answer": model.invoke([SystemMessage(ctx), HumanMessage(state["question"])]).content}
 
-    g = StateGraph(_State)
-    g.add_node("retrieve", retrieve)
-    g.add_node("answer", answer)
-    g.add_edge(START, "retrieve")
-    g.add_edge("retrieve", "answer")
-    g.add_edge("answer", END)
-    return g.compile(), [q for q, _, _ in texts]
+    return linear_graph(_State, retrieve=retrieve, answer=answer), [q for q, _, _ in texts]
 
 
 class _TimedCallback(GroundlensLangGraphCallback):

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_io import one_line_error, write_csv
 
 from groundlens_core import evaluate_batch
 from groundlens_core.cli import main
@@ -31,21 +32,6 @@ def _rows(n: int, start: int = 0) -> list[dict]:
         {"id": r["id"], "question": r["question"], "context": r["context"] if i % 4 else "", "response": r["response"]}
         for i, r in enumerate(rows)
     ]
-
-
-def _write_csv(path: Path, rows: list[dict], columns: list[str] | None = None) -> Path:
-    columns = columns or list(rows[0])
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fieldnames=columns)
-        w.writeheader()
-        w.writerows(rows)
-    return path
-
-
-def _one_line_error(capsys) -> str:
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
-    return err
 
 
 @pytest.fixture
@@ -93,7 +79,7 @@ def test_evaluate_stream_is_lazy_ordered_and_equal_to_evaluate_batch():
 
 def test_csv_gz_jsonl_gz_and_parquet_give_the_same_scores(tmp_path):
     rows = _rows(12)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "ref.csv")]) == 0
     ref = (tmp_path / "ref.csv").read_bytes()
 
@@ -145,7 +131,7 @@ def test_csv_field_over_the_csv_module_limit_is_scored_or_a_row_error_like_jsonl
         {"question": "Where is the head office?", "response": too_long, "context": CTX},
         {"question": "Where is the head office?", "response": "In Delhi.", "context": CTX},
     ]
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
     got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
     assert got[0]["groundlens_method"] == "sgi" and len(got[0]["response"]) == 140_000
@@ -159,29 +145,29 @@ def test_csv_field_over_the_csv_module_limit_is_scored_or_a_row_error_like_jsonl
 
 
 def test_output_equal_to_input_is_refused_and_the_input_survives(tmp_path, capsys, no_scoring):
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     before = src.read_bytes()
     os.symlink(src, tmp_path / "link.csv")
     for target in (src, tmp_path / "link.csv", tmp_path / "sub" / ".." / "in.csv"):
         assert main(["evaluate", str(src), "-o", str(target)]) == 2
-        assert "is the input file" in _one_line_error(capsys)
+        assert "is the input file" in one_line_error(capsys)
     assert src.read_bytes() == before
 
 
 def test_unwritable_output_and_html_fail_before_any_scoring(tmp_path, capsys, no_scoring):
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
     assert main(["evaluate", str(src), "-o", str(blocker / "out.csv")]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert "cannot write the output" in err and str(blocker / "out.csv") in err
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(blocker / "r.html")]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert "cannot write the HTML report" in err and str(blocker / "r.html") in err and ".tmp" not in err
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.txt")]) == 2
-    assert "unsupported output type" in _one_line_error(capsys)
+    assert "unsupported output type" in one_line_error(capsys)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(tmp_path / "r.csv")]) == 2
-    assert "would overwrite a data file" in _one_line_error(capsys)
+    assert "would overwrite a data file" in one_line_error(capsys)
     assert not (tmp_path / "o.csv").exists()
 
 
@@ -189,7 +175,7 @@ def test_header_problems_and_a_directory_as_input(tmp_path, capsys):
     dup = tmp_path / "dup.csv"
     dup.write_text("question,response,response\nQ?,first,second\n", encoding="utf-8")
     assert main(["evaluate", str(dup), "-o", str(tmp_path / "o.csv")]) == 2
-    assert "duplicate column name(s) 'response'" in _one_line_error(capsys)
+    assert "duplicate column name(s) 'response'" in one_line_error(capsys)
 
     ragged = tmp_path / "ragged.csv"
     ragged.write_text(
@@ -211,15 +197,15 @@ def test_header_problems_and_a_directory_as_input(tmp_path, capsys):
     capsys.readouterr()
     (tmp_path / "folder.csv").mkdir()
     assert main(["evaluate", str(tmp_path / "folder.csv"), "-o", str(tmp_path / "o.csv")]) == 2
-    assert "is a directory" in _one_line_error(capsys)
+    assert "is a directory" in one_line_error(capsys)
     assert main(["evaluate", str(ragged), "-o", str(tmp_path / "folder.csv")]) == 2
-    assert "is a directory" in _one_line_error(capsys)
+    assert "is a directory" in one_line_error(capsys)
 
 
 def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, capsys):
     rows = _rows(10)
     rows[3]["response"] = ""  # a blank response: an error row (a blank question with a context is scored: support)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     html = tmp_path / "r.html"
     assert (
         main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(html), "--html-rows", "3", "--sort"])
@@ -237,7 +223,7 @@ def test_big_batch_html_shows_the_riskiest_rows_and_a_summary_of_all(tmp_path, c
 def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
     import torch
 
-    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    src = write_csv(tmp_path / "in.csv", _rows(12))
     before = torch.get_num_threads()
     try:
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--threads", "1"]) == 0
@@ -276,7 +262,7 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
 
     if usable_cpus() < 2:
         pytest.skip("one CPU: scoring threads are capped at 1, nothing to tell apart")
-    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    src = write_csv(tmp_path / "in.csv", _rows(6))
     score_chunk, seen = chunks.score_chunk, []
 
     def spy(*args, **kwargs):
@@ -348,7 +334,7 @@ def _kill_mid_run(cmd: list[str], checkpoint: Path, total: int, env: dict) -> No
 @pytest.mark.parametrize("fmt,extra", [("csv", ["--sort"]), ("parquet", [])])
 def test_sigkill_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, capsys, fmt, extra):
     rows = _rows(160, start=200)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     ref = tmp_path / f"ref.{fmt}"
     assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "8", *extra]) == 0
 
@@ -362,9 +348,9 @@ def test_sigkill_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, c
 
     capsys.readouterr()
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", *extra]) == 2
-    assert "add --resume" in _one_line_error(capsys)
+    assert "add --resume" in one_line_error(capsys)
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "16", "--resume", *extra]) == 2
-    assert "batch_size changed" in _one_line_error(capsys)
+    assert "batch_size changed" in one_line_error(capsys)
 
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", "--resume", *extra]) == 0
     assert "resuming after row" in capsys.readouterr().err
@@ -373,7 +359,7 @@ def test_sigkill_then_resume_gives_the_bytes_of_an_uninterrupted_run(tmp_path, c
 
 
 def test_resume_without_a_partial_run_starts_from_the_first_row(tmp_path, capsys):
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--resume"]) == 0
     assert "nothing to resume" in capsys.readouterr().err
     got = list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8", newline="")))
@@ -390,7 +376,7 @@ def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, 
     import groundlens_core.evaluate_job as evaluate_job
     from groundlens_core.errors import GroundlensInputError
 
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     out = tmp_path / "out.csv"
 
     def no_cluster(*a, **k):
@@ -399,7 +385,7 @@ def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, 
     with monkeypatch.context() as m:
         m.setattr(evaluate_job, "_make_scorer", no_cluster)
         assert main(["evaluate", str(src), "-o", str(out)]) == 2
-    assert "no Ray cluster" in _one_line_error(capsys)
+    assert "no Ray cluster" in one_line_error(capsys)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
     assert main(["evaluate", str(src), "-o", str(out)]) == 0
     assert out.is_file()
@@ -412,7 +398,7 @@ def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path,
     import groundlens_core.partial_output as partial_output
 
     rows = _rows(12)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     ref = tmp_path / "ref.csv"
     assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "5", *extra]) == 0
     out = tmp_path / "out.csv"
@@ -434,7 +420,7 @@ def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path,
 def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
     import groundlens_core.partial_output as partial_output
 
-    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    src = write_csv(tmp_path / "in.csv", _rows(6))
     out = tmp_path / "out.csv"
 
     def killed(self, rows, first_row):
@@ -447,7 +433,7 @@ def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, m
     (tmp_path / ".out.csv.groundlens-partial").unlink()
     capsys.readouterr()
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
-    assert "is gone" in _one_line_error(capsys)
+    assert "is gone" in one_line_error(capsys)
     assert not out.exists()
 
 
@@ -467,7 +453,7 @@ def test_nested_jsonl_values_are_json_text_in_a_csv_output(tmp_path, capsys):
     assert row["groundlens_flagged"] in ("True", "False")  # our own columns are written as before
 
 
-def test_engine_ray_address_with_no_cluster_is_a_one_line_error(tmp_path, capsys):
+def test_engine_ray_address_with_no_cluster_is_aone_line_error(tmp_path, capsys):
     """ray.init(address=...) with nothing listening retried for minutes (printing warnings about the
     node's IP, not the address given) and left a checkpoint; now one line, at once, nothing left."""
     pytest.importorskip("ray")
@@ -476,14 +462,14 @@ def test_engine_ray_address_with_no_cluster_is_a_one_line_error(tmp_path, capsys
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free once closed: nothing listens there
-    src = _write_csv(tmp_path / "in.csv", _rows(2))
+    src = write_csv(tmp_path / "in.csv", _rows(2))
     t0 = time.monotonic()
     assert (
         main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--engine", "ray", "--address", f"127.0.0.1:{port}"])
         == 2
     )
     assert time.monotonic() - t0 < 120
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert f"no Ray cluster answers at --address 127.0.0.1:{port}" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
 
@@ -589,7 +575,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
     keys file failed only after the whole run."""
     import groundlens_core.chunks as chunks
 
-    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    src = write_csv(tmp_path / "in.csv", _rows(12))
     ref = tmp_path / "ref.csv"
     assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "3"]) == 0
     out = tmp_path / "out.csv"
@@ -606,7 +592,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
     with monkeypatch.context() as m:
         m.setattr(chunks, "score_chunk", boom)
         assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert err.startswith("groundlens: error: cannot resume: ") and blamed in err, err
     assert "without --resume to start over" in err
     assert not out.exists()
@@ -620,7 +606,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
 def test_an_undamaged_resume_still_gives_the_bytes_of_an_uninterrupted_run(tmp_path, capsys, monkeypatch, fmt):
     if fmt == "parquet":
         pytest.importorskip("pyarrow")
-    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    src = write_csv(tmp_path / "in.csv", _rows(12))
     ref = tmp_path / f"ref.{fmt}"
     assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "3"]) == 0
     out = tmp_path / f"out.{fmt}"
@@ -632,21 +618,21 @@ def test_an_undamaged_resume_still_gives_the_bytes_of_an_uninterrupted_run(tmp_p
 
 def test_a_damaged_parquet_part_is_refused(tmp_path, capsys, monkeypatch):
     pytest.importorskip("pyarrow")
-    src = _write_csv(tmp_path / "in.csv", _rows(12))
+    src = write_csv(tmp_path / "in.csv", _rows(12))
     out = tmp_path / "out.parquet"
     _interrupt(monkeypatch, src, out)
     part = tmp_path / ".out.parquet.groundlens-partial" / "part-0000001.arrow"
     _flip_byte(part, part.stat().st_size // 2)
     capsys.readouterr()
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
-    assert "does not match its checkpoint" in _one_line_error(capsys)
+    assert "does not match its checkpoint" in one_line_error(capsys)
 
 
 def test_an_input_edited_with_the_same_size_and_mtime_is_not_resumed(tmp_path, capsys, monkeypatch):
     """Size and modification time were the input's identity: an edit keeping both resumed silently,
     mixing scores of two different files in one output."""
     rows = _rows(12)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     out = tmp_path / "out.csv"
     _interrupt(monkeypatch, src, out)
     st = src.stat()
@@ -656,7 +642,7 @@ def test_an_input_edited_with_the_same_size_and_mtime_is_not_resumed(tmp_path, c
     assert src.stat().st_size == st.st_size and src.stat().st_mtime_ns == st.st_mtime_ns
     capsys.readouterr()
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "3", "--resume"]) == 2
-    assert "input_sha256 changed" in _one_line_error(capsys)
+    assert "input_sha256 changed" in one_line_error(capsys)
 
 
 # ---------------------------------------------------------------- one writer per output
@@ -664,7 +650,7 @@ def test_an_input_edited_with_the_same_size_and_mtime_is_not_resumed(tmp_path, c
 
 def test_a_second_run_on_the_same_output_is_told_which_process_holds_it(tmp_path, capsys):
     rows = _rows(40)
-    src = _write_csv(tmp_path / "in.csv", rows)
+    src = write_csv(tmp_path / "in.csv", rows)
     ref = tmp_path / "ref.csv"
     assert main(["evaluate", str(src), "-o", str(ref), "--batch-size", "8"]) == 0
     out = tmp_path / "out.csv"
@@ -689,7 +675,7 @@ def test_a_second_run_on_the_same_output_is_told_which_process_holds_it(tmp_path
         capsys.readouterr()
         for extra in ([], ["--resume"]):
             assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "8", *extra]) == 2
-            err = _one_line_error(capsys)
+            err = one_line_error(capsys)
             assert f"pid {proc.pid}" in err and "interrupted" not in err, err
         assert not out.exists()  # the second run wrote nothing, and took nothing away
         assert json.loads(checkpoint.read_text())["rows_done"] >= 16
@@ -706,7 +692,7 @@ def test_a_second_run_on_the_same_output_is_told_which_process_holds_it(tmp_path
 def test_a_stray_checkpoint_never_blocks_a_later_run(tmp_path, capsys, monkeypatch):
     """A checkpoint without its partial (left by two runs that raced on one output) made every later
     run fail: 'an interrupted run left ... add --resume', then with --resume 'the partial is gone'."""
-    src = _write_csv(tmp_path / "in.csv", _rows(6))
+    src = write_csv(tmp_path / "in.csv", _rows(6))
     out = tmp_path / "out.csv"
     _interrupt(monkeypatch, src, out, chunks=1)
     (tmp_path / ".out.csv.groundlens-partial").unlink()
@@ -719,7 +705,7 @@ def test_a_stray_checkpoint_never_blocks_a_later_run(tmp_path, capsys, monkeypat
 
 def test_evaluate_keeps_the_mode_of_the_file_it_replaces(tmp_path, capsys):
     """The final rename put a 0644 partial over a 0600 output, widening who may read the scores."""
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     for extra in ([], ["--sort"]):
         out = tmp_path / f"out{len(extra)}.csv"
         out.write_text("old\n")
@@ -731,10 +717,10 @@ def test_evaluate_keeps_the_mode_of_the_file_it_replaces(tmp_path, capsys):
 
 def test_an_html_report_that_is_the_input_is_named_as_such(tmp_path, capsys, no_scoring):
     """The refusal said 'give it an .html name' to a report that had one (a link to the input)."""
-    src = _write_csv(tmp_path / "in.csv", _rows(3))
+    src = write_csv(tmp_path / "in.csv", _rows(3))
     link = tmp_path / "report.html"
     os.link(src, link)
     assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(link)]) == 2
-    err = _one_line_error(capsys)
+    err = one_line_error(capsys)
     assert "is the input file" in err and ".html name" not in err, err
     assert src.read_text(encoding="utf-8").startswith("id,question")

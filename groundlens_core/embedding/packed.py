@@ -123,18 +123,35 @@ def _packed_forward(
     layers: list[list[torch.Tensor]],
     heads: int,
     eps: float,
+    bf16: bool = False,
 ) -> torch.Tensor:
-    """The packed forward pass, op for op the same as ``PackedMiniLMEmbedder._forward_eager``.
+    """The packed forward pass: input embeddings, the encoder layers, mean pooling.
 
-    ``layers[i]`` = [Wqkv^T, bqkv, Wo^T, bo, ln1w, ln1b, Wi^T, bi, bo2, ln2w, ln2b, *Wo2^T K-chunks].
-    Written in the TorchScript subset so it runs without the GIL (see the module docstring).
+    ``bf16`` picks the layer body (:func:`_layers_bf16`, else :func:`_layers_fp32`); the embedding
+    and pooling around it are the same for both. Written in the TorchScript subset so it runs
+    without the GIL (see the module docstring).
     """
-    H = word.shape[1]
     total = 0
     for n in lengths:
         total += n
     padded = (total + tile_rows - 1) // tile_rows * tile_rows
     x = _embed_packed(flat, pos, total, padded, word, pos_emb, type0, emb_lnw, emb_lnb, tile_rows, eps)
+    if bf16:
+        _layers_bf16(x, lengths, tile_rows, layers, heads, eps)
+    else:
+        _layers_fp32(x, lengths, tile_rows, layers, heads, eps)
+    return _mean_pool(x, lengths)
+
+
+def _layers_fp32(
+    x: torch.Tensor, lengths: list[int], tile_rows: int, layers: list[list[torch.Tensor]], heads: int, eps: float
+) -> None:
+    """The fp32 encoder layers over the packed rows ``x`` (in place), op for op the same as
+    ``PackedMiniLMEmbedder._forward_eager``.
+
+    ``layers[i]`` = [Wqkv^T, bqkv, Wo^T, bo, ln1w, ln1b, Wi^T, bi, bo2, ln2w, ln2b, *Wo2^T K-chunks].
+    """
+    padded, H = x.shape[0], x.shape[1]
     qkv = torch.empty(padded, 3 * H, dtype=torch.float32)
     ctx = torch.zeros(padded, H, dtype=torch.float32)
     inter = layers[0][6].shape[1]
@@ -160,24 +177,12 @@ def _packed_forward(
                     buf_o.addmm_(part, w)
                 k += w.shape[0]
             x[r : r + tile_rows] = torch.layer_norm(buf_o.add_(a), [H], layer[9], layer[10], eps)
-    return _mean_pool(x, lengths)
 
 
-def _packed_forward_bf16(
-    flat: torch.Tensor,
-    pos: torch.Tensor,
-    lengths: list[int],
-    tile_rows: int,
-    word: torch.Tensor,
-    pos_emb: torch.Tensor,
-    type0: torch.Tensor,
-    emb_lnw: torch.Tensor,
-    emb_lnb: torch.Tensor,
-    layers: list[list[torch.Tensor]],
-    heads: int,
-    eps: float,
-) -> torch.Tensor:
-    """The ``packed-bf16`` pass (the default where the CPU has native bf16): the same structure
+def _layers_bf16(
+    x: torch.Tensor, lengths: list[int], tile_rows: int, layers: list[list[torch.Tensor]], heads: int, eps: float
+) -> None:
+    """The ``packed-bf16`` layers (the default where the CPU has native bf16): the same structure
     (packed rows, fixed tiles, per-text attention), with the four dense layers as oneDNN bf16 GEMMs
     on prepacked weights (AMX / AVX-512 BF16: fp32 accumulation, bf16 outputs), GELU fused into the
     intermediate layer and attention on the bf16 q/k/v. The residual stream, LayerNorms, pooling
@@ -187,12 +192,7 @@ def _packed_forward_bf16(
     The bits are a function of the text alone here too (fixed shapes per lane; measured invariant
     to the batch, the thread count and the process), but they are not the fp32 pass's bits.
     """
-    H = word.shape[1]
-    total = 0
-    for n in lengths:
-        total += n
-    padded = (total + tile_rows - 1) // tile_rows * tile_rows
-    x = _embed_packed(flat, pos, total, padded, word, pos_emb, type0, emb_lnw, emb_lnb, tile_rows, eps)
+    padded, H = x.shape[0], x.shape[1]
     qkv = torch.empty(padded, 3 * H, dtype=torch.bfloat16)
     ctx = torch.zeros(padded, H, dtype=torch.bfloat16)
     for layer in layers:
@@ -207,7 +207,6 @@ def _packed_forward_bf16(
             h = torch.ops.mkldnn._linear_pointwise(a.to(torch.bfloat16), layer[6], layer[7], "gelu", [], "none")
             o2 = torch.ops.mkldnn._linear_pointwise(h, layer[8], layer[9], "none", [], "")
             x[r : r + tile_rows] = torch.layer_norm(o2.float().add_(a), [H], layer[10], layer[11], eps)
-    return _mean_pool(x, lengths)
 
 
 _SCRIPTED: dict = {}  # python function -> compiled function (or None), filled on first use
@@ -457,7 +456,7 @@ class PackedMiniLMEmbedder:
 
     def _forward(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
         if self.precision == "bf16":
-            fn, layers = _scripted_forward(_packed_forward_bf16) or _packed_forward_bf16, self._bf16_layers
+            fn, layers = _scripted_forward() or _packed_forward, self._bf16_layers
         else:
             fn, layers = (_scripted_forward() if self.use_script else None), self._script_layers
             if fn is None:
@@ -480,6 +479,7 @@ class PackedMiniLMEmbedder:
                 layers,
                 self._heads,
                 self._eps,
+                self.precision == "bf16",
             )
 
     def _forward_eager(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:

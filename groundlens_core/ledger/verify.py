@@ -11,7 +11,7 @@ import base64
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -53,18 +53,7 @@ class LedgerVerdict:
         return f"{where}: {self.problem.replace('_', ' ') if self.problem else 'bad'}: {self.detail}"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "records": self.records,
-            "head": self.head,
-            "problem": self.problem,
-            "line": self.line,
-            "record_id": self.record_id,
-            "detail": self.detail,
-            "segments": self.segments,
-            "cut_lines": list(self.cut_lines),
-            "message": self.message(),
-        }
+        return {**asdict(self), "cut_lines": list(self.cut_lines), "message": self.message()}
 
 
 @dataclass
