@@ -37,6 +37,14 @@ _KINDS = (
 )
 
 
+def mode_kind(mode: int) -> str | None:
+    """None for a regular file's ``st_mode``, else what it is ("a FIFO (named pipe)", "a device" ...):
+    a FIFO or a device would hang a read or never end it, a directory is no file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
 def special_kind(path: str | os.PathLike[str]) -> str | None:
     """``"a directory"``, ``"a FIFO (named pipe)"``, ... when ``path`` exists and is not a regular
     file (symlinks followed); None for a regular file or a path that does not exist."""
@@ -44,10 +52,7 @@ def special_kind(path: str | os.PathLike[str]) -> str | None:
         mode = os.stat(path).st_mode
     except OSError:
         return None
-    for test, name in _KINDS:
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "not a regular file"
+    return mode_kind(mode)
 
 
 def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:

@@ -106,7 +106,7 @@ def test_langgraph_cascade_row_is_marked_and_linked_in_html(run):
     mark = next(r for r in rows if r["data-id"] == write.id)
     assert mark["cascade"] == [pos[research.id]]  # the mark links to the origin's row
     assert pos[write.id] == pos[research.id] + 1
-    assert next(r for r in rows if r["data-id"] == research.id)["reason"].startswith("fact: 90 days")
+    assert next(r for r in rows if r["data-id"] == research.id)["reason"].startswith("fact: at most 90 days \u2014 the source says at most 14 days")
     assert "carries flagged output of" in doc  # the script's mark (rendered in the browser test)
 
 

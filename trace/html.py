@@ -24,7 +24,24 @@ import jinja2
 from markupsafe import Markup
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import BAND_COLOURS, SCORED_METHODS, TRIAGE_NOTE_LONG, TRIAGE_ORDER, risk_key, risk_rank
+from groundlens_core.bands import SCORED_METHODS, TRIAGE_NOTE_LONG, TRIAGE_ORDER, risk_key, risk_rank
+from groundlens_core.trace.html_rows import (
+    _band_css,
+    _duration,
+    _evidence,
+    _facts,
+    _fmt_ms,
+    _fmt_num,
+    _fmt_time,
+    _norm,
+    _num,
+    _preview,
+    _producers,
+    _reason,
+    _risk_key,
+    _text_note,
+    _tokens,
+)
 from groundlens_core.trace.model import Step, Trace, atomic_write_text, plain_text
 
 __all__ = ["render_html", "write_html"]
@@ -32,30 +49,10 @@ __all__ = ["render_html", "write_html"]
 #: the order the report lists bands in (cards, filters, legends): the triage bands, then the
 #: steps without a score. Ranks, colours and counts come from ``groundlens_core.bands``.
 REPORT_BANDS: tuple[str, ...] = (*TRIAGE_ORDER, "error", "skipped")
-PREVIEW_CHARS = 140
 PAGE_SIZE = 100  # rows laid out at once; the rest are built from the embedded JSON when shown
-PRODUCER_WINDOW = 32  # earlier steps searched for a context piece's producer by containment
 MAX_NODE_ROWS = 100  # the per-node panel lists the worst ones
 HISTOGRAM_BINS = 20
 _TEMPLATE_PACKAGE = "groundlens_core.templates"
-
-# facts shown in a row's details, in this order, when the score dict has them
-_SCORE_FACTS = (
-    ("value", "raw score"),
-    ("normalized", "normalized"),
-    ("support", "support"),
-    ("rank", "ranking value"),
-    ("d_response_question", "d(response, question)"),
-    ("d_response_context", "d(response, context)"),
-    ("context_mode", "context mode"),
-    ("context_chunks", "context chunks"),
-    ("displacement_norm", "|response - question|"),
-    ("direction", "DGI direction"),
-    ("backend", "embedding backend"),
-    ("fingerprint", "embedder"),
-    ("version", "scored by"),
-)
-
 
 # ---------------------------------------------------------------- public API
 
@@ -132,215 +129,6 @@ def _as_traces(traces: Any) -> list[Trace]:
         if not isinstance(t, Trace):
             raise TypeError(f"render_html takes Trace objects, got {type(t).__name__}")
         out.append(t)
-    return out
-
-
-def _num(value: Any) -> float | None:
-    """A finite float or None: hand-built score dicts may hold anything."""
-    if isinstance(value, bool) or value is None:
-        return None
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
-
-
-def _fmt_num(value: Any, digits: int = 2) -> str:
-    f = _num(value)
-    return "" if f is None else f"{f:.{digits}f}"
-
-
-def _norm(step: Step) -> float | None:
-    """The score a row shows: the risk value it is ranked by (never normalized SGI/DGI)."""
-    return _num(step.rank) if step.method in SCORED_METHODS else None
-
-
-def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
-    """``Step.risk_key`` across traces: band, lowest ranking value first, then trace and step order."""
-    return (*risk_key(step.band, _num(step.rank) if step.method in SCORED_METHODS else None), trace_index, step.index)
-
-
-def _band_css() -> str:
-    """The band colours (``groundlens_core.bands.BAND_COLOURS``) as the CSS variables the styles use."""
-    return ":root {" + " ".join(f"--{b}: {fg}; --{b}-bg: {bg};" for b, (fg, bg) in BAND_COLOURS.items()) + "}\n"
-
-
-def _text_note(value: Any) -> str:
-    """How a text field was shrunk, for a badge: ``redacted`` / ``cut: 1,234 chars in all``."""
-    if isinstance(value, Mapping):
-        if value.get("redacted"):
-            return "redacted"
-        if value.get("truncated"):
-            return f"cut: {int(value.get('length') or 0):,} chars in all"
-    return ""
-
-
-def _preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-
-
-def _fmt_time(value: str | None) -> str:
-    ts = _parse_time(value)
-    if ts is None:
-        return str(value or "")
-    if ts.tzinfo is not None:
-        ts = ts.astimezone(timezone.utc)
-    return ts.strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _duration(start: str | None, end: str | None) -> str:
-    a, b = _parse_time(start), _parse_time(end)
-    if a is None or b is None:
-        return ""
-    try:
-        secs = (b - a).total_seconds()
-    except TypeError:  # naive vs aware
-        return ""
-    return f"{secs * 1000:.0f} ms" if secs < 1 else f"{secs:.1f} s"
-
-
-def _fmt_ms(value: Any) -> str:
-    f = _num(value)
-    if f is None:
-        return ""
-    return f"{f:.0f}" if f >= 10 else f"{f:.1f}"
-
-
-def _evidence(step: Step) -> list[list[Any]]:
-    """Each response sentence for the report: ``[start, end, support, similarity, passage,
-    [[start, end], ...] of unsupported tokens, is_weakest]``, offsets into the response as shown.
-    Empty when the response is not shown whole (redacted or cut): offsets would point nowhere."""
-    ev = getattr(step.score, "evidence", None)
-    if ev is None or not isinstance(step.response, str):
-        return []
-    n = len(step.response)
-    return [
-        [
-            s.start,
-            s.end,
-            round(s.support, 4),
-            round(s.similarity, 4),
-            s.passage,
-            [[u.start, u.end] for u in s.unsupported if u.end <= n],
-            i == ev.weakest,
-        ]
-        for i, s in enumerate(ev.sentences)
-        if s.end <= n
-    ]
-
-
-def _reason(step: Step) -> str:
-    """Why the row has its band, in a few words: the failed fact, else the first clause of the
-    explanation (the signal that decided the band), else the error or why it was skipped."""
-    if step.method == "error":
-        return str(step.error or "error")
-    if step.method == "skipped":
-        return str(step.skip_reason or "not scored")
-    ev = getattr(step.score, "evidence", None)
-    failed = ev.failed_facts() if ev is not None else []
-    if failed:
-        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
-        return f"fact: {failed[0].describe()}{more}"
-    text = str(step.explanation or "")
-    head, sep, rest = text.partition(": ")
-    if sep and head.startswith("Score "):
-        text = rest
-    first = text.split(". ", 1)[0].rstrip(".")
-    if not first and ev is not None and ev.weakest_sentence is not None:
-        first = f'weakest: "{_preview(ev.weakest_sentence.text, 80)}"'
-    return _preview(first, 160)
-
-
-def _tokens(step: Step) -> str:
-    u = step.usage
-    if u is None:
-        return ""
-    if u.input_tokens is not None or u.output_tokens is not None:
-        return "/".join("-" if n is None else str(n) for n in (u.input_tokens, u.output_tokens))
-    return "" if u.total_tokens is None else str(u.total_tokens)
-
-
-def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
-    """For each step id, per context piece, the id of the earlier step of the trace that produced it
-    (its response is the piece, or is found in it), or None. Exact matches by a dict; containment
-    among the last few steps before it only, so a big trace stays linear."""
-    from groundlens_core.trace.lineage import MIN_CHARS
-
-    def norm(t: Any) -> str:
-        return " ".join(t.split()).casefold() if isinstance(t, str) else ""
-
-    exact: dict[str, str] = {}
-    recent: list[tuple[str, str]] = []
-    out: dict[str, list[Any]] = {}
-    for step in sorted(steps, key=lambda s: s.index):
-        links: list[Any] = []
-        for piece in step.context:
-            text = norm(piece.text)
-            found = exact.get(text) if text else None
-            if found is None and len(text) >= MIN_CHARS:
-                found = next((sid for r, sid in reversed(recent) if r in text), None)
-            links.append(found)
-        if any(links):
-            out[step.id] = links
-        # what a step hands on: its response; a tool or retriever step's result may sit in its context
-        outputs = [norm(step.response)]
-        if step.kind in ("tool", "retrieval"):
-            outputs += [norm(p.text) for p in step.context]
-        for out_text in outputs:
-            if len(out_text) >= MIN_CHARS or (out_text and step.kind in ("tool", "retrieval")):
-                exact.setdefault(out_text, step.id)
-                recent.append((out_text, step.id))
-        del recent[:-PRODUCER_WINDOW]
-    return out
-
-
-def _facts(step: Step, trace: Trace) -> list[list[str]]:
-    """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
-    and version are listed only where they differ from the trace's (the header shows those)."""
-    out: list[list[str]] = [["method", step.method], ["kind", step.kind], ["step", f"#{step.index}"]]
-    same = {"fingerprint": trace.fingerprint, "version": trace.package_version}
-    for key, label in _SCORE_FACTS:
-        v = getattr(step.score, key, None)
-        if v is None or (key in same and v == same[key]):
-            continue
-        out.append([label, str(v) if isinstance(v, (int, str)) or _num(v) is None else f"{v:.4f}"])
-    if step.model:
-        out.append(["model", str(step.model)])
-    if step.provider:
-        out.append(["provider", str(step.provider)])
-    usage = step.usage.to_dict() if step.usage is not None else {}
-    if any(usage.get(k) is not None for k in ("input_tokens", "output_tokens", "total_tokens")):
-        out.append(
-            [
-                "tokens (in / out / total)",
-                " / ".join(
-                    "-" if usage.get(k) is None else str(usage.get(k))
-                    for k in ("input_tokens", "output_tokens", "total_tokens")
-                ),
-            ]
-        )
-    if _num(step.llm_latency_ms) is not None:
-        out.append(["LLM latency", f"{_fmt_ms(step.llm_latency_ms)} ms"])
-    if _num(step.scoring_latency_ms) is not None:
-        out.append(["scoring latency", f"{_fmt_ms(step.scoring_latency_ms)} ms"])
-    if step.started_at:
-        out.append(["started", str(step.started_at)])
-    if step.ended_at:
-        out.append(["ended", str(step.ended_at)])
-    out.append(["step id", str(step.id)])
-    if step.parent_id:
-        out.append(["parent id", str(step.parent_id)])
     return out
 
 

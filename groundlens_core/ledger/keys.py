@@ -11,6 +11,7 @@ from typing import Any
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.records import sha256_hex
+from groundlens_core.outputs import mode_kind
 
 log = logging.getLogger("groundlens.ledger")
 
@@ -22,20 +23,6 @@ ENV_SIGNING_KEY = "GROUNDLENS_SIGNING_KEY"
 #: the most a key file is read: a PEM Ed25519 key is a few hundred bytes
 KEY_FILE_CAP = 16 * 1024
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/=]{40,}")
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
-
-
-def _kind(mode: int) -> str | None:
-    """None for a regular file, else what it is (a FIFO or device would hang or never end a read)."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
 
 
 def _key_text_given(value: str) -> str | None:
@@ -60,14 +47,14 @@ def _read_key_file(path: str | os.PathLike[str], what: str) -> tuple[Path, bytes
         raise GroundlensInputError(f"{what} must be a path to a key file ({given}; it is not shown)")
     p = Path(path).expanduser()
     try:
-        kind = _kind(os.stat(p).st_mode)
+        kind = mode_kind(os.stat(p).st_mode)
         if kind is not None:
             raise GroundlensInputError(f"cannot read {what} {p}: it is {kind}, not a key file")
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise GroundlensInputError(f"cannot read {what} {p}: {exc.strerror or type(exc).__name__}") from None
     try:
-        kind = _kind(os.fstat(fd).st_mode)  # swapped for a FIFO since the check: still refused
+        kind = mode_kind(os.fstat(fd).st_mode)  # swapped for a FIFO since the check: still refused
         if kind is not None:
             raise GroundlensInputError(f"cannot read {what} {p}: it is {kind}, not a key file")
         chunks, total = [], 0

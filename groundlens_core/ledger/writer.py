@@ -25,6 +25,7 @@ from typing import Any, Mapping, Sequence
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.keys import SigningKey
 from groundlens_core.ledger.records import FORMAT, GENESIS, _utc_now, canonical_bytes, sha256_hex
+from groundlens_core.outputs import mode_kind
 
 _TAIL_READ = 64 * 1024  # bytes read from the end at a time to find the head
 
@@ -166,19 +167,10 @@ if hasattr(os, "register_at_fork"):
     )
 
 
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
-
-
 def _not_regular(path: Path, mode: int) -> GroundlensInputError | None:
     if stat.S_ISREG(mode):
         return None
-    kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+    kind = mode_kind(mode) or "not a regular file"
     return GroundlensInputError(f"the ledger {path} is {kind}; give the name of a regular file")
 
 
