@@ -196,3 +196,15 @@ def _reason(explanation: Any, evidence: Any) -> str | None:
         if isinstance(text, str) and text:
             explanation = explanation.replace(f'"{quote_sentence(text)}"', f'"{REDACTED}"')
     return explanation
+
+
+def crash_cut(piece: bytes) -> bool:
+    """A proper start of a record line (what a writer stopped mid-line leaves): an opening brace,
+    and not JSON on its own."""
+    if not piece.startswith(b"{"):
+        return False
+    try:
+        json.loads(piece)
+    except Exception:
+        return True
+    return False

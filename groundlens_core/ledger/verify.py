@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
-from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, sha256_hex
+from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, crash_cut, sha256_hex
 
 #: the ways a ledger can be wrong, as :attr:`LedgerVerdict.problem` names them
 PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key", "empty")
@@ -160,7 +160,7 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
             i += 1
             continue
         if rec is None:
-            if nxt is None and not ends_whole and _crash_cut(ln.raw):
+            if nxt is None and not ends_whole and crash_cut(ln.raw):
                 return bad(ln, "cut_short", "the last line is incomplete (a writer stopped in the middle of it)")
             if fits(nxt):
                 return bad(ln, "inserted", "a line that is not a record of this chain (the chain goes around it)")
@@ -214,21 +214,10 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
     return LedgerVerdict(True, count, prev_hash if count else None, segments=segments, cut_lines=tuple(cuts))
 
 
-def _crash_cut(raw: bytes) -> bool:
-    """A proper start of a record line: what a writer that stopped mid-line leaves."""
-    if not raw.startswith(b"{"):
-        return False
-    try:
-        json.loads(raw)
-    except Exception:
-        return True
-    return False
-
-
 def _cut_by_a_crash(ln: _Line, pub: Any, invalid_signature: type[Exception], prev_hash: str, prev_seq: int) -> bool:
     """A line a segment record closes is a crash's: a proper start of a record, or a whole record
     of this chain (signed, linked to the record before it) that lost only its newline."""
-    if _crash_cut(ln.raw):
+    if crash_cut(ln.raw):
         return True
     rec = ln.record
     return (

@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.keys import SigningKey
-from groundlens_core.ledger.records import FORMAT, GENESIS, _utc_now, canonical_bytes, sha256_hex
+from groundlens_core.ledger.records import FORMAT, GENESIS, _utc_now, canonical_bytes, crash_cut, sha256_hex
 from groundlens_core.outputs import mode_kind
 
 _TAIL_READ = 64 * 1024  # bytes read from the end at a time to find the head
@@ -265,7 +265,7 @@ def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the le
         prev_hash = sha256_hex(last)
     if piece is None:
         return LedgerTail(prev_hash, prev_seq)
-    if _crash_cut(piece):
+    if crash_cut(piece):
         cut = {"bytes": len(piece), "sha256": sha256_hex(piece), "line": whole() + 1}
         return LedgerTail(prev_hash, prev_seq, cut=cut)
     rec = _whole_record(piece, public_key, prev_hash, prev_seq)
@@ -277,18 +277,6 @@ def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the le
             "(check it with `groundlens verify`)"
         )
     return LedgerTail(sha256_hex(piece), int(rec["seq"]), close_line=True)
-
-
-def _crash_cut(piece: bytes) -> bool:
-    """A proper start of a record line (what a writer stopped mid-line leaves): an opening brace,
-    and not JSON on its own."""
-    if not piece.startswith(b"{"):
-        return False
-    try:
-        json.loads(piece)
-    except Exception:
-        return True
-    return False
 
 
 def _whole_record(piece: bytes, public_key: Any, prev_hash: str, prev_seq: int) -> dict[str, Any] | None:
