@@ -13,9 +13,12 @@ import json
 import math
 import re
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Mapping
 
 from groundlens_core._version import __version__
+from groundlens_core.errors import GroundlensInputError
+from groundlens_core.outputs import mode_kind
 
 FORMAT = "groundlens-ledger/1"
 #: what the first record of a ledger names as the record before it
@@ -208,3 +211,12 @@ def crash_cut(piece: bytes) -> bool:
     except Exception:
         return True
     return False
+
+
+def _not_regular(path: Path, mode: int) -> GroundlensInputError | None:
+    """The one-line error for a ledger that is a FIFO, a device or a directory (a read would hang)."""
+
+    kind = mode_kind(mode)
+    return (
+        None if kind is None else GroundlensInputError(f"the ledger {path} is {kind}; give the name of a regular file")
+    )

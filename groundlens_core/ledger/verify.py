@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
-from groundlens_core.ledger.records import FORMAT, GENESIS, canonical_bytes, crash_cut, sha256_hex
+from groundlens_core.ledger.records import FORMAT, GENESIS, _not_regular, canonical_bytes, crash_cut, sha256_hex
 
 #: the ways a ledger can be wrong, as :attr:`LedgerVerdict.problem` names them
 PROBLEMS = ("changed", "deleted", "inserted", "reordered", "replayed", "cut_short", "other_key", "empty")
@@ -66,8 +66,6 @@ class _Line:
 
 
 def _read_lines(path: Path) -> tuple[list[_Line], bool]:
-    from groundlens_core.ledger.writer import _not_regular
-
     try:
         problem = _not_regular(path, os.stat(path).st_mode)  # a FIFO or device is never opened
         if problem is not None:

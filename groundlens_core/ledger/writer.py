@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import json
 import os
-import stat
 import threading
 import uuid
 import weakref
@@ -24,8 +23,15 @@ from typing import Any, Mapping, Sequence
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.keys import SigningKey
-from groundlens_core.ledger.records import FORMAT, GENESIS, _utc_now, canonical_bytes, crash_cut, sha256_hex
-from groundlens_core.outputs import mode_kind
+from groundlens_core.ledger.records import (
+    FORMAT,
+    GENESIS,
+    _not_regular,
+    _utc_now,
+    canonical_bytes,
+    crash_cut,
+    sha256_hex,
+)
 
 _TAIL_READ = 64 * 1024  # bytes read from the end at a time to find the head
 
@@ -165,13 +171,6 @@ if hasattr(os, "register_at_fork"):
         after_in_parent=lambda: _FD_LOCK.release(),
         after_in_child=_writers_after_fork,
     )
-
-
-def _not_regular(path: Path, mode: int) -> GroundlensInputError | None:
-    if stat.S_ISREG(mode):
-        return None
-    kind = mode_kind(mode) or "not a regular file"
-    return GroundlensInputError(f"the ledger {path} is {kind}; give the name of a regular file")
 
 
 def _open_ledger(path: Path) -> int:
