@@ -116,6 +116,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     columns = output_columns(info.columns)
     schema = arrow_schema(info, columns) if out_kind == "parquet" else None
     paths = PartialPaths.beside(job.output)
+    paths.refuse_links()
     lock = OutputLock.acquire(paths.lock, job.output)
     try:
         run = _Run(job, info, out_kind, columns, schema, cal, paths, log)

@@ -292,3 +292,33 @@ def test_a_trace_redacted_by_an_older_version_still_loads_and_validates(tmp_path
     step = Trace.from_dict(old).steps[0]
     assert plain_text(step.response) == "[redacted: 9 chars, sha256 abababababab]"
     assert render_text(step.response) == f"[redacted sha256={'ab' * 32} length=9]"
+
+
+# ---------------------------------------------------------------- a run's own files beside the output
+
+
+def test_own_files_are_never_opened_through_a_link_or_a_second_name(tmp_path):
+    """A link that appears after a run's first checks is still not followed, and a file with a
+    second name (a hard link) is never written in place."""
+    from groundlens_core.outputs import OutputLock, open_own
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / ".o.csv.groundlens-partial"
+    link.symlink_to(victim)
+    with pytest.raises(GroundlensInputError, match="symbolic link.*partial output of o.csv"):
+        open_own(link, os.O_RDWR, "partial output", "o.csv")
+    fd = open_own(link, os.O_WRONLY, "partial output", "o.csv", fresh=True)  # the link itself replaced
+    os.write(fd, b"rows")
+    os.close(fd)
+    assert victim.read_text() == "precious\n" and not link.is_symlink() and link.read_bytes() == b"rows"
+
+    lock = tmp_path / ".o.csv.groundlens-lock"
+    os.link(victim, lock)
+    with pytest.raises(GroundlensInputError, match="hard link to another file.*lock of o.csv"):
+        OutputLock.acquire(lock, "o.csv")
+    lock.unlink()
+    lock.symlink_to(victim)
+    with pytest.raises(GroundlensInputError, match="symbolic link.*lock of o.csv"):
+        OutputLock.acquire(lock, "o.csv")
+    assert victim.read_text() == "precious\n"
