@@ -75,10 +75,7 @@ def _load_calibration(value: Any):
 
     if value is None or isinstance(value, CalibrationResult):
         return value
-    path = Path(value)
-    if not path.is_file():
-        raise GroundlensInputError(f"calibration file not found: {path}")
-    return CalibrationResult.load(path)
+    return CalibrationResult.load(Path(value))
 
 
 def _progress_bar(total: int, initial: int, enabled: bool | None):

@@ -322,3 +322,29 @@ def test_own_files_are_never_opened_through_a_link_or_a_second_name(tmp_path):
     with pytest.raises(GroundlensInputError, match="symbolic link.*lock of o.csv"):
         OutputLock.acquire(lock, "o.csv")
     assert victim.read_text() == "precious\n"
+
+
+# ---------------------------------------------------------------- inputs that are not regular files
+
+
+@pytest.mark.parametrize("command", ["calibrate --pairs", "evaluate --calibration", "evaluate", "report"])
+def test_a_fifo_directory_or_device_given_as_an_input_is_refused_without_hanging(tmp_path, command):
+    """`calibrate --pairs fifo` opened the FIFO for reading and waited for a writer for good."""
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    pairs = str(_pairs(tmp_path / "pairs.csv"))
+    for source, kind in ((fifo, "FIFO"), (tmp_path, "directory"), (Path(os.devnull), "device")):
+        args = {
+            "calibrate --pairs": ["calibrate", "--pairs", str(source), "-o", str(tmp_path / "c.json")],
+            "evaluate --calibration": ["evaluate", pairs, "-o", str(tmp_path / "o.csv"), "--calibration", str(source)],
+            "evaluate": ["evaluate", str(source), "-o", str(tmp_path / "o.csv")],
+            "report": ["report", str(source), "-o", str(tmp_path / "r.html")],
+        }[command]
+        try:
+            proc = _run(_cli_code(*args), timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command} {source} hung")
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and kind in lines[0] and str(source) in lines[0], proc.stderr
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "o.csv").exists()

@@ -467,9 +467,9 @@ class Trace:
 
     @classmethod
     def load(cls, path) -> Trace:
-        from pathlib import Path
+        from groundlens_core.outputs import check_input_file
 
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(check_input_file(path, what="trace file").read_text(encoding="utf-8"))
 
 
 def _kind(value: Any) -> str:
