@@ -30,7 +30,7 @@ from groundlens_core.checkpoint import (
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.final_output import finalize, risk_order
-from groundlens_core.outputs import OutputLock, check_target, same_file, with_path
+from groundlens_core.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Sink
 from groundlens_core.results import ScoreError
 
@@ -132,6 +132,7 @@ def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
     if table_kind_or_none(html) is not None:
         raise GroundlensInputError(f"the HTML report {html} would overwrite a data file; give it an .html name")
     check_target(html, what="the HTML report")
+    check_html_target(html, what="the HTML report")
     return extensions.batch_html_writer()
 
 

@@ -85,6 +85,21 @@ def check_target(
     return target
 
 
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def check_html_target(target: str | os.PathLike[str], *, what: str = "the HTML report") -> Path:
+    """Refuse to replace an existing file whose name is not ``.html``/``.htm`` with a report: a
+    mistyped name (a key, a config file) would otherwise be lost. A new file of any name is fine."""
+    target = Path(target)
+    if os.path.lexists(target) and target.suffix.lower() not in HTML_SUFFIXES:
+        raise GroundlensInputError(
+            f"{what} {target} would replace an existing file that is not an .html file; "
+            "give a new name or one ending in .html"
+        )
+    return target
+
+
 def check_input_file(path: str | os.PathLike[str], *, what: str = "input file") -> Path:
     """Refuse, in one line, an input that is a directory, FIFO, socket or device (reading a FIFO
     waits for a writer forever) or that does not exist. Returns the path."""

@@ -348,3 +348,32 @@ def test_a_fifo_directory_or_device_given_as_an_input_is_refused_without_hanging
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and kind in lines[0] and str(source) in lines[0], proc.stderr
     assert not (tmp_path / "c.json").exists() and not (tmp_path / "o.csv").exists()
+
+
+# ---------------------------------------------------------------- an HTML report over another file
+
+
+@pytest.mark.parametrize("command", ["evaluate --html", "report -o"])
+def test_a_report_never_replaces_an_existing_file_that_is_not_html(tmp_path, capsys, command):
+    """`--html keys/groundlens-signing.key` replaced a private key with HTML and exited 0."""
+    key = tmp_path / "keys" / "groundlens-signing.key"
+    key.parent.mkdir()
+    key.write_bytes(b"secret key bytes")
+    src = _pairs(tmp_path / "pairs.csv")
+    _trace(tmp_path / "tr.json")
+
+    def run(target: Path) -> int:
+        if command == "evaluate --html":
+            return main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(target)])
+        return main(["report", str(tmp_path / "tr.json"), "-o", str(target)])
+
+    assert run(key) == 2
+    err = _one_line_error(capsys)
+    assert str(key) in err and "not an .html file" in err, err
+    assert key.read_bytes() == b"secret key bytes" and not (tmp_path / "o.csv").exists()
+    for name in ("new-name.key", "old.HTM", "old.html"):  # a new file of any name; an existing .html/.htm
+        target = tmp_path / name
+        if name.startswith("old"):
+            target.write_text("<p>old report</p>")
+        assert run(target) == 0, capsys.readouterr().err
+        assert "<html" in target.read_text(encoding="utf-8").lower()

@@ -25,10 +25,11 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from groundlens_core.outputs import check_target
+    from groundlens_core.outputs import check_html_target, check_target
     from groundlens_core.trace.html import write_html
 
     check_target(args.output, what="the report", inputs=args.traces)
+    check_html_target(args.output, what="the report")
     traces = [t for p in args.traces for t in read_traces(Path(p))]
     write_html(traces, args.output, title=args.title, redact=args.redact)
     print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")
