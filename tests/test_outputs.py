@@ -226,6 +226,12 @@ MALFORMED = {
     "a null trace": (json.dumps([None]), "a trace must be a JSON object, got null"),
     "no id": (json.dumps({k: v for k, v in _trace_dict().items() if k != "id"}), "has no 'id' field"),
     "metadata a list": (json.dumps(_trace_dict(metadata=[1])), "metadata must be an object"),
+    "steps an object": (json.dumps(_trace_dict(steps={})), "steps must be a list, got an object"),
+    "steps null": (json.dumps(_trace_dict(steps=None)), "steps must be a list, got null"),
+    "schema_version 999": (json.dumps(_trace_dict(schema_version="999")), "schema_version 999 is newer"),
+    "schema_version 2.0": (json.dumps(_trace_dict(schema_version="2.0")), "schema_version 2.0 is newer"),
+    "schema_version a word": (json.dumps(_trace_dict(schema_version="new")), "schema_version must be like"),
+    "a 5000-digit number": (json.dumps(_trace_dict())[:-1] + ', "n": ' + "7" * 5000 + "}", "digits"),
 }
 
 

@@ -48,10 +48,10 @@ def read_traces(path: Path) -> list[Any]:
         raise GroundlensInputError(f"trace file not found: {path}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
     except RecursionError:
         raise GroundlensInputError(f"{path} is not a groundlens trace: JSON nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, invalid JSON, or an integer too long to convert
+        raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
     items = data if isinstance(data, list) else [data]
     try:
         return [Trace.from_dict(d) for d in items]
