@@ -87,7 +87,9 @@ def _checked_checkpoint(path: Path, out_kind: str) -> dict:
         if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise Unresumable(f"has a malformed {name!r} ({value!r})")
     rows = saved["signature"].get("rows")
-    if not isinstance(rows, int) or saved["rows_done"] > rows:
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:  # true/false are not counts
+        raise Unresumable(f"has a malformed 'rows' in its signature ({rows!r})")
+    if saved["rows_done"] > rows:
         raise Unresumable(f"says {saved['rows_done']:,} rows were done of {rows!r}")
     return saved
 

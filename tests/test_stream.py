@@ -575,6 +575,10 @@ DAMAGE = {
         "signature",
     ),
     "checkpoint cut short": (lambda c, p, k: _truncate(c, 40), "not valid JSON"),
+    "checkpoint rows true": (
+        lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "signature": {**d["signature"], "rows": True}}),
+        "malformed 'rows' in its signature (True)",
+    ),
     "keys truncated": (lambda c, p, k: _truncate(k, k.stat().st_size - 5), ".keys"),
     "keys missing": (lambda c, p, k: k.unlink(), ".keys"),
 }
