@@ -20,6 +20,7 @@ import numpy as np
 
 from groundlens_core._version import __version__
 from groundlens_core.errors import CalibrationMismatchError, GroundlensInputError
+from groundlens_core.outputs import check_input_file
 
 FORMAT = "groundlens-calibration"
 FORMAT_VERSION = 1
@@ -92,6 +93,7 @@ class CalibrationResult:
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> CalibrationResult:
+        check_input_file(path, what="calibration file")
         try:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -118,7 +120,7 @@ def direction_from_vectors(q: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, fl
 
 def read_pairs_csv(path: str | os.PathLike[str]) -> list[tuple[str, str]]:
     """Rows with non-blank ``question`` and ``response``; a ``label`` column, if present, keeps label 1 only."""
-    path = Path(path)
+    path = check_input_file(path, what="pairs file")
     try:
         with open(path, newline="", encoding="utf-8") as fh:
             reader = csv.DictReader(fh)
@@ -190,7 +192,7 @@ def calibration_from_csv(csv_path: str | os.PathLike[str], embedder: Any = None)
     from groundlens_core.embedding.plan import get_default_embedder
 
     emb = embedder or get_default_embedder()
-    path = Path(csv_path)
+    path = check_input_file(csv_path, what="pairs file")
     try:
         digest = hashlib.sha256(path.read_bytes()).hexdigest()
     except FileNotFoundError:

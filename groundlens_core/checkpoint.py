@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,19 @@ _CHECKPOINT_FIELDS: dict[str, type] = {
 
 
 def write_json_atomic(path: Path, data: dict) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    """Write ``data`` to a fresh temporary file beside ``path`` (created exclusively, so a planted
+    link is never followed), then rename it over ``path`` (a link there is replaced, not followed)."""
+    tmp = None
     try:
-        with open(tmp, "w", encoding="utf-8") as fh:
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh, sort_keys=True)
             fsync(fh)
         os.replace(tmp, path)
     except OSError as exc:
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
         raise with_path(exc, path) from None
 
 
@@ -80,7 +87,9 @@ def _checked_checkpoint(path: Path, out_kind: str) -> dict:
         if not isinstance(value, kind) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
             raise Unresumable(f"has a malformed {name!r} ({value!r})")
     rows = saved["signature"].get("rows")
-    if not isinstance(rows, int) or saved["rows_done"] > rows:
+    if not isinstance(rows, int) or isinstance(rows, bool) or rows < 0:  # true/false are not counts
+        raise Unresumable(f"has a malformed 'rows' in its signature ({rows!r})")
+    if saved["rows_done"] > rows:
         raise Unresumable(f"says {saved['rows_done']:,} rows were done of {rows!r}")
     return saved
 
@@ -204,6 +213,7 @@ def renamed_output_matches(paths: PartialPaths, output: Path, state: dict) -> bo
         state["rows_done"] == rows
         and "parts" not in state
         and output.is_file()
+        and not output.is_symlink()
         and output.stat().st_size == state["bytes"]
         and paths.keys.is_file()
         and paths.keys.stat().st_size == rows * KEY_DTYPE.itemsize

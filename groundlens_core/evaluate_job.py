@@ -30,7 +30,7 @@ from groundlens_core.checkpoint import (
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.final_output import finalize, risk_order
-from groundlens_core.outputs import OutputLock, check_target, same_file, with_path
+from groundlens_core.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Sink
 from groundlens_core.results import ScoreError
 
@@ -75,10 +75,7 @@ def _load_calibration(value: Any):
 
     if value is None or isinstance(value, CalibrationResult):
         return value
-    path = Path(value)
-    if not path.is_file():
-        raise GroundlensInputError(f"calibration file not found: {path}")
-    return CalibrationResult.load(path)
+    return CalibrationResult.load(Path(value))
 
 
 def _progress_bar(total: int, initial: int, enabled: bool | None):
@@ -118,6 +115,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     columns = output_columns(info.columns)
     schema = arrow_schema(info, columns) if out_kind == "parquet" else None
     paths = PartialPaths.beside(job.output)
+    paths.refuse_links()
     lock = OutputLock.acquire(paths.lock, job.output)
     try:
         run = _Run(job, info, out_kind, columns, schema, cal, paths, log)
@@ -153,6 +151,7 @@ def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
     if table_kind_or_none(html) is not None:
         raise GroundlensInputError(f"the HTML report {html} would overwrite a data file; give it an .html name")
     check_target(html, what="the HTML report")
+    check_html_target(html, what="the HTML report")
     return extensions.batch_html_writer()
 
 

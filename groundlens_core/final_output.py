@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from groundlens_core.outputs import adopt_attributes, replacing, with_path
+from groundlens_core.outputs import adopt_attributes, refuse_link, replacing, with_path
 from groundlens_core.partial_output import PartialPaths, fsync
 
 
@@ -101,6 +101,7 @@ def finalize(
     pass into a temporary file beside the target, then a rename. Either way the output keeps the
     mode and group of the file it replaces (see :mod:`groundlens_core.outputs`)."""
     if out_kind != "parquet" and order is None:
+        refuse_link(paths.partial, "partial output", output)
         try:
             adopt_attributes(paths.partial, output)
             os.replace(paths.partial, output)

@@ -97,7 +97,10 @@ def _check_path(path: Path) -> None:
     if not path.exists():
         raise GroundlensInputError(f"input file not found: {path}")
     if not path.is_file():
-        raise GroundlensInputError(f"{path} is not a regular file")
+        from groundlens_core.outputs import special_kind
+
+        kind = special_kind(path) or "not a regular file"
+        raise GroundlensInputError(f"{path} is {kind}; give a .csv, .jsonl or .parquet file")
 
 
 def scan_table(path: str | Path) -> TableInfo:

@@ -99,6 +99,90 @@ def _temp_beside(target: Path, suffix: str) -> str:
     return name
 
 
+HTML_SUFFIXES = (".html", ".htm")
+
+
+def check_html_target(target: str | os.PathLike[str], *, what: str = "the HTML report") -> Path:
+    """Refuse to replace an existing file whose name is not ``.html``/``.htm`` with a report: a
+    mistyped name (a key, a config file) would otherwise be lost. A new file of any name is fine."""
+    target = Path(target)
+    if os.path.lexists(target) and target.suffix.lower() not in HTML_SUFFIXES:
+        raise GroundlensInputError(
+            f"{what} {target} would replace an existing file that is not an .html file; "
+            "give a new name or one ending in .html"
+        )
+    return target
+
+
+def check_input_file(path: str | os.PathLike[str], *, what: str = "input file") -> Path:
+    """Refuse, in one line, an input that is a directory, FIFO, socket or device (reading a FIFO
+    waits for a writer forever) or that does not exist. Returns the path."""
+    path = Path(path)
+    kind = special_kind(path)
+    if kind is not None:
+        raise GroundlensInputError(f"{what} {path} is {kind}; give a regular file")
+    if not path.is_file():
+        raise GroundlensInputError(f"{what} not found: {path}")
+    return path
+
+
+def refuse_link(path: str | os.PathLike[str], role: str, output: str | os.PathLike[str]) -> None:
+    """Refuse a symbolic link where groundlens keeps one of its own files beside ``output``: writing
+    through it would overwrite whatever it points at (the input, a key, any file)."""
+    if os.path.islink(path):
+        raise GroundlensInputError(
+            f"{path} is a symbolic link where groundlens keeps the {role} of {output}; "
+            "remove it and run again (it is never followed)"
+        )
+
+
+def open_own(
+    path: str | os.PathLike[str], flags: int, role: str, output: str | os.PathLike[str], *, fresh: bool = False
+) -> int:
+    """A descriptor for one of groundlens' own files beside ``output``, never through a planted link.
+
+    ``fresh``: whatever is at ``path`` is removed (a link is removed, not followed) and a new file is
+    created exclusively. Otherwise the file is opened with ``O_NOFOLLOW`` (created if ``flags`` say
+    so) and must be a regular file with no other name: a hard link to another file is refused, as
+    writing to it would change that file too."""
+    path = Path(path)
+    nofollow = getattr(os, "O_NOFOLLOW", 0)
+    if fresh:
+        _remove_entry(path)
+        flags |= os.O_CREAT | os.O_EXCL
+    try:
+        fd = os.open(path, flags | nofollow | getattr(os, "O_NONBLOCK", 0), 0o666)
+    except OSError as exc:
+        if os.path.islink(path):
+            refuse_link(path, role, output)
+        raise with_path(exc, path) from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink > 1:
+        os.close(fd)
+        why = "not a regular file" if not stat.S_ISREG(st.st_mode) else "a hard link to another file"
+        raise GroundlensInputError(
+            f"{path} is {why} where groundlens keeps the {role} of {output}; remove it and run again"
+        )
+    if not fresh and nofollow == 0 and os.path.islink(path):  # no O_NOFOLLOW on this system
+        os.close(fd)
+        refuse_link(path, role, output)
+    return fd
+
+
+def _remove_entry(path: Path) -> None:
+    """Remove ``path`` itself: a file or link is unlinked (never its target), a folder removed."""
+    import shutil
+
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def with_path(exc: OSError, path: str | os.PathLike[str]) -> OSError:
     """``exc`` naming ``path`` (a write error on a temporary file, or one with no file name at all,
     says which file the user asked for)."""
@@ -198,7 +282,7 @@ class OutputLock:
         path = Path(path)
         for _ in range(100):  # each retry follows a lock file removed by the run that just ended
             try:
-                lock = cls._try(path)
+                lock = cls._try(path, output)
             except OSError as exc:
                 raise GroundlensInputError(f"cannot lock the output {output} ({path}): {exc.strerror or exc}") from None
             if isinstance(lock, OutputLock):
@@ -211,13 +295,13 @@ class OutputLock:
         raise GroundlensInputError(f"cannot lock the output {output}: {path} keeps changing")
 
     @classmethod
-    def _try(cls, path: Path) -> OutputLock | str | None:
+    def _try(cls, path: Path, output: str | os.PathLike[str]) -> OutputLock | str | None:
         """The lock, or a description of its holder, or None to try again."""
         try:
             import fcntl
         except ImportError:  # not POSIX
-            return cls._try_exclusive(path)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+            return cls._try_exclusive(path, output)
+        fd = open_own(path, os.O_RDWR | os.O_CREAT, "lock", output)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -239,10 +323,11 @@ class OutputLock:
         return cls(path, fd)
 
     @classmethod
-    def _try_exclusive(cls, path: Path) -> OutputLock | str | None:
+    def _try_exclusive(cls, path: Path, output: str | os.PathLike[str]) -> OutputLock | str | None:
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
         except FileExistsError:
+            refuse_link(path, "lock", output)
             try:
                 pid = int(path.read_text(encoding="ascii").strip())
                 os.kill(pid, 0)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from groundlens_core.columns import METHOD_CODES, risk_key
+from groundlens_core.outputs import open_own, refuse_link
 
 #: per-row record of the keys file
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
@@ -30,6 +32,7 @@ class PartialPaths:
     keys: Path
     checkpoint: Path
     lock: Path
+    output: Path | None = None  # the target these files are beside, named in refusals
 
     @classmethod
     def beside(cls, output: Path) -> PartialPaths:
@@ -39,12 +42,40 @@ class PartialPaths:
             keys=Path(f"{base}.keys"),
             checkpoint=Path(f"{base}.json"),
             lock=output.parent / f".{output.name}.groundlens-lock",
+            output=output,
         )
 
+    def roles(self) -> tuple[tuple[Path, str], ...]:
+        return (
+            (self.lock, "lock"),
+            (self.partial, "partial output"),
+            (self.keys, "row keys"),
+            (self.checkpoint, "checkpoint"),
+        )
+
+    def refuse_links(self) -> None:
+        """One line naming the first of these files that is a symbolic link: groundlens writes,
+        truncates and renames them, so a planted link would make it overwrite what it points at."""
+        for path, role in self.roles():
+            refuse_link(path, role, self.output or path)
+
+    def open(self, path: Path, flags: int, *, fresh: bool) -> int:
+        """A descriptor for one of these files (see :func:`~groundlens_core.outputs.open_own`)."""
+        role = dict((str(p), r) for p, r in self.roles()).get(str(path), "partial output")
+        return open_own(path, flags, role, self.output or path, fresh=fresh)
+
     def remove(self) -> None:
+        """Remove these files (a link itself, never what it points at); the lock is the caller's."""
         for p in (self.keys, self.checkpoint):
             p.unlink(missing_ok=True)
-        if self.partial.is_dir():
+        self.remove_partial()
+
+    def remove_partial(self) -> None:
+        try:
+            st = os.lstat(self.partial)
+        except FileNotFoundError:
+            return
+        if stat.S_ISDIR(st.st_mode):
             shutil.rmtree(self.partial, ignore_errors=True)
         else:
             self.partial.unlink(missing_ok=True)
@@ -87,32 +118,28 @@ class Sink:
             self.bytes = int(state["bytes"])
         if self.kind == "parquet":
             if state is None:
-                if p.partial.exists():
-                    shutil.rmtree(p.partial) if p.partial.is_dir() else p.partial.unlink()
+                p.remove_partial()
                 p.partial.mkdir()
             else:
+                refuse_link(p.partial, "partial output", p.output or p.partial)
                 self.parts = int(state["parts"])
                 for part in p.partial.glob("part-*.arrow"):
                     if int(part.stem.split("-")[1]) >= self.parts:
                         part.unlink()  # written after the last checkpoint
         else:
             if state is None:
-                if p.partial.is_dir():
-                    shutil.rmtree(p.partial)
-                self.fh = open(p.partial, "wb")  # type: ignore[assignment]
+                self.fh = os.fdopen(p.open(p.partial, os.O_WRONLY, fresh=True), "wb")  # type: ignore[assignment]
                 if self.kind == "csv":
                     header = csv_header(self.columns)
                     self.fh.write(header)  # type: ignore[attr-defined]
                     self.digest.update(header)
             else:
-                self.fh = open(p.partial, "r+b")  # type: ignore[assignment]
+                self.fh = os.fdopen(p.open(p.partial, os.O_RDWR, fresh=False), "r+b")  # type: ignore[assignment]
                 self.fh.truncate(int(state["bytes"]))  # type: ignore[attr-defined]  # drop a chunk written after the last checkpoint
                 self.fh.seek(0, os.SEEK_END)  # type: ignore[attr-defined]
             self.bytes = self.fh.tell()  # type: ignore[attr-defined]
-        mode = "wb" if state is None else "r+b"
-        if state is None:
-            p.keys.unlink(missing_ok=True)
-        self.keys = open(p.keys, mode)
+        fd = p.open(p.keys, os.O_WRONLY if state is None else os.O_RDWR, fresh=state is None)
+        self.keys = os.fdopen(fd, "wb" if state is None else "r+b")
         self.keys.truncate(rows_done * KEY_DTYPE.itemsize)
         self.keys.seek(0, os.SEEK_END)
 
@@ -132,7 +159,7 @@ class Sink:
                 w.write_table(arrow_table(rows, self.schema))
             data = buf.getvalue().to_pybytes()
             part = self.paths.partial / f"part-{self.parts:07d}.arrow"
-            with open(part, "wb") as fh:
+            with os.fdopen(self.paths.open(part, os.O_WRONLY, fresh=True), "wb") as fh:
                 fh.write(data)
                 fsync(fh)
             self.digest.update(data)

@@ -381,3 +381,23 @@ def test_5000_steps_render_riskiest_first():
     assert not any(math.isnan(x) for x in norms)
     first_flagged = [float(r["data-score"]) for r in p.rows if r["data-band"] == "flagged"]
     assert first_flagged == sorted(first_flagged)  # lowest score first within a band
+
+
+def test_traces_whose_names_collide_with_a_numbered_label_each_keep_their_own_rows():
+    """Traces named x, x and "x #2" were labelled x #1, x #2, x #2: the filter of the third showed
+    the rows of two traces."""
+    traces = [
+        hand_trace(
+            [score_step(k, f"node-{ti}-{k}", "sgi", 1.2, 0.6, "trusted") for k in range(ti + 1)], name=n, id=f"t{ti}"
+        )
+        for ti, n in enumerate(["x", "x", "x #2"])
+    ]
+    doc = render_html(traces)
+    blocks = [body for attrs, body in parse(doc).scripts if attrs.get("type") == "application/json"]
+    labels = [t["label"] for t in json.loads(blocks[0])["traces"]]
+    assert len(set(labels)) == 3 and labels[2] == "x #2", labels
+    rows = parse(doc).rows
+    for ti, label in enumerate(labels):  # a trace's filter shows exactly its own steps
+        assert sorted(r["data-node"] for r in rows if r["data-trace"] == label) == [
+            f"node-{ti}-{k}" for k in range(ti + 1)
+        ]

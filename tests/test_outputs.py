@@ -217,6 +217,12 @@ MALFORMED = {
     "a null trace": (json.dumps([None]), "a trace must be a JSON object, got null"),
     "no id": (json.dumps({k: v for k, v in _trace_dict().items() if k != "id"}), "has no 'id' field"),
     "metadata a list": (json.dumps(_trace_dict(metadata=[1])), "metadata must be an object"),
+    "steps an object": (json.dumps(_trace_dict(steps={})), "steps must be a list, got an object"),
+    "steps null": (json.dumps(_trace_dict(steps=None)), "steps must be a list, got null"),
+    "schema_version 999": (json.dumps(_trace_dict(schema_version="999")), "schema_version 999 is newer"),
+    "schema_version 2.0": (json.dumps(_trace_dict(schema_version="2.0")), "schema_version 2.0 is newer"),
+    "schema_version a word": (json.dumps(_trace_dict(schema_version="new")), "schema_version must be like"),
+    "a 5000-digit number": (json.dumps(_trace_dict())[:-1] + ', "n": ' + "7" * 5000 + "}", "digits"),
 }
 
 
@@ -283,3 +289,88 @@ def test_a_trace_redacted_by_an_older_version_still_loads_and_validates(tmp_path
     step = Trace.from_dict(old).steps[0]
     assert plain_text(step.response) == "[redacted: 9 chars, sha256 abababababab]"
     assert render_text(step.response) == f"[redacted sha256={'ab' * 32} length=9]"
+
+
+# ---------------------------------------------------------------- a run's own files beside the output
+
+
+def test_own_files_are_never_opened_through_a_link_or_a_second_name(tmp_path):
+    """A link that appears after a run's first checks is still not followed, and a file with a
+    second name (a hard link) is never written in place."""
+    from groundlens_core.outputs import OutputLock, open_own
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    link = tmp_path / ".o.csv.groundlens-partial"
+    link.symlink_to(victim)
+    with pytest.raises(GroundlensInputError, match="symbolic link.*partial output of o.csv"):
+        open_own(link, os.O_RDWR, "partial output", "o.csv")
+    fd = open_own(link, os.O_WRONLY, "partial output", "o.csv", fresh=True)  # the link itself replaced
+    os.write(fd, b"rows")
+    os.close(fd)
+    assert victim.read_text() == "precious\n" and not link.is_symlink() and link.read_bytes() == b"rows"
+
+    lock = tmp_path / ".o.csv.groundlens-lock"
+    os.link(victim, lock)
+    with pytest.raises(GroundlensInputError, match="hard link to another file.*lock of o.csv"):
+        OutputLock.acquire(lock, "o.csv")
+    lock.unlink()
+    lock.symlink_to(victim)
+    with pytest.raises(GroundlensInputError, match="symbolic link.*lock of o.csv"):
+        OutputLock.acquire(lock, "o.csv")
+    assert victim.read_text() == "precious\n"
+
+
+# ---------------------------------------------------------------- inputs that are not regular files
+
+
+@pytest.mark.parametrize("command", ["calibrate --pairs", "evaluate --calibration", "evaluate", "report"])
+def test_a_fifo_directory_or_device_given_as_an_input_is_refused_without_hanging(tmp_path, command):
+    """`calibrate --pairs fifo` opened the FIFO for reading and waited for a writer for good."""
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    pairs = str(_pairs(tmp_path / "pairs.csv"))
+    for source, kind in ((fifo, "FIFO"), (tmp_path, "directory"), (Path(os.devnull), "device")):
+        args = {
+            "calibrate --pairs": ["calibrate", "--pairs", str(source), "-o", str(tmp_path / "c.json")],
+            "evaluate --calibration": ["evaluate", pairs, "-o", str(tmp_path / "o.csv"), "--calibration", str(source)],
+            "evaluate": ["evaluate", str(source), "-o", str(tmp_path / "o.csv")],
+            "report": ["report", str(source), "-o", str(tmp_path / "r.html")],
+        }[command]
+        try:
+            proc = _run(_cli_code(*args), timeout=120)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"{command} {source} hung")
+        assert proc.returncode == 2, proc.stderr
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and kind in lines[0] and str(source) in lines[0], proc.stderr
+    assert not (tmp_path / "c.json").exists() and not (tmp_path / "o.csv").exists()
+
+
+# ---------------------------------------------------------------- an HTML report over another file
+
+
+@pytest.mark.parametrize("command", ["evaluate --html", "report -o"])
+def test_a_report_never_replaces_an_existing_file_that_is_not_html(tmp_path, capsys, command):
+    """`--html keys/groundlens-signing.key` replaced a private key with HTML and exited 0."""
+    key = tmp_path / "keys" / "groundlens-signing.key"
+    key.parent.mkdir()
+    key.write_bytes(b"secret key bytes")
+    src = _pairs(tmp_path / "pairs.csv")
+    _trace(tmp_path / "tr.json")
+
+    def run(target: Path) -> int:
+        if command == "evaluate --html":
+            return main(["evaluate", str(src), "-o", str(tmp_path / "o.csv"), "--html", str(target)])
+        return main(["report", str(tmp_path / "tr.json"), "-o", str(target)])
+
+    assert run(key) == 2
+    err = one_line_error(capsys)
+    assert str(key) in err and "not an .html file" in err, err
+    assert key.read_bytes() == b"secret key bytes" and not (tmp_path / "o.csv").exists()
+    for name in ("new-name.key", "old.HTM", "old.html"):  # a new file of any name; an existing .html/.htm
+        target = tmp_path / name
+        if name.startswith("old"):
+            target.write_text("<p>old report</p>")
+        assert run(target) == 0, capsys.readouterr().err
+        assert "<html" in target.read_text(encoding="utf-8").lower()

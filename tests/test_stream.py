@@ -561,6 +561,10 @@ DAMAGE = {
         "signature",
     ),
     "checkpoint cut short": (lambda c, p, k: _truncate(c, 40), "not valid JSON"),
+    "checkpoint rows true": (
+        lambda c, p, k: _edit_checkpoint(c, lambda d: {**d, "signature": {**d["signature"], "rows": True}}),
+        "malformed 'rows' in its signature (True)",
+    ),
     "keys truncated": (lambda c, p, k: _truncate(k, k.stat().st_size - 5), ".keys"),
     "keys missing": (lambda c, p, k: k.unlink(), ".keys"),
 }
@@ -724,3 +728,61 @@ def test_an_html_report_that_is_the_input_is_named_as_such(tmp_path, capsys, no_
     err = one_line_error(capsys)
     assert "is the input file" in err and ".html name" not in err, err
     assert src.read_text(encoding="utf-8").startswith("id,question")
+
+
+# ---------------------------------------------------------------- files planted beside the output
+
+
+@pytest.mark.parametrize(
+    "suffix, role",
+    [
+        (".groundlens-lock", "lock"),
+        (".groundlens-partial", "partial output"),
+        (".groundlens-partial.keys", "row keys"),
+        (".groundlens-partial.json", "checkpoint"),
+    ],
+)
+@pytest.mark.parametrize("points_at", ["another file", "the input"])
+def test_a_link_planted_where_a_run_keeps_its_files_is_refused_and_never_followed(
+    tmp_path, capsys, no_scoring, suffix, role, points_at
+):
+    """The lock was opened with O_CREAT and truncated through a link (the victim held the PID), the
+    partial was written through one (the input truncated, the output left a link to the victim)."""
+    src = write_csv(tmp_path / "in.csv", _rows(3))
+    before = src.read_bytes()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "o.csv"
+    link = tmp_path / f".o.csv{suffix}"
+    link.symlink_to(src if points_at == "the input" else victim)
+    assert main(["evaluate", str(src), "-o", str(out)]) == 2
+    err = one_line_error(capsys)
+    assert str(link) in err and "symbolic link" in err and role in err, err
+    assert victim.read_text() == "precious\n" and src.read_bytes() == before
+    assert link.is_symlink() and not out.exists() and not out.is_symlink()
+
+
+def test_a_hard_link_left_where_the_partial_goes_never_changes_the_file_it_shares(tmp_path, capsys):
+    """A fresh partial was opened with "wb" on whatever was there: a hard link to the input was
+    truncated with it, and the run then reported the input as changed."""
+    src = write_csv(tmp_path / "in.csv", _rows(3))
+    before = src.read_bytes()
+    partial = tmp_path / ".o.csv.groundlens-partial"
+    os.link(src, partial)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
+    assert src.read_bytes() == before
+    assert len(list(csv.DictReader(open(tmp_path / "o.csv", encoding="utf-8")))) == 3
+    assert not partial.exists()
+
+
+def test_the_checkpoint_is_never_written_through_a_planted_temporary_link(tmp_path, capsys):
+    """The checkpoint was written to ``<checkpoint>.tmp`` opened with "w", following a link there."""
+    src = write_csv(tmp_path / "in.csv", _rows(3))
+    precious = tmp_path / "precious.txt"
+    precious.write_text("precious\n")
+    (tmp_path / ".o.csv.groundlens-partial.json.tmp").symlink_to(precious)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.csv")]) == 0
+    assert precious.read_text() == "precious\n"
+    assert not (tmp_path / "o.csv").is_symlink()
+    leftovers = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".o.csv"))
+    assert leftovers == [".o.csv.groundlens-partial.json.tmp"], leftovers  # the planted link, left alone

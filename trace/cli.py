@@ -25,10 +25,11 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from groundlens_core.outputs import check_target
+    from groundlens_core.outputs import check_html_target, check_target
     from groundlens_core.trace.html import write_html
 
     check_target(args.output, what="the report", inputs=args.traces)
+    check_html_target(args.output, what="the report")
     traces = [t for p in args.traces for t in read_traces(Path(p))]
     write_html(traces, args.output, title=args.title, redact=args.redact)
     print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")
@@ -47,10 +48,10 @@ def read_traces(path: Path) -> list[Any]:
         raise GroundlensInputError(f"trace file not found: {path}")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
     except RecursionError:
         raise GroundlensInputError(f"{path} is not a groundlens trace: JSON nested too deeply") from None
+    except ValueError as exc:  # not UTF-8, invalid JSON, or an integer too long to convert
+        raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
     items = data if isinstance(data, list) else [data]
     try:
         return [Trace.from_dict(d) for d in items]

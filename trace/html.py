@@ -132,13 +132,33 @@ def _as_traces(traces: Any) -> list[Trace]:
     return out
 
 
+def unique_labels(names: list[str]) -> list[str]:
+    """One label per trace, all different: the report filters rows by label, so two traces sharing
+    one would show each other's rows. A name used once is its own label; repeated names get
+    ``name #k`` with the smallest ``k`` that is neither another trace's name nor a label already given."""
+    taken = set(names)
+    next_k: dict[str, int] = {}
+    labels = []
+    for name in names:
+        if names.count(name) == 1:
+            labels.append(name)
+            continue
+        k = next_k.get(name, 1)
+        while f"{name} #{k}" in taken:
+            k += 1
+        label = f"{name} #{k}"
+        taken.add(label)
+        next_k[name] = k + 1
+        labels.append(label)
+    return labels
+
+
 def _build_context(
     traces: list[Trace], *, title: str | None, redact: bool, max_text_chars: int | None
 ) -> dict[str, Any]:
     from groundlens_core.trace.lineage import cascade_order
 
-    names = [t.name for t in traces]
-    labels = [n if names.count(n) == 1 else f"{n} #{k + 1}" for k, n in enumerate(names)]
+    labels = unique_labels([t.name for t in traces])
 
     entries: list[tuple[tuple[int, float, int, int], int, Step]] = []
     shown = [t.view(redact=redact, max_text_chars=max_text_chars) for t in traces]  # the one redacted view

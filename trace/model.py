@@ -435,9 +435,10 @@ class Trace:
         :class:`GroundlensInputError` (a ``ValueError``) naming the field."""
         if not isinstance(d, Mapping):
             raise GroundlensInputError(f"a trace must be a JSON object, got {_kind(d)}")
-        steps = d.get("steps") or ()
+        steps = d.get("steps", ())
         if not isinstance(steps, (list, tuple)):
             raise GroundlensInputError(f"the trace's steps must be a list, got {_kind(steps)}")
+        _check_schema_version(d.get("schema_version", SCHEMA_VERSION))
         return cls(
             id=_required(d, "id", "the trace"),
             name=_required(d, "name", "the trace"),
@@ -459,6 +460,8 @@ class Trace:
             data = json.loads(text)
         except RecursionError:
             raise GroundlensInputError("not a groundlens trace: JSON nested too deeply") from None
+        except ValueError as exc:  # invalid JSON, or an integer too long to convert
+            raise GroundlensInputError(f"not a JSON trace: {exc}") from None
         return cls.from_dict(data)
 
     def save(self, path, **kwargs) -> None:
@@ -467,9 +470,24 @@ class Trace:
 
     @classmethod
     def load(cls, path) -> Trace:
-        from pathlib import Path
+        from groundlens_core.outputs import check_input_file
 
-        return cls.from_json(Path(path).read_text(encoding="utf-8"))
+        return cls.from_json(check_input_file(path, what="trace file").read_text(encoding="utf-8"))
+
+
+def _check_schema_version(value: Any) -> None:
+    """Refuse a trace written in a newer major schema than this version writes: its fields may mean
+    something this version would misread. Older and newer minor versions read (new fields are optional)."""
+    major = str(value).split(".")[0] if isinstance(value, (str, int, float)) and not isinstance(value, bool) else ""
+    if not major.isdigit():
+        raise GroundlensInputError(
+            f"the trace's schema_version must be like {SCHEMA_VERSION!r}, got {repr(value)[:40]}"
+        )
+    if int(major) > int(SCHEMA_VERSION.split(".")[0]):
+        raise GroundlensInputError(
+            f"the trace's schema_version {value} is newer than this version of groundlens reads "
+            f"({SCHEMA_VERSION}); upgrade groundlens-core to read it"
+        )
 
 
 def _kind(value: Any) -> str:
