@@ -5,8 +5,9 @@ The band is decided from the evidence, in this order:
 - **flagged** ("review first"): a specific fact of the response (an amount, a duration, a date, a
   name ...) is contradicted by its source or absent from it; or the response ignores its source:
   SGI below 0.95 (no closer to its context than to the question) with one content word in three
-  absent from the source (``support < 2/3``), or, with no question, half its content words absent
-  (``support < 0.50``). Without a context: DGI at or below the method's pass mark (0.30).
+  absent from the source (``support < 2/3``) and no value of the source stated, or, with no
+  question, half its content words absent (``support < 0.50``). Without a context: DGI at or below
+  the method's pass mark (0.30).
 - **trusted**: every fact is in the source, SGI is a strong pass (> 1.20) and support is at least
   0.80 (support above 0.95 when there is no question, so no SGI).
 - **review**: the rest. Weaker word evidence (a paraphrase, a response that leans only weakly toward
@@ -87,7 +88,9 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     failed = len(ev.failed_facts())
     if failed:
         return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
-    if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged":
+    # it states a value its source gives (an amount, a duration, a date ...; a name only echoes the topic)
+    supported = any(f.status == "supported" and f.kind not in ("name", "label", "polarity") for f in ev.facts)
+    if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged" and not supported:
         return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
     if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
         return Decision("trusted", _score("trusted", base), "every fact it states is in the source")

@@ -211,3 +211,19 @@ def test_fact_anchors_are_linear_in_a_long_sentence():
     small, big = count_facts(50), count_facts(400)
     # every fact reads only the clauses near it: the words counted grow with the facts, not their square
     assert big[1] <= 9 * small[1] * big[0] / small[0] / 8
+
+
+def test_sorted_by_the_score_wrong_facts_come_first_and_correct_paraphrases_are_not_flagged():
+    items = [
+        ("How much is express delivery?", "Express delivery costs 20 euros.", False),
+        ("How much is express delivery?", "Express shipping is twelve euros and gets there the next working day.", True),
+        ("Can I return an opened laptop?", "Opened electronics can be returned within 14 days and are subject to a 25% restocking fee.", False),
+        ("Can I return an opened laptop?", "Opened electronics like a laptop may be sent back within two weeks, but a 15 percent restocking fee applies.", True),
+        ("When do I get my refund?", "Your refund goes back to the card you paid with, usually within five business days.", True),
+        ("Can I return an opened laptop?", "Opened electronics can be returned within 30 days and are subject to a 15% restocking fee.", False),
+    ]
+    res = gl.evaluate_batch([{"question": q, "response": r, "context": POLICY} for q, r, _ in items])
+    ranked = sorted(zip(res, items), key=lambda p: p[0].rank)
+    assert [ok for _, (_, _, ok) in ranked] == [False] * 3 + [True] * 3  # every wrong answer ranks first
+    assert all(x.triage == "flagged" for x, (_, _, ok) in ranked if not ok)
+    assert all(x.triage != "flagged" for x, (_, _, ok) in ranked if ok)
