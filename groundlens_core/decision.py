@@ -38,6 +38,7 @@ IGNORES_SOURCE_WITH_SGI = 2 / 3  # with SGI below 0.95: a third of the content w
 STRONG_SUPPORT = 0.80  # with SGI > 1.20: trusted
 STRONG_SUPPORT_ALONE = 0.95  # no question: trusted on support alone
 MAX_FACTS_SHOWN = 3
+_NOT_VALUES = frozenset({"name", "label", "polarity", "count", "year"})
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,9 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     failed = len(ev.failed_facts())
     if failed:
         return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
-    # it states a value its source gives (an amount, a duration, a date ...; a name only echoes the topic)
-    supported = any(f.status == "supported" and f.kind not in ("name", "label", "polarity") for f in ev.facts)
+    # it states a value of its source with its unit (an amount, a duration, a date ...); a name or a
+    # bare number ("Aurora-7") only echoes the topic
+    supported = any(f.status == "supported" and f.kind not in _NOT_VALUES for f in ev.facts)
     if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged" and not supported:
         return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
     if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
