@@ -1,23 +1,17 @@
-"""The triage bands: the one place where thresholds live. Every label is derived from here.
+"""Each signal's own marks, the step bands, their order and colours: every label is derived from here.
 
-| method | flagged (review first) | review (weak pass) | trusted (strong pass) |
-|--------|------------------------|--------------------|-----------------------|
-| SGI    | raw < 0.95             | 0.95 <= raw <= 1.20 | raw > 1.20           |
-| DGI    | raw <= 0.30            | 0.30 < raw <= 0.50  | raw > 0.50           |
-| support| raw < 0.80             | 0.80 <= raw <= 0.95 | raw > 0.95           |
+| signal  | below the pass mark      | weak pass            | strong pass  |
+|---------|--------------------------|----------------------|--------------|
+| SGI     | raw < 0.95               | 0.95 <= raw <= 1.20  | raw > 1.20   |
+| DGI     | raw <= 0.30              | 0.30 < raw <= 0.50   | raw > 0.50   |
+| support | raw < 0.80               | 0.80 <= raw <= 0.95  | raw > 0.95   |
 
-Support (the share of the response's content tokens that its context contains, see evidence.py)
-uses round marks, not fitted ones: flagged when more than one content token in five is absent from
-the context, trusted when fewer than one in twenty is. With a question *and* a context, SGI's band
-stands unless support is below 0.80, which flags the result (``combined_band``): support can send a
-response to review first, never promote one; a paraphrase that swaps a word or two ("counting" for
-"including") keeps SGI's band. The ranking value is the mean of normalized SGI and support
-(``rank_value``).
-
-SGI's thresholds are the method's (review below 0.95, strong pass above 1.20). DGI's pass mark is
-the method's (pass above 0.30); its strong-pass mark 0.50 is ours, chosen so that DGI can reach all
-three bands (see "The method" in the README). ``flagged`` is true exactly when the band is
-``flagged``. Scores rank outputs for human review; they are not verdicts of truth.
+These marks describe one signal each (the explanation's sentence about SGI, DGI or support, and
+SGI's band when evidence is off). The band of a result is decided in ``decision.py`` from the facts,
+SGI and support together, with its one score. SGI's thresholds are the method's (review below 0.95,
+strong pass above 1.20); DGI's pass mark is the method's (pass above 0.30), its strong-pass mark
+0.50 is ours; the support marks are round numbers, not fitted. Scores rank outputs for human
+review; they are not verdicts of truth.
 """
 
 from __future__ import annotations
@@ -123,26 +117,6 @@ def triage(method: str, raw: float) -> Triage:
 def riskier(a: Triage, b: Triage) -> Triage:
     """The band that is reviewed first of the two."""
     return a if TRIAGE_ORDER.index(a) <= TRIAGE_ORDER.index(b) else b
-
-
-def combined_band(sgi_raw: float, support: float | None, content_tokens: int = 1) -> Triage:
-    """SGI's band, flagged as well when support is flagged (and there was content to check)."""
-    band = triage("sgi", sgi_raw)
-    if support is not None and content_tokens and triage("support", support) == "flagged":
-        return "flagged"
-    return band
-
-
-def rank_value(method: str, raw: float, support: float | None) -> float:
-    """The value triage sorts by, in [0, 1], lower = review first.
-
-    SGI with evidence: the mean of normalized SGI and support, two signals in [0, 1] with equal
-    weight (nothing fitted): the response must both move toward its context and state what the
-    context contains. Support alone without a question; normalized DGI without a context.
-    """
-    if method == "sgi" and support is not None:
-        return (normalize("sgi", raw) + normalize("support", support)) / 2.0
-    return normalize(method, raw)
 
 
 _SENTENCES = {
