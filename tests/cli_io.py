@@ -1,4 +1,5 @@
-"""What the command-line tests hand the CLI and read back: CSV input files, and its one-line errors."""
+"""What the command-line tests hand the CLI and read back: CSV input files, its one-line errors, and a
+run stopped dead part-way."""
 
 from __future__ import annotations
 
@@ -20,3 +21,24 @@ def one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "Traceback" not in err, err
     return err
+
+
+def interrupt(monkeypatch, argv: list[str], *, chunks: int) -> None:
+    """Run the CLI with ``argv`` and stop it dead (as a SIGKILL would) after ``chunks`` written chunks."""
+    import pytest
+
+    import groundlens_core.partial_output as partial_output
+    from groundlens_core.cli import main
+
+    write, done = partial_output.Sink.write, []
+
+    def killed_after(self, rows, first_row):
+        if len(done) == chunks:
+            raise SystemExit(137)
+        done.append(first_row)
+        write(self, rows, first_row)
+
+    with monkeypatch.context() as m:
+        m.setattr(partial_output.Sink, "write", killed_after)
+        with pytest.raises(SystemExit):
+            main(argv)

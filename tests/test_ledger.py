@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from cli_io import interrupt
 
 from groundlens_core.cli import main
 from groundlens_core.errors import GroundlensInputError
@@ -880,8 +881,6 @@ def test_verify_fails_an_empty_ledger_unless_allowed_and_names_a_malformed_head(
 
 
 def test_a_resume_cannot_switch_ledgers_or_keys(tmp_path, keys, capsys, monkeypatch):
-    import groundlens_core.partial_output as partial_output
-
     src, out = tmp_path / "in.csv", tmp_path / "o.csv"
     with open(src, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh)
@@ -890,18 +889,7 @@ def test_a_resume_cannot_switch_ledgers_or_keys(tmp_path, keys, capsys, monkeypa
             w.writerow([f"What is item {i}?", f"Item {i} is a red box.", f"Item {i} is a red box."])
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     base = ["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--signing-key", str(keys[0])]
-    write, done = partial_output.Sink.write, []
-
-    def killed_after_one(self, rows, first_row):
-        if done:
-            raise SystemExit(137)
-        done.append(first_row)
-        write(self, rows, first_row)
-
-    with monkeypatch.context() as m:
-        m.setattr(partial_output.Sink, "write", killed_after_one)
-        with pytest.raises(SystemExit):
-            main(base + ["--ledger", str(first)])
+    interrupt(monkeypatch, base + ["--ledger", str(first)], chunks=1)
     capsys.readouterr()
     for other in (["--ledger", str(second)], ["--ledger", str(first), "--signing-key", str(keys[2])]):
         assert main(base + other + ["--resume"]) == 2

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_io import one_line_error, write_csv
+from cli_io import interrupt, one_line_error, write_csv
 
 from groundlens_core import evaluate_batch
 from groundlens_core.cli import main
@@ -508,20 +508,7 @@ def test_jsonl_output_is_strict_json_when_a_parquet_float_is_nan(tmp_path, capsy
 
 def _interrupt(monkeypatch, src: Path, out: Path, *, batch: int = 3, chunks: int = 3) -> None:
     """Run ``evaluate`` and stop it dead (as a SIGKILL would) after ``chunks`` checkpointed chunks."""
-    import groundlens_core.partial_output as partial_output
-
-    write, done = partial_output.Sink.write, []
-
-    def killed_after(self, rows, first_row):
-        if len(done) == chunks:
-            raise SystemExit(137)
-        done.append(first_row)
-        write(self, rows, first_row)
-
-    with monkeypatch.context() as m:
-        m.setattr(partial_output.Sink, "write", killed_after)
-        with pytest.raises(SystemExit):
-            main(["evaluate", str(src), "-o", str(out), "--batch-size", str(batch)])
+    interrupt(monkeypatch, ["evaluate", str(src), "-o", str(out), "--batch-size", str(batch)], chunks=chunks)
 
 
 def _edit_checkpoint(path: Path, change) -> None:
