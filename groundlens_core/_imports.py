@@ -1,7 +1,8 @@
 """Import an optional package on demand, or fail with the one line that installs it.
 
 Lives in the core (it imports nothing itself) so that ``trace/`` and ``plugins/`` share it without
-``trace`` ever importing ``plugins``. Adapters reach it as ``groundlens_core.plugins._shell.require``.
+``trace`` ever importing ``plugins``. Adapters reach it through the adapter kit
+(``groundlens_core.trace.adapter_shell.require``).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ from typing import Any, AsyncIterator, Iterable
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins._autogen_reading import _agentchat, _AutoGenShell, _Conversation, _messages_of
-from groundlens_core.plugins._shell import handle_internal_errors
+from groundlens_core.trace.adapter_shell import handle_internal_errors
 from groundlens_core.trace.model import Trace, new_id
 from groundlens_core.trace.recorder import CallRecord
 

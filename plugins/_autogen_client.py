@@ -18,7 +18,7 @@ from groundlens_core.plugins._autogen_reading import (
     request_question_and_context,
     turn_id,
 )
-from groundlens_core.plugins._shell import handle_internal_errors, parse_usage, require
+from groundlens_core.trace.adapter_shell import handle_internal_errors, parse_usage, require
 from groundlens_core.trace.model import new_id
 from groundlens_core.trace.recorder import CallRecord
 

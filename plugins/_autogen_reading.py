@@ -8,8 +8,8 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from groundlens_core.plugins._common import as_text, context_from, short, trace_scope
-from groundlens_core.plugins._shell import AdapterShell, parse_usage, require
+from groundlens_core.trace.adapter_helpers import as_text, context_from, short, trace_scope
+from groundlens_core.trace.adapter_shell import AdapterShell, parse_usage, require
 from groundlens_core.trace.model import ContextPiece
 from groundlens_core.trace.recorder import CallRecord, Recorder
 

@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from groundlens_core.plugins._autogen_reading import DEFAULT_QUESTION_SOURCES, EXTRA, _agentchat, _AutoGenShell
-from groundlens_core.plugins._shell import handle_internal_errors, require
+from groundlens_core.trace.adapter_shell import handle_internal_errors, require
 from groundlens_core.trace.model import new_id
 
 

@@ -9,7 +9,6 @@ import weakref
 from typing import Any
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import AI_ROLES, as_json, first_user_question, message_role
 from groundlens_core.plugins._crewai_names import (
     _ACTIVE,
     _ACTIVE_LOCK,
@@ -25,7 +24,8 @@ from groundlens_core.plugins._crewai_names import (
     task_label,
     task_question,
 )
-from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, require
+from groundlens_core.trace.adapter_helpers import AI_ROLES, as_json, first_user_question, message_role
+from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, require
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord
 

@@ -7,7 +7,6 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import context_from
 from groundlens_core.plugins._crewai_names import (
     _ACTIVE,
     _CURRENT_CALL,
@@ -17,8 +16,9 @@ from groundlens_core.plugins._crewai_names import (
     _task_context_pieces,
     task_question,
 )
-from groundlens_core.plugins._shell import AdapterShell, InlineScore, require
 from groundlens_core.results import quote_sentence
+from groundlens_core.trace.adapter_helpers import context_from
+from groundlens_core.trace.adapter_shell import AdapterShell, InlineScore, require
 from groundlens_core.trace.model import ContextPiece
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -17,8 +17,8 @@ from groundlens_core.plugins._provider_values import (
     guard_sending,
     prompt_with_context,
 )
-from groundlens_core.plugins._shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
 from groundlens_core.results import GroundlensScore
+from groundlens_core.trace.adapter_shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
 
 
 class GuardCalls(ProviderCore):

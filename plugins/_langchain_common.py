@@ -10,7 +10,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import context_from, message_text, short
 from groundlens_core.plugins._langchain_runs import (
     Root,
     Run,
@@ -27,9 +26,10 @@ from groundlens_core.plugins._langchain_runs import (
     tool_output_text,
     usage_of,
 )
-from groundlens_core.plugins._prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
-from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, require
+from groundlens_core.trace.adapter_helpers import context_from, message_text, short
+from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
 from groundlens_core.trace.model import META_TOOL, ContextPiece
+from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time

@@ -7,8 +7,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundlens_core.plugins._common import as_text, context_from, last_user_index, message_role, message_text, short
-from groundlens_core.plugins._shell import parse_usage
+from groundlens_core.trace.adapter_helpers import (
+    as_text,
+    context_from,
+    last_user_index,
+    message_role,
+    message_text,
+    short,
+)
+from groundlens_core.trace.adapter_shell import parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
 _MODEL_KEYS = ("model", "model_name", "model_id", "deployment_name", "azure_deployment")

@@ -21,7 +21,7 @@ from groundlens_core.plugins._provider_values import (
     prompt_with_context,
     using_context,
 )
-from groundlens_core.plugins._shell import GroundlensFlaggedError
+from groundlens_core.trace.adapter_shell import GroundlensFlaggedError
 
 __all__ = [
     "CONTEXT_KEYWORD",

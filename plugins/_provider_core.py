@@ -14,7 +14,6 @@ from types import ModuleType
 from typing import Any, ClassVar, ContextManager
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import trace_scope
 from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
@@ -26,7 +25,8 @@ from groundlens_core.plugins._provider_values import (
     StreamReader,
     as_pieces,
 )
-from groundlens_core.plugins._shell import (
+from groundlens_core.trace.adapter_helpers import trace_scope
+from groundlens_core.trace.adapter_shell import (
     GUARD_MODES,
     SHELL_KEYWORDS,
     AdapterShell,

@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundlens_core.plugins._shell import get_field
 from groundlens_core.results import GroundlensScore
+from groundlens_core.trace.adapter_shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
 

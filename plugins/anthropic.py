@@ -22,7 +22,7 @@ from groundlens_core.plugins._provider import (
 )
 from groundlens_core.plugins._provider_core import Tap
 from groundlens_core.plugins._provider_values import read_usage, whole_number
-from groundlens_core.plugins._shell import get_field
+from groundlens_core.trace.adapter_shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [*PUBLIC, "DEFAULT_MAX_TOKENS", "AnthropicProvider", "instrument"]

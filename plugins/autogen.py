@@ -15,7 +15,7 @@ from groundlens_core.plugins._autogen_reading import (
     request_question_and_context,
 )
 from groundlens_core.plugins._autogen_termination import _build_termination
-from groundlens_core.plugins._shell import lazy_classes
+from groundlens_core.trace.adapter_shell import lazy_classes
 
 _built: dict[str, type] = {}
 __getattr__ = lazy_classes(

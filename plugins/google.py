@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
-from groundlens_core.plugins._common import as_json
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import PUBLIC, Completion, ProviderGuard, RequestView, StreamReader, Target
 from groundlens_core.plugins._provider_values import read_usage
-from groundlens_core.plugins._shell import get_field
+from groundlens_core.trace.adapter_helpers import as_json
+from groundlens_core.trace.adapter_shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [*PUBLIC, "GoogleProvider", "instrument"]

@@ -7,13 +7,13 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import as_text, context_from, last_ai_text, last_user_question, message_role
 from groundlens_core.plugins._langchain_common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
     QUESTION_OVERRIDE_KEY,
     GroundlensCallbackBase,
 )
+from groundlens_core.trace.adapter_helpers import as_text, context_from, last_ai_text, last_user_question, message_role
 
 __all__ = [
     "CONTEXT_OVERRIDE_KEY",

@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from groundlens_core.plugins._common import as_text, context_from, last_user_question, message_role
 from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names, re-exported
 from groundlens_core.plugins._provider import (
     PUBLIC,
@@ -18,7 +17,8 @@ from groundlens_core.plugins._provider import (
     listed,
 )
 from groundlens_core.plugins._provider_values import read_usage
-from groundlens_core.plugins._shell import get_field, parse_usage
+from groundlens_core.trace.adapter_helpers import as_text, context_from, last_user_question, message_role
+from groundlens_core.trace.adapter_shell import get_field, parse_usage
 from groundlens_core.trace.model import ContextPiece, Usage
 
 __all__ = [*PUBLIC, "OpenAIProvider", "instrument"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import (
+from groundlens_core.trace.adapter_helpers import (
     CONTEXT_NAMES,
     QUESTION_NAMES,
     as_text,
@@ -19,7 +19,7 @@ from groundlens_core.plugins._common import (
     short,
     trace_scope,
 )
-from groundlens_core.plugins._shell import (
+from groundlens_core.trace.adapter_shell import (
     AdapterShell,
     GroundlensFlaggedError,
     apply_guard,

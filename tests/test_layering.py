@@ -4,7 +4,9 @@ The core (``groundlens_core/``) sits below ``trace/`` and ``plugins/``: it impor
 level, inside a function or by a module name given to ``importlib``. The one exception is the public
 ``groundlens_core.providers`` facade, which re-exports the provider adapters. What the trace package
 adds to the core (the ``report`` command, the ``evaluate --html`` writer) reaches it through entry
-points (groundlens_core/extensions.py).
+points (groundlens_core/extensions.py). ``trace/`` imports no plugin, and only ``plugins/`` imports
+a framework or an LLM SDK: what adapters share that knows no particular framework (the adapter
+shell, its helpers, prompt reading) lives in ``trace/``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,20 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"groundlens_core": "groundlens_core", "trace": "groundlens_core.trace", "plugins": "groundlens_core.plugins"}
 UPPER = ("groundlens_core.trace", "groundlens_core.plugins")
 FACADE = "groundlens_core.providers"
+#: the frameworks and SDKs the adapters translate: imported by plugins/ only
+FRAMEWORKS = (
+    "langchain",
+    "langchain_core",
+    "langgraph",
+    "crewai",
+    "autogen_agentchat",
+    "autogen_core",
+    "autogen_ext",
+    "semantic_kernel",
+    "openai",
+    "anthropic",
+    "google.genai",
+)
 
 
 class Edge(NamedTuple):
@@ -62,11 +78,12 @@ def _imports(tree: ast.AST) -> Iterator[tuple[ast.AST, bool]]:
     yield from walk(tree, False)
 
 
-def _dynamic_target(call: ast.Call) -> str | None:
-    """The module named by ``importlib.import_module("…")`` or ``__import__("…")``, if a constant."""
+def _dynamic_target(call: ast.Call, loaders: tuple[str, ...] = ("import_module", "__import__")) -> str | None:
+    """The module named by ``importlib.import_module("…")`` or ``__import__("…")`` (or another of
+    ``loaders``), if a constant."""
     func = call.func
     name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-    if name not in ("import_module", "__import__") or not call.args:
+    if name not in loaders or not call.args:
         return None
     arg = call.args[0]
     return arg.value if isinstance(arg, ast.Constant) and isinstance(arg.value, str) else None
@@ -96,6 +113,23 @@ def import_edges() -> list[Edge]:
                 if target != name and (target in mods or target.startswith(UPPER)) and edge not in edges:
                     edges.append(edge)
     return edges
+
+
+def framework_imports() -> list[tuple[str, str, int]]:
+    """``(module, framework, line)`` for every import of a framework or SDK, including the lazy
+    ones (``require("crewai", ...)``, ``optional_base("crewai", ...)``)."""
+    found = []
+    for name, path in product_modules().items():
+        for node, _ in _imports(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                targets = [] if node.level else [node.module or ""]
+            else:
+                dynamic = _dynamic_target(node, ("import_module", "__import__", "require", "optional_base"))  # type: ignore[arg-type]
+                targets = [dynamic] if dynamic else []
+            found += [(name, t, node.lineno) for t in targets if any(_in(t, f) for f in FRAMEWORKS)]
+    return found
 
 
 def _in(module: str, package: str) -> bool:
@@ -163,6 +197,24 @@ def test_the_scan_sees_the_package():
 def test_the_core_imports_nothing_from_trace_or_plugins():
     upward = [e for e in import_edges() if _is_core(e.source) and e.target.startswith(UPPER)]
     assert not upward, "the core imports trace/ or plugins/ (register an entry point instead):\n" + _show(upward)
+
+
+def test_trace_imports_nothing_from_plugins():
+    upward = [
+        e for e in import_edges() if _in(e.source, "groundlens_core.trace") and _in(e.target, "groundlens_core.plugins")
+    ]
+    assert not upward, "trace/ imports plugins/:\n" + _show(upward)
+
+
+def test_only_plugins_import_a_framework_or_sdk():
+    found = framework_imports()
+    # the scan sees the adapters' imports, eager and lazy
+    seen = {t.partition(".")[0] for m, t, _ in found if _in(m, "groundlens_core.plugins")}
+    assert {"autogen_core", "crewai", "langchain_core", "semantic_kernel"} <= seen, seen
+    outside = [(m, t, line) for m, t, line in found if not _in(m, "groundlens_core.plugins")]
+    assert not outside, "a framework or SDK imported outside plugins/: " + ", ".join(
+        f"{m} imports {t} (line {line})" for m, t, line in outside
+    )
 
 
 def test_no_import_circles_among_product_modules():

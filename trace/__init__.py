@@ -1,6 +1,7 @@
 """Traces of agent runs: the data model, the recorder, and the JSON / OpenTelemetry / HTML exports.
 
-Knows the scoring core, never a framework.
+Knows the scoring core, never a framework. ``adapter_shell``, ``adapter_helpers`` and
+``prompt_context`` are the adapter kit the framework adapters (``groundlens_core.plugins``) stand on.
 """
 
 from groundlens_core.trace.model import (

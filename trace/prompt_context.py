@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from groundlens_core.plugins._common import last_user_index, message_role, message_text
+from groundlens_core.trace.adapter_helpers import last_user_index, message_role, message_text
 from groundlens_core.trace.model import ContextPiece
 
 #: content words (outside persona / instruction sentences) a text needs to count as context

@@ -1,6 +1,6 @@
-"""The adapter shell every plugin and provider guard stands on: the lazy framework import, one
-constructor and ``get_trace``, inline scoring, the guard modes and the one error guard (our
-exceptions never reach the user's agent). See docs/architecture.md."""
+"""The adapter shell every plugin and provider guard stands on (the adapter kit): the lazy framework
+import, one constructor and ``get_trace``, inline scoring, the guard modes and the one error guard
+(our exceptions never reach the user's agent). Knows no framework. See docs/architecture.md."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ from typing import Any, ClassVar, TypeVar
 
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._common import context_from
 from groundlens_core.results import GroundlensScore
+from groundlens_core.trace.adapter_helpers import context_from
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 

@@ -1,5 +1,5 @@
-"""Small helpers the framework adapters share: plain text of framework values, the one context
-normaliser, the one trace scope and chat-message readers. Imports no framework."""
+"""Small helpers the framework adapters share (the adapter kit): plain text of framework values, the
+one context normaliser, the one trace scope and chat-message readers. Imports no framework."""
 
 from __future__ import annotations
 
