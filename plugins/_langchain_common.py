@@ -97,7 +97,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             parent = self._runs.get(parent_rid) if parent_rid is not None else None
             if parent is None:
-                new_root = Root(key=rid, name=self.name or name or self.framework)
+                new_root = Root(name=self.name or name or self.framework)
                 self._roots[rid] = new_root
                 if len(self._roots) > _MAX_OPEN_ROOTS:
                     abandoned = next(iter(self._roots))
@@ -145,32 +145,27 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             for rid in root.run_ids:
                 self._runs.pop(rid, None)
 
-    def _close_run(self, run_id: Any) -> tuple[Run | None, bool]:
-        """Forget a finished run; (its run, whether it was a root run). Ends the root's trace bookkeeping."""
+    def _finish(
+        self, run_id: Any, records: Any = None, error: BaseException | None = None, outputs: Any = None
+    ) -> Run | None:
+        """Close a run: a LangGraph task's own run ends its task, keeping the ``outputs`` it wrote to
+        the state; record the steps ``records(run)`` gives, and end the trace when it was the root."""
         rid = str(run_id)
         with self._lock:
             run = self._runs.get(rid)
             if run is None:
-                return None, False
+                return None
+            root = self._roots.get(run.root)
             if run.root == rid:
                 self._drop_root(rid)
-                return run, True
-            root = self._roots.get(run.root)
-            if root is not None:
-                ns = root.task_runs.pop(rid, None)
-                if ns is not None and ns in root.tasks:
-                    root.tasks[ns].end_seq = root.tick()
-            return run, False
-
-    def _finish(self, run_id: Any, records: Any = None, error: BaseException | None = None) -> Run | None:
-        """Close a run: record the steps ``records(run)`` gives, and end its trace when it was the root."""
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return None
+            elif root is not None and rid in root.task_runs:
+                task = root.tasks[root.task_runs.pop(rid)]
+                task.end_seq = root.tick()
+                task.outputs = state_pieces(self.context_keys, outputs)
         for record in records(run) if records is not None else ():
             self.recorder.record(record)
-        if is_root:
-            self._end_root(run.root, error)
+        if run.root == rid:
+            self._end_root(rid, error)
         return run
 
     def _step(self, run: Run, run_id: Any, kind: str, **fields: Any) -> CallRecord:
@@ -210,16 +205,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         rid = str(run_id)
-        with self._lock:
-            run = self._runs.get(rid)
-            root = self._roots.get(run.root) if run is not None else None
-            if root is not None and rid in root.task_runs:
-                task = root.tasks.get(root.task_runs[rid])
-                if task is not None:
-                    task.outputs = state_pieces(self.context_keys, outputs)
-        if run is not None and run.root == rid and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
+        if rid in self._roots and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
             self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
-        self._finish(run_id)
+        self._finish(run_id, outputs=outputs)
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
@@ -368,10 +356,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def _fail(self, run_id: Any, error: BaseException, kind: str, fields: Callable[[Run], dict[str, Any]]) -> None:
         """Close a failed run: one ``error`` step of ``kind`` with ``fields(run)``; the root's trace ends failed."""
-        text, ended = describe_exception(error), time.time()
-        self._finish(
-            run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
-        )
+        text = describe_exception(error)
+        self._finish(run_id, lambda run: [self._step(run, run_id, kind, error=text, **fields(run))], error)
 
     def _open_io_run(
         self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
@@ -379,7 +365,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
         name = kwargs.get("name") or serialized_name(serialized) or default
         run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
-        run.name = name
         run.input_text = given if isinstance(given, str) else short(given, 2000)
         return run
 

@@ -34,7 +34,6 @@ class Task:
 class Root:
     """One root run: one trace."""
 
-    key: str
     name: str
     run_ids: list[str] = field(default_factory=list)
     seq: int = 0
@@ -178,18 +177,15 @@ def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
             if isinstance(item, Mapping) or hasattr(item, "update"):
                 out.extend(state_pieces(context_keys, item))
         return out
+    if isinstance(value, (str, bytes, int, float)):
+        return []
     if not isinstance(value, Mapping):
         update = getattr(value, "update", None)  # langgraph Command(update=...)
         if update is not None and not callable(update):
             return state_pieces(context_keys, update)
     out = []
     for key in context_keys:
-        if isinstance(value, Mapping):
-            item = value.get(key)
-        elif isinstance(value, (str, bytes, int, float)):
-            return []
-        else:
-            item = getattr(value, key, None)
+        item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
         if item is not None:
             out.extend(context_from(item, source=f"state:{key}"))
     return out
