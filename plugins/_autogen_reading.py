@@ -243,15 +243,12 @@ class _AutoGenShell(AdapterShell):
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)
 
-    def _reading_options(self) -> dict[str, Any]:
-        """The two reading options as a component config keeps them."""
-        sources = None if self.question_sources is None else list(self.question_sources)
-        return {"question_sources": sources, "agent_messages_as_context": self.agent_messages_as_context}
+    def _to_config(self, **given: Any) -> Any:
+        """The component config (for the adapters that are AutoGen components): each field of its
+        schema not ``given`` is the attribute of the same name."""
+        schema = self.component_config_schema  # type: ignore[attr-defined]
+        return schema(**{name: getattr(self, name) for name in schema.model_fields if name not in given}, **given)
 
-    @staticmethod
-    def _reading_config(config: Any) -> dict[str, Any]:
-        """The two reading options of a component config, as constructor keywords."""
-        return {
-            "question_sources": config.question_sources,
-            "agent_messages_as_context": config.agent_messages_as_context,
-        }
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        return cls(**dict(config))

@@ -93,24 +93,12 @@ class _TerminationTranslation(_AutoGenShell):
             self.recorder.end_trace(self._key)
             self._key = None
 
-    def _to_config(self) -> Any:
-        return self.component_config_schema(  # type: ignore[attr-defined]
-            stop_on=list(self.stop_on),
-            sources=None if self.sources is None else list(self.sources),
-            **self._reading_options(),
-        )
-
-    @classmethod
-    def _from_config(cls, config: Any) -> Any:
-        return cls(stop_on=config.stop_on, sources=config.sources, **cls._reading_config(config))
-
 
 def _build_termination() -> type:
     base, core = (
         require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat"),
         require("autogen_core", EXTRA, "AutoGen"),
     )
-    _agentchat()
     from pydantic import BaseModel
 
     class GroundlensFlaggedTerminationConfig(BaseModel):
