@@ -63,10 +63,7 @@ class CheckedStream:
         self.key: str | None = None
         self.task_result: Any = None
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Any]:
+    async def __aiter__(self) -> AsyncIterator[Any]:
         checker, recorder = self._checker, self._checker.recorder
         self.key = key = new_id()
         recorder.start_trace(key, name=self._name or checker.name)

@@ -34,11 +34,8 @@ _TOOL_ERROR_MARKERS = ("I encountered an error while trying to use the tool", "E
 
 
 def _is_tool_error(text: str, raw: Any) -> bool:
-    if isinstance(raw, BaseException):
-        return True
-    if type(raw).__name__ == "ToolFailure":
-        return True
-    return any(marker in text for marker in _TOOL_ERROR_MARKERS)
+    failed = isinstance(raw, BaseException) or type(raw).__name__ == "ToolFailure"
+    return failed or any(marker in text for marker in _TOOL_ERROR_MARKERS)
 
 
 def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
@@ -71,6 +68,12 @@ def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kw
 
 #: every crewai hook: nothing it raises reaches the agent; it is logged and recorded as an error step
 _hook = handle_internal_errors(trace_key=_hook_target)
+
+
+def _agents(crew: Any) -> list[Any]:
+    """The crew's agents and, in a hierarchical crew, its manager."""
+    manager = getattr(crew, "manager_agent", None)
+    return [*(getattr(crew, "agents", None) or []), *([manager] if manager is not None else [])]
 
 
 class GroundlensCrewListener(AdapterShell):
@@ -194,18 +197,12 @@ class GroundlensCrewListener(AdapterShell):
     @staticmethod
     def _members(crew: Any) -> list[Any]:
         """The crew and its tasks and agents: every object a hook context can point at."""
-        members = [crew, *(getattr(crew, "tasks", None) or []), *(getattr(crew, "agents", None) or [])]
-        manager = getattr(crew, "manager_agent", None)
-        return members + ([manager] if manager is not None else [])
+        return [crew, *(getattr(crew, "tasks", None) or []), *_agents(crew)]
 
     def _adopt_executors(self, crew: Any) -> None:
         """Add our LLM hooks to executors created before this listener (they copy the global hooks
         once, when they are created, and crewai keeps an agent's executor across kickoffs)."""
-        agents = list(getattr(crew, "agents", None) or [])
-        manager = getattr(crew, "manager_agent", None)
-        if manager is not None:
-            agents.append(manager)
-        for agent in agents:
+        for agent in _agents(crew):
             executor = getattr(agent, "agent_executor", None)
             added = False
             for attr, ours in self._executor_hooks():

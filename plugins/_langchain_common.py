@@ -27,9 +27,9 @@ from groundlens_core.plugins._langchain_runs import (
     tool_output_text,
     usage_of,
 )
-from groundlens_core.plugins._prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
+from groundlens_core.plugins._prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 from groundlens_core.plugins._shell import AdapterShell, handle_internal_errors, optional_base, require
-from groundlens_core.trace.model import META_TOOL, ContextPiece
+from groundlens_core.trace.model import META_TOOL
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -236,16 +236,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
             collected = collected_context(self._roots.get(run.root), run.ns, ancestors)
-        calls: list[tuple[PromptReading, list[ContextPiece]]] = []
         if message_lists is not None:
-            for messages in message_lists:
-                messages = list(messages or ())
-                found = context_from(override_ctx, tool_message_pieces(messages), collected)
-                calls.append((read_messages(messages), found))
+            lists = [list(messages or ()) for messages in message_lists]
+            calls = [(read_messages(m), context_from(override_ctx, tool_message_pieces(m), collected)) for m in lists]
         else:
-            for prompt in prompts or ():
-                text = prompt if isinstance(prompt, str) else str(prompt)
-                calls.append((read_prompt(text), context_from(override_ctx, collected)))
+            texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
+            calls = [(read_prompt(text), context_from(override_ctx, collected)) for text in texts]
         bare_words = 0  # the longest prompt among this run's calls left without any context
         for reading, found in calls:
             context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found

@@ -210,10 +210,7 @@ class GroundlensFilter(AdapterShell):
         if hit:
             return hit[1], f"argument:{hit[0]}"
         history = context.result.metadata.get("messages") if context.result is not None else None
-        text = _last_user_text(history)
-        if text:
-            return text, "chat_history"
-        for value in (args or {}).values():
+        for value in (history, *(args or {}).values()):
             text = _last_user_text(value)
             if text:
                 return text, "chat_history"
