@@ -299,7 +299,7 @@ class GroundlensCrewListener(AdapterShell):
             and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or [])
         ):
             self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
-        self.context_store.mark_llm_start(agent, task)
+        self.context_store.swap(agent, task, llm_started=time.time())
         return None  # never block the call
 
     @_hook
@@ -326,7 +326,7 @@ class GroundlensCrewListener(AdapterShell):
         }
         if action:
             metadata["action"] = action
-        self.context_store.set_pending_action(agent, task, kind == "tool_call")
+        self.context_store.swap(agent, task, pending_action=kind == "tool_call")
         plain = llm is not None and not isinstance(llm, str)
         step_id = self._record(
             ctx,
@@ -336,11 +336,11 @@ class GroundlensCrewListener(AdapterShell):
             response=response,
             model=getattr(llm, "model", None) if plain else llm,
             provider=getattr(llm, "provider", None) if plain else None,
-            started_at=self.context_store.take_llm_start(agent, task),
+            started_at=self.context_store.swap(agent, task, llm_started=None).llm_started,
             metadata=metadata,
         )
         if kind == "tool_call":
-            self.context_store.set_call_step(agent, task, step_id)
+            self.context_store.swap(agent, task, call_step=step_id)
         return None  # never rewrite the agent's response
 
     @_hook
@@ -349,7 +349,7 @@ class GroundlensCrewListener(AdapterShell):
         _CURRENT_CALL.set((agent, task))
         if self._closed:
             return None
-        if self.context_store.set_pending_action(agent, task, False):
+        if self.context_store.swap(agent, task, pending_action=False).pending_action:
             return None  # the ReAct Action turn that asked for this call is already a step
         # native function calling: the model turn that requested tools never reaches the
         # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
@@ -360,10 +360,10 @@ class GroundlensCrewListener(AdapterShell):
             "tool_call",
             question=self.question_for(task),
             response=f"{name}({as_json(args)})",
-            started_at=self.context_store.take_llm_start(agent, task),
+            started_at=self.context_store.swap(agent, task, llm_started=None).llm_started,
             metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
-        self.context_store.set_call_step(agent, task, step_id)
+        self.context_store.swap(agent, task, call_step=step_id)
         return None  # never block the tool
 
     @_hook
@@ -391,7 +391,7 @@ class GroundlensCrewListener(AdapterShell):
             question=as_json(getattr(ctx, "tool_input", None)),
             response=text,
             error=error,
-            parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
+            parent_id=self.context_store.swap(agent, task).call_step or agent_scope(agent, task),
             metadata=metadata,
         )
         return None  # never rewrite the tool result
