@@ -103,6 +103,11 @@ class GroundlensCrewListener(AdapterShell):
             InterceptionPoint.PRE_TOOL_CALL: self._on_before_tool,
             InterceptionPoint.POST_TOOL_CALL: self._on_after_tool,
         }
+        #: the executor attributes that hold crewai's LLM hooks, each with our hook for it
+        self._executor_hooks = (
+            ("before_llm_call_hooks", self._on_before_llm),
+            ("after_llm_call_hooks", self._on_after_llm),
+        )
         for point, hook in self._hooks.items():
             register(point, hook)
         with _ACTIVE_LOCK:
@@ -136,7 +141,7 @@ class GroundlensCrewListener(AdapterShell):
                 executors = [ref() for ref in self._executors.values()]
                 self._executors.clear()
             for executor in executors:
-                for attr, ours in self._executor_hooks():
+                for attr, ours in self._executor_hooks:
                     hooks = getattr(executor, attr, None)
                     if isinstance(hooks, list):
                         hooks[:] = [h for h in hooks if h != ours]
@@ -205,22 +210,13 @@ class GroundlensCrewListener(AdapterShell):
         for agent in _agents(crew):
             executor = getattr(agent, "agent_executor", None)
             added = False
-            for attr, ours in self._executor_hooks():
+            for attr, ours in self._executor_hooks:
                 hooks = getattr(executor, attr, None)
                 if isinstance(hooks, list) and ours not in hooks:
                     hooks.append(ours)
                     added = True
             if added:
                 self._track_executor(executor)
-
-    def _executor_hooks(self) -> tuple[tuple[str, Any], ...]:
-        """The executor attributes that hold crewai's LLM hooks, each with our hook for it."""
-        from crewai.hooks.dispatch import InterceptionPoint
-
-        return (
-            ("before_llm_call_hooks", self._hooks[InterceptionPoint.PRE_MODEL_CALL]),
-            ("after_llm_call_hooks", self._hooks[InterceptionPoint.POST_MODEL_CALL]),
-        )
 
     def _track_executor(self, executor: Any) -> None:
         """Remember an executor holding our LLM hooks, so :meth:`close` can take them out again."""

@@ -305,22 +305,19 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 message = getattr(gen, "message", None)
                 text = (message_text(message) if message is not None else getattr(gen, "text", "")) or ""
                 tool_calls = [c for c in (getattr(message, "tool_calls", None) or []) if isinstance(c, Mapping)]
+                step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
                 meta = dict(run.metadata)
                 if tool_calls:
                     meta["tool_calls"] = [
                         {"name": c.get("name"), "id": c.get("id"), "args": short(c.get("args"), 300)}
                         for c in tool_calls
                     ]
-                if len(generations) > 1 or len(gens) > 1:
-                    meta["generation"] = [i, j]
-                step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
-                if tool_calls:  # so the tool steps can point at the turn that asked for them
-                    with self._lock:
+                    with self._lock:  # so the tool steps can point at the turn that asked for them
                         root = self._roots.get(run.root)
                         if root is not None:
-                            for c in tool_calls:
-                                if c.get("id"):
-                                    root.tool_call_steps[str(c["id"])] = step_id
+                            root.tool_call_steps.update({str(c["id"]): step_id for c in tool_calls if c.get("id")})
+                if len(generations) > 1 or len(gens) > 1:
+                    meta["generation"] = [i, j]
                 yield self._step(
                     run,
                     step_id,
