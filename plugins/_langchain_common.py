@@ -97,7 +97,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             parent = self._runs.get(parent_rid) if parent_rid is not None else None
             if parent is None:
-                new_root = Root(name=self.name or name or self.framework)
+                new_root = Root()
                 self._roots[rid] = new_root
                 if len(self._roots) > _MAX_OPEN_ROOTS:
                     abandoned = next(iter(self._roots))
@@ -136,7 +136,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     meta["thread_id"] = str(md[key])
             if tags:
                 meta["tags"] = [str(t) for t in tags][:20]
-            self.recorder.start_trace(rid, name=new_root.name, metadata=meta)
+            self.recorder.start_trace(rid, name=self.name or name or self.framework, metadata=meta)
         return run
 
     def _drop_root(self, key: str) -> None:

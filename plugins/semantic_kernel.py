@@ -165,8 +165,9 @@ class GroundlensFilter(AdapterShell):
             self._record_native(context, step, ended)
             return None
 
-        question, q_source = self._question(context)
-        pieces = self._context(context, step.run)
+        history = context.result.metadata.get("messages")
+        question, q_source = self._question(context, history)
+        pieces = self._context(context, history, step.run)
         meta: dict[str, Any] = {"function_kind": "prompt"}
         if q_source:
             meta["question_source"] = q_source
@@ -177,8 +178,7 @@ class GroundlensFilter(AdapterShell):
             return None
 
         value = context.result.value
-        messages = value if isinstance(value, list) else [value]
-        first = messages[0] if messages else None
+        first = (value[0] if value else None) if isinstance(value, list) else value
         response = _message_text(first)
         model, usage = _model_and_usage(first)
         base.update(model=model, usage=usage)
@@ -203,24 +203,22 @@ class GroundlensFilter(AdapterShell):
         self.recorder.record(step.record("llm", response=response, **inline.record_fields(), **base))
         return flagged_error
 
-    def _question(self, context: Any) -> tuple[str | None, str | None]:
+    def _question(self, context: Any, history: Any) -> tuple[str | None, str | None]:
         """(question, where it came from): an argument, else the last user message sent."""
         args = context.arguments
         hit = first_text(args, self.question_arguments)
         if hit:
             return hit[1], f"argument:{hit[0]}"
-        history = context.result.metadata.get("messages") if context.result is not None else None
         for value in (history, *(args or {}).values()):
             text = _last_user_text(value)
             if text:
                 return text, "chat_history"
-        prompt = getattr(context.result, "rendered_prompt", None) if context.result is not None else None
+        prompt = getattr(context.result, "rendered_prompt", None)
         if isinstance(prompt, str) and prompt.strip():
             return prompt, "rendered_prompt"
         return None, None
 
-    def _context(self, context: Any, run: _Run) -> list[ContextPiece]:
-        history = context.result.metadata.get("messages") if context.result is not None else None
+    def _context(self, context: Any, history: Any, run: _Run) -> list[ContextPiece]:
         tool_results = _function_results(history)
         from_args: list[ContextPiece] = []
         args = context.arguments or {}
