@@ -129,8 +129,7 @@ class _Conversation:
     def feed(self, msg: Any) -> list[CallRecord]:
         m = _agentchat()
         src = str(getattr(msg, "source", "") or "agent")
-        kind_name = type(msg).__name__
-        meta: dict[str, Any] = {"message_type": kind_name}
+        meta: dict[str, Any] = {"message_type": type(msg).__name__}
         usage = parse_usage(getattr(msg, "models_usage", None))
 
         def rec(**kw: Any) -> CallRecord:
