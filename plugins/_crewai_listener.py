@@ -209,14 +209,11 @@ class GroundlensCrewListener(AdapterShell):
         once, when they are created, and crewai keeps an agent's executor across kickoffs)."""
         for agent in _agents(crew):
             executor = getattr(agent, "agent_executor", None)
-            added = False
             for attr, ours in self._executor_hooks:
                 hooks = getattr(executor, attr, None)
                 if isinstance(hooks, list) and ours not in hooks:
                     hooks.append(ours)
-                    added = True
-            if added:
-                self._track_executor(executor)
+            self._track_executor(executor)
 
     def _track_executor(self, executor: Any) -> None:
         """Remember an executor holding our LLM hooks, so :meth:`close` can take them out again."""
@@ -240,18 +237,16 @@ class GroundlensCrewListener(AdapterShell):
                 self._kickoffs[id(member)] = key
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
-        agents = [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []]
-        inputs = getattr(ctx, "inputs", None) or {}
         self.recorder.start_trace(
             key,
             name=str(getattr(crew, "name", None) or "crew"),
             metadata={
                 "crew_id": _ident(crew),
                 "crew_name": getattr(crew, "name", None),
-                "agents": agents,
+                "agents": [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []],
                 "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
                 "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
-                "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
+                "inputs": {str(k): str(v) for k, v in dict(getattr(ctx, "inputs", None) or {}).items()},
             },
         )
         self._adopt_executors(crew)
@@ -274,13 +269,18 @@ class GroundlensCrewListener(AdapterShell):
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
 
-    def _record(self, ctx: Any, kind: str, **fields: Any) -> str:
-        """Record a step of the hook context's agent in its task; its step id."""
+    def _record(self, ctx: Any, kind: str, **fields: Any) -> None:
+        """Record a step of the hook context's agent in its task. A model turn (``llm``, ``tool_call``)
+        started with the agent's LLM call; a ``tool_call`` turn is the parent of the tool steps it asks for."""
         agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
         fields.setdefault("node", node_name(agent, task))
         fields.setdefault("parent_id", agent_scope(agent, task))
+        if kind != "tool":
+            fields["started_at"] = self.context_store.swap(agent, task, llm_started=None).llm_started
         key = self._trace_key(getattr(ctx, "crew", None), agent, task)
-        return self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
+        step_id = self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
+        if kind == "tool_call":
+            self.context_store.swap(agent, task, call_step=step_id)
 
     @_hook
     def _on_before_llm(self, ctx: Any) -> None:
@@ -310,9 +310,8 @@ class GroundlensCrewListener(AdapterShell):
         state = getattr(getattr(ctx, "executor", None), "state", None)
         native = bool(getattr(state, "use_native_tools", False))
         kind, response, action = _classify_response(text, native)
-        question = self.question_for(task)
-        if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
-            question = first_user_question(getattr(ctx, "messages", None) or [])
+        # no task: the kickoff's prompt, not crewai's later reminders
+        question = self.question_for(task) or first_user_question(getattr(ctx, "messages", None) or [])
         llm = getattr(ctx, "llm", None)
         metadata: dict[str, Any] = {
             "agent_role": getattr(agent, "role", None),
@@ -324,7 +323,7 @@ class GroundlensCrewListener(AdapterShell):
             metadata["action"] = action
         self.context_store.swap(agent, task, pending_action=kind == "tool_call")
         plain = llm is not None and not isinstance(llm, str)
-        step_id = self._record(
+        self._record(
             ctx,
             kind,
             question=question,
@@ -332,11 +331,8 @@ class GroundlensCrewListener(AdapterShell):
             response=response,
             model=getattr(llm, "model", None) if plain else llm,
             provider=getattr(llm, "provider", None) if plain else None,
-            started_at=self.context_store.swap(agent, task, llm_started=None).llm_started,
             metadata=metadata,
         )
-        if kind == "tool_call":
-            self.context_store.swap(agent, task, call_step=step_id)
         return None  # never rewrite the agent's response
 
     @_hook
@@ -351,15 +347,13 @@ class GroundlensCrewListener(AdapterShell):
         # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
         name = str(getattr(ctx, "tool_name", "") or "tool")
         args = getattr(ctx, "tool_input", None)
-        step_id = self._record(
+        self._record(
             ctx,
             "tool_call",
             question=self.question_for(task),
             response=f"{name}({as_json(args)})",
-            started_at=self.context_store.swap(agent, task, llm_started=None).llm_started,
             metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
-        self.context_store.swap(agent, task, call_step=step_id)
         return None  # never block the tool
 
     @_hook
