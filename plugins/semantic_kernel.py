@@ -117,13 +117,13 @@ class GroundlensFilter(AdapterShell):
         try:
             await next(context)
         except BaseException as exc:  # CancelledError too: a timed-out invoke must not leave its trace open
-            _PARENT.reset(parent_token)
             with handle_internal_errors(self, "record_failure", trace_key=run.key):
                 kind = "llm" if self._is_prompt_function(context.function) else "tool"
                 self.recorder.record(step.record(kind, error=f"the function raised {describe_exception(exc)}"))
             self._leave(run, owner_token, error=describe_exception(exc))
             raise
-        _PARENT.reset(parent_token)
+        finally:
+            _PARENT.reset(parent_token)
         ended = time.time()
         flagged: GroundlensFlaggedError | None = None
         try:
@@ -311,8 +311,6 @@ def _role(message: Any) -> str:
 
 
 def _message_text(message: Any) -> str | None:
-    if message is None:
-        return None
     if isinstance(message, str):
         return message
     content = getattr(message, "content", None)
