@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any, AsyncIterator, Iterable
 
 from groundlens_core.errors import describe_exception
@@ -25,9 +24,9 @@ class GroundlensChecker(_AutoGenShell):
         with handle_internal_errors(
             self, f"reading a {type(msg).__name__}", trace_key=key, node=str(getattr(msg, "source", "agent"))
         ):
-            records = conv.feed(msg)
+            records = conv.feed(msg, key)
         for r in records:
-            self.recorder.record(dataclasses.replace(r, trace_key=key))
+            self.recorder.record(r)
 
     def check_messages(
         self, messages: Iterable[Any], *, name: str | None = None, stop_reason: str | None = None

@@ -99,7 +99,7 @@ class _Piece:
 
 class _Conversation:
     """Walks AgentChat messages in order, keeping the task and the context so far; emits CallRecords
-    (without a trace key) for the steps they stand for."""
+    for the steps they stand for."""
 
     def __init__(self, question_sources: Sequence[str] | None, agent_messages_as_context: bool):
         self.question_sources = set(question_sources or ())
@@ -126,7 +126,7 @@ class _Conversation:
         if isinstance(text, str) and text.strip():
             self.pieces.append(_Piece(ContextPiece(text=text, source=source), agent))
 
-    def feed(self, msg: Any) -> list[CallRecord]:
+    def feed(self, msg: Any, trace_key: str) -> list[CallRecord]:
         m = _agentchat()
         src = str(getattr(msg, "source", "") or "agent")
         meta: dict[str, Any] = {"message_type": type(msg).__name__}
@@ -134,7 +134,7 @@ class _Conversation:
 
         def rec(**kw: Any) -> CallRecord:
             base: dict[str, Any] = dict(
-                trace_key="",
+                trace_key=trace_key,
                 node=src,
                 question=self.question,
                 usage=usage,

@@ -55,8 +55,7 @@ class _TerminationTranslation(_AutoGenShell):
             self._key = new_id()
             self.recorder.start_trace(self._key)
         stop = None
-        for record in self._conv.feed(msg):
-            record = dataclasses.replace(record, trace_key=self._key)
+        for record in self._conv.feed(msg, self._key):
             inline = None
             if record.kind == "llm":
                 inline = await self.ascore_inline(
