@@ -3,10 +3,9 @@ the tool outputs each agent received in each task. Imports no crewai."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from groundlens_core.trace.model import ContextPiece
@@ -124,7 +123,7 @@ class ContextStore:
         a copy of the scope as it was before."""
         with self._lock:
             scope = self._scope(agent, task)
-            before = dataclasses.replace(scope)
+            before = replace(scope)
             for name, value in values.items():
                 setattr(scope, name, value)
             return before
