@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 from typing import Any, AsyncIterator, Iterable
 
 from groundlens_core.errors import describe_exception
@@ -25,9 +24,9 @@ class GroundlensChecker(_AutoGenShell):
         with handle_internal_errors(
             self, f"reading a {type(msg).__name__}", trace_key=key, node=str(getattr(msg, "source", "agent"))
         ):
-            records = conv.feed(msg)
+            records = conv.feed(msg, key)
         for r in records:
-            self.recorder.record(dataclasses.replace(r, trace_key=key))
+            self.recorder.record(r)
 
     def check_messages(
         self, messages: Iterable[Any], *, name: str | None = None, stop_reason: str | None = None
@@ -63,10 +62,7 @@ class CheckedStream:
         self.key: str | None = None
         self.task_result: Any = None
 
-    def __aiter__(self) -> AsyncIterator[Any]:
-        return self._iterate()
-
-    async def _iterate(self) -> AsyncIterator[Any]:
+    async def __aiter__(self) -> AsyncIterator[Any]:
         checker, recorder = self._checker, self._checker.recorder
         self.key = key = new_id()
         recorder.start_trace(key, name=self._name or checker.name)

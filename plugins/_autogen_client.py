@@ -174,22 +174,13 @@ class _ClientTranslation(_AutoGenShell):
             raise AttributeError(name)
         return getattr(client, name)
 
-    def _to_config(self) -> Any:
-        return self.component_config_schema(  # type: ignore[attr-defined]
-            client=self._client.dump_component(),
-            agent_name=self.agent_name,
-            trace_key=self.trace_key,
-            **self._reading_options(),
-        )
+    def _to_config(self, **given: Any) -> Any:
+        return super()._to_config(client=self._client.dump_component(), **given)
 
     @classmethod
     def _from_config(cls, config: Any) -> Any:
-        return cls(
-            _core_models().ChatCompletionClient.load_component(config.client),
-            agent_name=config.agent_name,
-            trace_key=config.trace_key,
-            **cls._reading_config(config),
-        )
+        fields = dict(config)
+        return cls(_core_models().ChatCompletionClient.load_component(fields.pop("client")), **fields)
 
 
 def _build_client() -> type:

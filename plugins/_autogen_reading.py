@@ -99,7 +99,7 @@ class _Piece:
 
 class _Conversation:
     """Walks AgentChat messages in order, keeping the task and the context so far; emits CallRecords
-    (without a trace key) for the steps they stand for."""
+    for the steps they stand for."""
 
     def __init__(self, question_sources: Sequence[str] | None, agent_messages_as_context: bool):
         self.question_sources = set(question_sources or ())
@@ -126,16 +126,15 @@ class _Conversation:
         if isinstance(text, str) and text.strip():
             self.pieces.append(_Piece(ContextPiece(text=text, source=source), agent))
 
-    def feed(self, msg: Any) -> list[CallRecord]:
+    def feed(self, msg: Any, trace_key: str) -> list[CallRecord]:
         m = _agentchat()
         src = str(getattr(msg, "source", "") or "agent")
-        kind_name = type(msg).__name__
-        meta: dict[str, Any] = {"message_type": kind_name}
+        meta: dict[str, Any] = {"message_type": type(msg).__name__}
         usage = parse_usage(getattr(msg, "models_usage", None))
 
         def rec(**kw: Any) -> CallRecord:
             base: dict[str, Any] = dict(
-                trace_key="",
+                trace_key=trace_key,
                 node=src,
                 question=self.question,
                 usage=usage,
@@ -243,15 +242,12 @@ class _AutoGenShell(AdapterShell):
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)
 
-    def _reading_options(self) -> dict[str, Any]:
-        """The two reading options as a component config keeps them."""
-        sources = None if self.question_sources is None else list(self.question_sources)
-        return {"question_sources": sources, "agent_messages_as_context": self.agent_messages_as_context}
+    def _to_config(self, **given: Any) -> Any:
+        """The component config (for the adapters that are AutoGen components): each field of its
+        schema not ``given`` is the attribute of the same name."""
+        schema = self.component_config_schema  # type: ignore[attr-defined]
+        return schema(**{name: getattr(self, name) for name in schema.model_fields if name not in given}, **given)
 
-    @staticmethod
-    def _reading_config(config: Any) -> dict[str, Any]:
-        """The two reading options of a component config, as constructor keywords."""
-        return {
-            "question_sources": config.question_sources,
-            "agent_messages_as_context": config.agent_messages_as_context,
-        }
+    @classmethod
+    def _from_config(cls, config: Any) -> Any:
+        return cls(**dict(config))

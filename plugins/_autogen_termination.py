@@ -55,8 +55,7 @@ class _TerminationTranslation(_AutoGenShell):
             self._key = new_id()
             self.recorder.start_trace(self._key)
         stop = None
-        for record in self._conv.feed(msg):
-            record = dataclasses.replace(record, trace_key=self._key)
+        for record in self._conv.feed(msg, self._key):
             inline = None
             if record.kind == "llm":
                 inline = await self.ascore_inline(
@@ -93,24 +92,12 @@ class _TerminationTranslation(_AutoGenShell):
             self.recorder.end_trace(self._key)
             self._key = None
 
-    def _to_config(self) -> Any:
-        return self.component_config_schema(  # type: ignore[attr-defined]
-            stop_on=list(self.stop_on),
-            sources=None if self.sources is None else list(self.sources),
-            **self._reading_options(),
-        )
-
-    @classmethod
-    def _from_config(cls, config: Any) -> Any:
-        return cls(stop_on=config.stop_on, sources=config.sources, **cls._reading_config(config))
-
 
 def _build_termination() -> type:
     base, core = (
         require("autogen_agentchat.base", EXTRA, "AutoGen AgentChat"),
         require("autogen_core", EXTRA, "AutoGen"),
     )
-    _agentchat()
     from pydantic import BaseModel
 
     class GroundlensFlaggedTerminationConfig(BaseModel):

@@ -34,11 +34,8 @@ _TOOL_ERROR_MARKERS = ("I encountered an error while trying to use the tool", "E
 
 
 def _is_tool_error(text: str, raw: Any) -> bool:
-    if isinstance(raw, BaseException):
-        return True
-    if type(raw).__name__ == "ToolFailure":
-        return True
-    return any(marker in text for marker in _TOOL_ERROR_MARKERS)
+    failed = isinstance(raw, BaseException) or type(raw).__name__ == "ToolFailure"
+    return failed or any(marker in text for marker in _TOOL_ERROR_MARKERS)
 
 
 def _classify_response(text: str, native: bool) -> tuple[str, str, str | None]:
@@ -73,6 +70,12 @@ def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kw
 _hook = handle_internal_errors(trace_key=_hook_target)
 
 
+def _agents(crew: Any) -> list[Any]:
+    """The crew's agents and, in a hierarchical crew, its manager."""
+    manager = getattr(crew, "manager_agent", None)
+    return [*(getattr(crew, "agents", None) or []), *([manager] if manager is not None else [])]
+
+
 class GroundlensCrewListener(AdapterShell):
     """Scores every agent LLM call of the crews kicked off while it is open; one trace per kickoff.
     Use it as a context manager (or call :meth:`close`) so its hooks are removed afterwards."""
@@ -100,6 +103,11 @@ class GroundlensCrewListener(AdapterShell):
             InterceptionPoint.PRE_TOOL_CALL: self._on_before_tool,
             InterceptionPoint.POST_TOOL_CALL: self._on_after_tool,
         }
+        #: the executor attributes that hold crewai's LLM hooks, each with our hook for it
+        self._executor_hooks = (
+            ("before_llm_call_hooks", self._on_before_llm),
+            ("after_llm_call_hooks", self._on_after_llm),
+        )
         for point, hook in self._hooks.items():
             register(point, hook)
         with _ACTIVE_LOCK:
@@ -133,7 +141,7 @@ class GroundlensCrewListener(AdapterShell):
                 executors = [ref() for ref in self._executors.values()]
                 self._executors.clear()
             for executor in executors:
-                for attr, ours in self._executor_hooks():
+                for attr, ours in self._executor_hooks:
                     hooks = getattr(executor, attr, None)
                     if isinstance(hooks, list):
                         hooks[:] = [h for h in hooks if h != ours]
@@ -194,36 +202,18 @@ class GroundlensCrewListener(AdapterShell):
     @staticmethod
     def _members(crew: Any) -> list[Any]:
         """The crew and its tasks and agents: every object a hook context can point at."""
-        members = [crew, *(getattr(crew, "tasks", None) or []), *(getattr(crew, "agents", None) or [])]
-        manager = getattr(crew, "manager_agent", None)
-        return members + ([manager] if manager is not None else [])
+        return [crew, *(getattr(crew, "tasks", None) or []), *_agents(crew)]
 
     def _adopt_executors(self, crew: Any) -> None:
         """Add our LLM hooks to executors created before this listener (they copy the global hooks
         once, when they are created, and crewai keeps an agent's executor across kickoffs)."""
-        agents = list(getattr(crew, "agents", None) or [])
-        manager = getattr(crew, "manager_agent", None)
-        if manager is not None:
-            agents.append(manager)
-        for agent in agents:
+        for agent in _agents(crew):
             executor = getattr(agent, "agent_executor", None)
-            added = False
-            for attr, ours in self._executor_hooks():
+            for attr, ours in self._executor_hooks:
                 hooks = getattr(executor, attr, None)
                 if isinstance(hooks, list) and ours not in hooks:
                     hooks.append(ours)
-                    added = True
-            if added:
-                self._track_executor(executor)
-
-    def _executor_hooks(self) -> tuple[tuple[str, Any], ...]:
-        """The executor attributes that hold crewai's LLM hooks, each with our hook for it."""
-        from crewai.hooks.dispatch import InterceptionPoint
-
-        return (
-            ("before_llm_call_hooks", self._hooks[InterceptionPoint.PRE_MODEL_CALL]),
-            ("after_llm_call_hooks", self._hooks[InterceptionPoint.POST_MODEL_CALL]),
-        )
+            self._track_executor(executor)
 
     def _track_executor(self, executor: Any) -> None:
         """Remember an executor holding our LLM hooks, so :meth:`close` can take them out again."""
@@ -247,18 +237,16 @@ class GroundlensCrewListener(AdapterShell):
                 self._kickoffs[id(member)] = key
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
-        agents = [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []]
-        inputs = getattr(ctx, "inputs", None) or {}
         self.recorder.start_trace(
             key,
             name=str(getattr(crew, "name", None) or "crew"),
             metadata={
                 "crew_id": _ident(crew),
                 "crew_name": getattr(crew, "name", None),
-                "agents": agents,
+                "agents": [str(getattr(a, "role", "")) for a in getattr(crew, "agents", None) or []],
                 "tasks": [task_label(t) for t in getattr(crew, "tasks", None) or []],
                 "process": str(getattr(getattr(crew, "process", None), "value", getattr(crew, "process", ""))),
-                "inputs": {str(k): str(v) for k, v in dict(inputs).items()},
+                "inputs": {str(k): str(v) for k, v in dict(getattr(ctx, "inputs", None) or {}).items()},
             },
         )
         self._adopt_executors(crew)
@@ -281,13 +269,18 @@ class GroundlensCrewListener(AdapterShell):
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
 
-    def _record(self, ctx: Any, kind: str, **fields: Any) -> str:
-        """Record a step of the hook context's agent in its task; its step id."""
+    def _record(self, ctx: Any, kind: str, **fields: Any) -> None:
+        """Record a step of the hook context's agent in its task. A model turn (``llm``, ``tool_call``)
+        started with the agent's LLM call; a ``tool_call`` turn is the parent of the tool steps it asks for."""
         agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
         fields.setdefault("node", node_name(agent, task))
         fields.setdefault("parent_id", agent_scope(agent, task))
+        if kind != "tool":
+            fields["started_at"] = self.context_store.swap(agent, task, llm_started=None).llm_started
         key = self._trace_key(getattr(ctx, "crew", None), agent, task)
-        return self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
+        step_id = self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
+        if kind == "tool_call":
+            self.context_store.swap(agent, task, call_step=step_id)
 
     @_hook
     def _on_before_llm(self, ctx: Any) -> None:
@@ -302,7 +295,7 @@ class GroundlensCrewListener(AdapterShell):
             and not any(message_role(m) in AI_ROLES for m in getattr(ctx, "messages", None) or [])
         ):
             self._new_standalone_run(agent)  # the first call of a new Agent.kickoff()
-        self.context_store.mark_llm_start(agent, task)
+        self.context_store.swap(agent, task, llm_started=time.time())
         return None  # never block the call
 
     @_hook
@@ -317,9 +310,8 @@ class GroundlensCrewListener(AdapterShell):
         state = getattr(getattr(ctx, "executor", None), "state", None)
         native = bool(getattr(state, "use_native_tools", False))
         kind, response, action = _classify_response(text, native)
-        question = self.question_for(task)
-        if question is None:  # no task: the kickoff's prompt, not crewai's later reminders
-            question = first_user_question(getattr(ctx, "messages", None) or [])
+        # no task: the kickoff's prompt, not crewai's later reminders
+        question = self.question_for(task) or first_user_question(getattr(ctx, "messages", None) or [])
         llm = getattr(ctx, "llm", None)
         metadata: dict[str, Any] = {
             "agent_role": getattr(agent, "role", None),
@@ -329,9 +321,9 @@ class GroundlensCrewListener(AdapterShell):
         }
         if action:
             metadata["action"] = action
-        self.context_store.set_pending_action(agent, task, kind == "tool_call")
+        self.context_store.swap(agent, task, pending_action=kind == "tool_call")
         plain = llm is not None and not isinstance(llm, str)
-        step_id = self._record(
+        self._record(
             ctx,
             kind,
             question=question,
@@ -339,11 +331,8 @@ class GroundlensCrewListener(AdapterShell):
             response=response,
             model=getattr(llm, "model", None) if plain else llm,
             provider=getattr(llm, "provider", None) if plain else None,
-            started_at=self.context_store.take_llm_start(agent, task),
             metadata=metadata,
         )
-        if kind == "tool_call":
-            self.context_store.set_call_step(agent, task, step_id)
         return None  # never rewrite the agent's response
 
     @_hook
@@ -352,21 +341,19 @@ class GroundlensCrewListener(AdapterShell):
         _CURRENT_CALL.set((agent, task))
         if self._closed:
             return None
-        if self.context_store.set_pending_action(agent, task, False):
+        if self.context_store.swap(agent, task, pending_action=False).pending_action:
             return None  # the ReAct Action turn that asked for this call is already a step
         # native function calling: the model turn that requested tools never reaches the
         # after-LLM hooks (crewai skips them for tool-call payloads), so it becomes a step here
         name = str(getattr(ctx, "tool_name", "") or "tool")
         args = getattr(ctx, "tool_input", None)
-        step_id = self._record(
+        self._record(
             ctx,
             "tool_call",
             question=self.question_for(task),
             response=f"{name}({as_json(args)})",
-            started_at=self.context_store.take_llm_start(agent, task),
             metadata={"agent_role": getattr(agent, "role", None), "action": name, "mode": "native"},
         )
-        self.context_store.set_call_step(agent, task, step_id)
         return None  # never block the tool
 
     @_hook
@@ -394,7 +381,7 @@ class GroundlensCrewListener(AdapterShell):
             question=as_json(getattr(ctx, "tool_input", None)),
             response=text,
             error=error,
-            parent_id=self.context_store.call_step(agent, task) or agent_scope(agent, task),
+            parent_id=self.context_store.swap(agent, task).call_step or agent_scope(agent, task),
             metadata=metadata,
         )
         return None  # never rewrite the tool result

@@ -4,9 +4,8 @@ the tool outputs each agent received in each task. Imports no crewai."""
 from __future__ import annotations
 
 import threading
-import time
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from groundlens_core.trace.model import ContextPiece
@@ -118,35 +117,16 @@ class ContextStore:
             for k in [k for k in self._scopes if k[1] == task_key and (agent is None or k[0] == _ident(agent))]:
                 del self._scopes[k]
 
-    # the listener's bookkeeping for ReAct vs native tool turns and LLM timing
-    def set_pending_action(self, agent: Any, task: Any, value: bool) -> bool:
-        """Set the flag and return its previous value."""
+    def swap(self, agent: Any, task: Any, **values: Any) -> _Scope:
+        """The listener's bookkeeping (ReAct vs native tool turns, LLM timing): set ``values``
+        (``pending_action``, ``llm_started``, ``call_step``) in the (agent, task) scope; returns
+        a copy of the scope as it was before."""
         with self._lock:
             scope = self._scope(agent, task)
-            old, scope.pending_action = scope.pending_action, value
-            return old
-
-    def set_call_step(self, agent: Any, task: Any, step_id: str) -> None:
-        with self._lock:
-            self._scope(agent, task).call_step = step_id
-
-    def call_step(self, agent: Any, task: Any) -> str | None:
-        """The step of the model turn that asked for the tool now running, when it was recorded."""
-        with self._lock:
-            scope = self._scopes.get(self.key(agent, task))
-            return None if scope is None else scope.call_step
-
-    def mark_llm_start(self, agent: Any, task: Any) -> None:
-        with self._lock:
-            self._scope(agent, task).llm_started = time.time()
-
-    def take_llm_start(self, agent: Any, task: Any) -> float | None:
-        with self._lock:
-            scope = self._scopes.get(self.key(agent, task))
-            if scope is None:
-                return None
-            started, scope.llm_started = scope.llm_started, None
-            return started
+            before = replace(scope)
+            for name, value in values.items():
+                setattr(scope, name, value)
+            return before
 
 
 def _task_context_pieces(task: Any) -> list[ContextPiece]:

@@ -72,13 +72,9 @@ def _instruction(method: str, triage: str) -> str:
 
 
 def _answer_text(answer: Any) -> str | None:
-    if isinstance(answer, bool) or answer is None:
-        return None
-    if isinstance(answer, (int, float)):
+    if isinstance(answer, (int, float)) and not isinstance(answer, bool):
         return str(answer)
-    if isinstance(answer, str) and answer.strip():
-        return answer.strip()
-    return None
+    return (answer.strip() or None) if isinstance(answer, str) else None
 
 
 def self_check(

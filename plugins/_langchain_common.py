@@ -28,8 +28,8 @@ from groundlens_core.plugins._langchain_runs import (
 )
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
-from groundlens_core.trace.model import META_TOOL, ContextPiece
-from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, PromptReading, read_messages, read_prompt
+from groundlens_core.trace.model import META_TOOL
+from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -97,7 +97,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             parent = self._runs.get(parent_rid) if parent_rid is not None else None
             if parent is None:
-                new_root = Root(key=rid, name=self.name or name or self.framework)
+                new_root = Root()
                 self._roots[rid] = new_root
                 if len(self._roots) > _MAX_OPEN_ROOTS:
                     abandoned = next(iter(self._roots))
@@ -136,7 +136,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     meta["thread_id"] = str(md[key])
             if tags:
                 meta["tags"] = [str(t) for t in tags][:20]
-            self.recorder.start_trace(rid, name=new_root.name, metadata=meta)
+            self.recorder.start_trace(rid, name=self.name or name or self.framework, metadata=meta)
         return run
 
     def _drop_root(self, key: str) -> None:
@@ -145,32 +145,27 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             for rid in root.run_ids:
                 self._runs.pop(rid, None)
 
-    def _close_run(self, run_id: Any) -> tuple[Run | None, bool]:
-        """Forget a finished run; (its run, whether it was a root run). Ends the root's trace bookkeeping."""
+    def _finish(
+        self, run_id: Any, records: Any = None, error: BaseException | None = None, outputs: Any = None
+    ) -> Run | None:
+        """Close a run: a LangGraph task's own run ends its task, keeping the ``outputs`` it wrote to
+        the state; record the steps ``records(run)`` gives, and end the trace when it was the root."""
         rid = str(run_id)
         with self._lock:
             run = self._runs.get(rid)
             if run is None:
-                return None, False
+                return None
+            root = self._roots.get(run.root)
             if run.root == rid:
                 self._drop_root(rid)
-                return run, True
-            root = self._roots.get(run.root)
-            if root is not None:
-                ns = root.task_runs.pop(rid, None)
-                if ns is not None and ns in root.tasks:
-                    root.tasks[ns].end_seq = root.tick()
-            return run, False
-
-    def _finish(self, run_id: Any, records: Any = None, error: BaseException | None = None) -> Run | None:
-        """Close a run: record the steps ``records(run)`` gives, and end its trace when it was the root."""
-        run, is_root = self._close_run(run_id)
-        if run is None:
-            return None
+            elif root is not None and rid in root.task_runs:
+                task = root.tasks[root.task_runs.pop(rid)]
+                task.end_seq = root.tick()
+                task.outputs = state_pieces(self.context_keys, outputs)
         for record in records(run) if records is not None else ():
             self.recorder.record(record)
-        if is_root:
-            self._end_root(run.root, error)
+        if run.root == rid:
+            self._end_root(rid, error)
         return run
 
     def _step(self, run: Run, run_id: Any, kind: str, **fields: Any) -> CallRecord:
@@ -210,16 +205,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         rid = str(run_id)
-        with self._lock:
-            run = self._runs.get(rid)
-            root = self._roots.get(run.root) if run is not None else None
-            if root is not None and rid in root.task_runs:
-                task = root.tasks.get(root.task_runs[rid])
-                if task is not None:
-                    task.outputs = state_pieces(self.context_keys, outputs)
-        if run is not None and run.root == rid and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
+        if rid in self._roots and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
             self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
-        self._finish(run_id)
+        self._finish(run_id, outputs=outputs)
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
@@ -248,16 +236,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
             collected = collected_context(self._roots.get(run.root), run.ns, ancestors)
-        calls: list[tuple[PromptReading, list[ContextPiece]]] = []
         if message_lists is not None:
-            for messages in message_lists:
-                messages = list(messages or ())
-                found = context_from(override_ctx, tool_message_pieces(messages), collected)
-                calls.append((read_messages(messages), found))
+            lists = [list(messages or ()) for messages in message_lists]
+            calls = [(read_messages(m), context_from(override_ctx, tool_message_pieces(m), collected)) for m in lists]
         else:
-            for prompt in prompts or ():
-                text = prompt if isinstance(prompt, str) else str(prompt)
-                calls.append((read_prompt(text), context_from(override_ctx, collected)))
+            texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
+            calls = [(read_prompt(text), context_from(override_ctx, collected)) for text in texts]
         bare_words = 0  # the longest prompt among this run's calls left without any context
         for reading, found in calls:
             context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found
@@ -321,22 +305,19 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 message = getattr(gen, "message", None)
                 text = (message_text(message) if message is not None else getattr(gen, "text", "")) or ""
                 tool_calls = [c for c in (getattr(message, "tool_calls", None) or []) if isinstance(c, Mapping)]
+                step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
                 meta = dict(run.metadata)
                 if tool_calls:
                     meta["tool_calls"] = [
                         {"name": c.get("name"), "id": c.get("id"), "args": short(c.get("args"), 300)}
                         for c in tool_calls
                     ]
-                if len(generations) > 1 or len(gens) > 1:
-                    meta["generation"] = [i, j]
-                step_id = rid if (i, j) == (0, 0) else f"{rid}:{i}.{j}"
-                if tool_calls:  # so the tool steps can point at the turn that asked for them
-                    with self._lock:
+                    with self._lock:  # so the tool steps can point at the turn that asked for them
                         root = self._roots.get(run.root)
                         if root is not None:
-                            for c in tool_calls:
-                                if c.get("id"):
-                                    root.tool_call_steps[str(c["id"])] = step_id
+                            root.tool_call_steps.update({str(c["id"]): step_id for c in tool_calls if c.get("id")})
+                if len(generations) > 1 or len(gens) > 1:
+                    meta["generation"] = [i, j]
                 yield self._step(
                     run,
                     step_id,
@@ -368,10 +349,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def _fail(self, run_id: Any, error: BaseException, kind: str, fields: Callable[[Run], dict[str, Any]]) -> None:
         """Close a failed run: one ``error`` step of ``kind`` with ``fields(run)``; the root's trace ends failed."""
-        text, ended = describe_exception(error), time.time()
-        self._finish(
-            run_id, lambda run: [self._step(run, run_id, kind, error=text, ended_at=ended, **fields(run))], error
-        )
+        text = describe_exception(error)
+        self._finish(run_id, lambda run: [self._step(run, run_id, kind, error=text, **fields(run))], error)
 
     def _open_io_run(
         self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
@@ -379,7 +358,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
         name = kwargs.get("name") or serialized_name(serialized) or default
         run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
-        run.name = name
         run.input_text = given if isinstance(given, str) else short(given, 2000)
         return run
 

@@ -41,8 +41,6 @@ class Task:
 class Root:
     """One root run: one trace."""
 
-    key: str
-    name: str
     run_ids: list[str] = field(default_factory=list)
     seq: int = 0
     tasks: dict[str, Task] = field(default_factory=dict)
@@ -95,12 +93,8 @@ def md_str(metadata: Mapping[str, Any], key: str) -> str | None:
 
 def node_path(ns: str, metadata: Mapping[str, Any]) -> str | None:
     """``parent/child`` from a checkpoint namespace ``parent:<task id>|child:<task id>``."""
-    if ns:
-        names = [seg.split(":", 1)[0] for seg in ns.split("|") if seg]
-        names = [n for n in names if n]
-        if names:
-            return "/".join(names)
-    return md_str(metadata, "langgraph_node")
+    names = [seg.split(":", 1)[0] for seg in ns.split("|")]
+    return "/".join(n for n in names if n) or md_str(metadata, "langgraph_node")
 
 
 def serialized_name(serialized: Any) -> str | None:
@@ -185,18 +179,15 @@ def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
             if isinstance(item, Mapping) or hasattr(item, "update"):
                 out.extend(state_pieces(context_keys, item))
         return out
+    if isinstance(value, (str, bytes, int, float)):
+        return []
     if not isinstance(value, Mapping):
         update = getattr(value, "update", None)  # langgraph Command(update=...)
         if update is not None and not callable(update):
             return state_pieces(context_keys, update)
     out = []
     for key in context_keys:
-        if isinstance(value, Mapping):
-            item = value.get(key)
-        elif isinstance(value, (str, bytes, int, float)):
-            return []
-        else:
-            item = getattr(value, key, None)
+        item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
         if item is not None:
             out.extend(context_from(item, source=f"state:{key}"))
     return out
@@ -244,15 +235,14 @@ def _visible_outside_graph(doc_chain: tuple[tuple[str, str], ...], llm_ancestors
     return True
 
 
-def collected_context(root: Root | None, ns: str, llm_ancestors: set[str] | None = None) -> list[ContextPiece]:
+def collected_context(root: Root | None, ns: str, llm_ancestors: set[str]) -> list[ContextPiece]:
     """Retriever documents and state values visible to a call in task ``ns``."""
     if root is None:
         return []
-    ancestors = llm_ancestors or set()
     retrieved = [
         p
         for task_ns, chain, p in root.retrieved
-        if (_earlier(root, task_ns, ns) if (task_ns and ns) else _visible_outside_graph(chain, ancestors))
+        if (_earlier(root, task_ns, ns) if (task_ns and ns) else _visible_outside_graph(chain, llm_ancestors))
     ]
     state: list[ContextPiece] = list(root.root_pieces)
     own = root.tasks.get(ns) if ns else None

@@ -17,7 +17,6 @@ from groundlens_core.plugins._autogen_reading import (
 from groundlens_core.plugins._autogen_termination import _build_termination
 from groundlens_core.trace.adapter_shell import lazy_classes
 
-_built: dict[str, type] = {}
 __getattr__ = lazy_classes(
     __name__, {"GroundlensChatCompletionClient": _build_client, "GroundlensFlaggedTermination": _build_termination}
 )

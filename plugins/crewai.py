@@ -14,7 +14,6 @@ from groundlens_core.plugins._crewai_names import (
 from groundlens_core.plugins._crewai_tool import SELF_CHECK_DESCRIPTION, _build_tool, self_check
 from groundlens_core.trace.adapter_shell import lazy_classes
 
-_built: dict[str, type] = {}
 __getattr__ = lazy_classes(__name__, {"GroundlensTool": _build_tool})
 
 __all__ = [

@@ -32,31 +32,23 @@ RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "re
 class GroundlensCallback(GroundlensCallbackBase):
     """The LangChain callback handler for plain runnables and ``create_agent`` agents."""
 
-    framework = "langchain"
-    extra = "langchain"
+
+def _stripped(text: Any) -> str | None:
+    return (text.strip() or None) if isinstance(text, str) else None
 
 
 def _question_from(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value.strip() or None
     if isinstance(value, (list, tuple)):
         return last_user_question(list(value))
-    text = as_text(value)
-    return text.strip() if text and text.strip() else None
+    return _stripped(as_text(value))
 
 
 def _response_from(value: Any) -> str | None:
-    if isinstance(value, str):
-        return value.strip() or None
-    if isinstance(value, (list, tuple)):
-        if value and all(message_role(m) for m in value if not isinstance(m, str)):
-            return last_ai_text(list(value))
-        text = as_text(list(value))
-        return text.strip() if text and text.strip() else None
+    if isinstance(value, (list, tuple)) and value and all(message_role(m) for m in value if not isinstance(m, str)):
+        return last_ai_text(list(value))
     if isinstance(value, Mapping) and "messages" in value:
         return _response_from(value["messages"])
-    text = as_text(value)
-    return text.strip() if text and text.strip() else None
+    return _stripped(as_text(value))
 
 
 def _find(mapping: Any, keys: Sequence[str], read) -> tuple[str | None, str | None]:
@@ -197,12 +189,7 @@ class GroundlensEvaluator:
         """LangChain string-evaluator style; ``reference`` is the context (text or list of texts)."""
         try:
             context = [p.text for p in context_from(reference, source="reference")]
-            out = self._score(
-                input.strip() if isinstance(input, str) and input.strip() else None,
-                prediction.strip() if isinstance(prediction, str) and prediction.strip() else None,
-                context,
-                {"context_pieces": len(context)},
-            )
+            out = self._score(_stripped(input), _stripped(prediction), context, {"context_pieces": len(context)})
         except Exception as exc:
             out = {"score": None, "comment": f"groundlens: could not score: {describe_exception(exc)}", "metadata": {}}
         meta = out.get("metadata") or {}

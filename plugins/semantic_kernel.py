@@ -117,13 +117,13 @@ class GroundlensFilter(AdapterShell):
         try:
             await next(context)
         except BaseException as exc:  # CancelledError too: a timed-out invoke must not leave its trace open
-            _PARENT.reset(parent_token)
             with handle_internal_errors(self, "record_failure", trace_key=run.key):
                 kind = "llm" if self._is_prompt_function(context.function) else "tool"
                 self.recorder.record(step.record(kind, error=f"the function raised {describe_exception(exc)}"))
             self._leave(run, owner_token, error=describe_exception(exc))
             raise
-        _PARENT.reset(parent_token)
+        finally:
+            _PARENT.reset(parent_token)
         ended = time.time()
         flagged: GroundlensFlaggedError | None = None
         try:
@@ -165,8 +165,9 @@ class GroundlensFilter(AdapterShell):
             self._record_native(context, step, ended)
             return None
 
-        question, q_source = self._question(context)
-        pieces = self._context(context, step.run)
+        history = context.result.metadata.get("messages")
+        question, q_source = self._question(context, history)
+        pieces = self._context(context, history, step.run)
         meta: dict[str, Any] = {"function_kind": "prompt"}
         if q_source:
             meta["question_source"] = q_source
@@ -177,8 +178,7 @@ class GroundlensFilter(AdapterShell):
             return None
 
         value = context.result.value
-        messages = value if isinstance(value, list) else [value]
-        first = messages[0] if messages else None
+        first = (value[0] if value else None) if isinstance(value, list) else value
         response = _message_text(first)
         model, usage = _model_and_usage(first)
         base.update(model=model, usage=usage)
@@ -203,27 +203,22 @@ class GroundlensFilter(AdapterShell):
         self.recorder.record(step.record("llm", response=response, **inline.record_fields(), **base))
         return flagged_error
 
-    def _question(self, context: Any) -> tuple[str | None, str | None]:
+    def _question(self, context: Any, history: Any) -> tuple[str | None, str | None]:
         """(question, where it came from): an argument, else the last user message sent."""
         args = context.arguments
         hit = first_text(args, self.question_arguments)
         if hit:
             return hit[1], f"argument:{hit[0]}"
-        history = context.result.metadata.get("messages") if context.result is not None else None
-        text = _last_user_text(history)
-        if text:
-            return text, "chat_history"
-        for value in (args or {}).values():
+        for value in (history, *(args or {}).values()):
             text = _last_user_text(value)
             if text:
                 return text, "chat_history"
-        prompt = getattr(context.result, "rendered_prompt", None) if context.result is not None else None
+        prompt = getattr(context.result, "rendered_prompt", None)
         if isinstance(prompt, str) and prompt.strip():
             return prompt, "rendered_prompt"
         return None, None
 
-    def _context(self, context: Any, run: _Run) -> list[ContextPiece]:
-        history = context.result.metadata.get("messages") if context.result is not None else None
+    def _context(self, context: Any, history: Any, run: _Run) -> list[ContextPiece]:
         tool_results = _function_results(history)
         from_args: list[ContextPiece] = []
         args = context.arguments or {}
@@ -316,8 +311,6 @@ def _role(message: Any) -> str:
 
 
 def _message_text(message: Any) -> str | None:
-    if message is None:
-        return None
     if isinstance(message, str):
         return message
     content = getattr(message, "content", None)

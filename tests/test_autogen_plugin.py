@@ -386,3 +386,16 @@ async def test_termination_reset_starts_a_fresh_conversation():
     assert second and all(s.question == "What is the capital of Italy?" for s in second)
     assert all(s.node != "user" for s in second)  # the new task is not scored as an answer
     assert all(not any(p.source.startswith("tool:") for p in s.context) for s in second)  # no context from run 1
+
+
+def test_termination_config_round_trip_keeps_every_option():
+    cond = GroundlensFlaggedTermination(
+        stop_on=["flagged", "review"], sources=["writer"], question_sources=["user", "lead"],
+        agent_messages_as_context=False)
+    config = cond.dump_component()
+    assert config.config == {"stop_on": ["flagged", "review"], "sources": ["writer"],
+                             "question_sources": ["user", "lead"], "agent_messages_as_context": False}
+    loaded = TerminationCondition.load_component(config)
+    assert isinstance(loaded, GroundlensFlaggedTermination)
+    assert (loaded.stop_on, loaded.sources) == (("flagged", "review"), ("writer",))
+    assert (loaded.question_sources, loaded.agent_messages_as_context) == (("user", "lead"), False)

@@ -387,6 +387,9 @@ def test_steps_hang_under_their_agent_in_task_and_tool_results_under_the_turn_th
     assert turn.parent_id == research_answer.parent_id == f"task:{t1.id}/agent:{res.id}"
     assert writer_answer.parent_id == f"task:{t2.id}/agent:{writer.id}"
     assert tool_step.parent_id == turn.id  # the tool result hangs under the turn that asked for it
+    # a model turn is timed from its LLM call's start; a tool step has no LLM call
+    assert all(s.llm_latency_ms is not None and s.started_at for s in (turn, research_answer, writer_answer))
+    assert tool_step.llm_latency_ms is None
 
 
 def test_failing_tool_still_leaves_a_trace(listener):
