@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar
 
@@ -283,25 +282,20 @@ class MessageEventReader(StreamReader):
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.tools: dict[Any, str] = {}
-        self.arguments: dict[Any, list[str]] = {}
         self.model: str | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.finish_reason: str | None = None
-        self.stopped = False
 
     def add(self, event: Any) -> str | None:
         kind = get_field(event, "type")
         if kind == "content_block_delta":
             delta = get_field(event, "delta")
-            dkind = get_field(delta, "type")
-            if dkind == "text_delta":
+            if get_field(delta, "type") == "text_delta":
                 text = get_field(delta, "text")
                 if isinstance(text, str) and text:
                     self.parts.append(text)
                     return text
-            elif dkind == "input_json_delta" and get_field(event, "index") in self.arguments:
-                self.arguments[get_field(event, "index")].append(str(get_field(delta, "partial_json") or ""))
         elif kind == "content_block_start":
             block = get_field(event, "content_block")
             bkind = get_field(block, "type")
@@ -310,7 +304,6 @@ class MessageEventReader(StreamReader):
                 return str(get_field(block, "text"))
             if bkind in _TOOL_USE:
                 self.tools[get_field(event, "index")] = str(get_field(block, "name") or "tool")
-                self.arguments[get_field(event, "index")] = []
         elif kind == "message_start":
             message = get_field(event, "message")
             self.model = get_field(message, "model")
@@ -324,20 +317,7 @@ class MessageEventReader(StreamReader):
                 self.output_tokens = whole_number(get_field(usage, "output_tokens"))
             if whole_number(get_field(usage, "input_tokens")) is not None:
                 self.input_tokens = whole_number(get_field(usage, "input_tokens"))
-        elif kind == "message_stop":
-            self.stopped = True
         return None
-
-    def tool_arguments(self) -> list[tuple[str, Any]]:
-        """``(name, parsed input)`` of each tool call seen (the input JSON as sent; ``None`` when cut)."""
-        out = []
-        for index, name in self.tools.items():
-            raw = "".join(self.arguments.get(index, ()))
-            try:
-                out.append((name, json.loads(raw) if raw else {}))
-            except ValueError:
-                out.append((name, None))
-        return out
 
     def completion(self) -> Completion:
         text = "".join(self.parts)
