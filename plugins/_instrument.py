@@ -8,7 +8,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import typing
 import weakref
 from collections.abc import Callable
 from typing import Any
@@ -51,38 +50,22 @@ def uninstrument(client: Any) -> Any:
 def tapped_stream_class(stream_cls: Any) -> type:
     """A subclass of the SDK's stream class whose events pass through the pending tap, and whose
     ``close()`` records a stream left early."""
-    origin = typing.get_origin(stream_cls) or stream_cls
-    if inspect.isasyncgenfunction(origin.__stream__):
-
-        class TappedAsyncStream(stream_cls):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                self._groundlens_tap = PENDING_TAP.get()  # before the SDK's __init__, which may open the stream
-                super().__init__(*args, **kwargs)
-
-            def __stream__(self) -> Any:
-                events = super().__stream__()
-                return events if self._groundlens_tap is None else self._groundlens_tap.aevents(events)
-
-            async def close(self) -> None:
-                if self._groundlens_tap is not None:
-                    self._groundlens_tap.end()
-                await super().close()
-
-        return TappedAsyncStream
 
     class TappedStream(stream_cls):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._groundlens_tap = PENDING_TAP.get()
+            self._groundlens_tap = PENDING_TAP.get()  # before the SDK's __init__, which may open the stream
             super().__init__(*args, **kwargs)
 
         def __stream__(self) -> Any:
-            events = super().__stream__()
-            return events if self._groundlens_tap is None else self._groundlens_tap.events(events)
+            events, tap = super().__stream__(), self._groundlens_tap
+            if tap is None:
+                return events
+            return tap.aevents(events) if inspect.isasyncgen(events) else tap.events(events)
 
-        def close(self) -> None:
+        def close(self) -> Any:
             if self._groundlens_tap is not None:
                 self._groundlens_tap.end()
-            super().close()
+            return super().close()  # an async stream's: the coroutine its caller awaits
 
     return TappedStream
 
@@ -123,10 +106,6 @@ class Instrumenting(ProviderCore):
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
         """What the caller gets for a stream: the SDK's stream, already tapped by its ``request``;
         a plain (async) generator, tapped here."""
-        if inspect.isgenerator(result):
-            return tap.events(result)
-        if inspect.isasyncgen(result):
-            return tap.aevents(result)
         if getattr(result, "_groundlens_tap", None) is tap:
             return result
         return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
