@@ -10,12 +10,13 @@ from typing import Any
 from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
 from groundlens_core.plugins._provider_values import (
     GUARD_CONTEXT_SOURCE,
+    GUARD_SENDING,
     Completion,
     ProviderResponse,
     RequestView,
     as_pieces,
-    guard_sending,
     prompt_with_context,
+    sending,
 )
 from groundlens_core.plugins._shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
 from groundlens_core.results import GroundlensScore
@@ -34,10 +35,6 @@ class GuardCalls(ProviderCore):
         """Send a guard request with the sync client; returns the SDK's response (or stream)."""
         raise NotImplementedError
 
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        """Send with the async client (whose methods return coroutines)."""
-        return await self._send(client, request)
-
     def complete(
         self,
         prompt: str,
@@ -49,7 +46,7 @@ class GuardCalls(ProviderCore):
     ) -> ProviderResponse:
         """Ask the model, score the answer, return both. The SDK's exceptions pass unchanged."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
-        raw = self._sent(call, self._send, self._sync_client, request)
+        raw = self._sent(call, request)
         completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
         inline = self.score_inline(**call.score_args(completion))
         return self._answer(call, raw, completion, inline, read_error)
@@ -83,7 +80,7 @@ class GuardCalls(ProviderCore):
         """Send the request and return a :class:`GuardedStream` of text chunks; once it ends,
         ``.response`` holds the scored :class:`ProviderResponse`. HTTP errors raise here."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
-        raw = self._sent(call, self._send, self._sync_client, request)
+        raw = self._sent(call, request)
         return GuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
 
     async def astream(
@@ -137,27 +134,20 @@ class GuardCalls(ProviderCore):
             call.metadata["question_source"] = "question"
         return call, request
 
-    def _sent(self, call: Call, send: Any, client: Any, request: dict[str, Any]) -> Any:
+    def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
-        try:
-            with guard_sending(self.recorder):
-                return send(client(), request)
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, None, failure=exc)):
+            return self._send(self.client, request)
 
     async def _asent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
-        try:  # a client that cannot be had is an error step too, and the call's trace ends
+        # a client that cannot be had is an error step too, and the call's trace ends
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, None, failure=exc)):
             client = self._async_client_or_none()
-            with guard_sending(self.recorder):
-                if client is not None:
-                    return await self._asend(client, request)
-                if stream:
-                    raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
-                return await asyncio.to_thread(self._send, self._sync_client(), request)
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
+            if client is not None:
+                return await self._send(client, request)  # the async client's methods return coroutines
+            if stream:
+                raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
+            return await asyncio.to_thread(self._send, self.client, request)
 
     def _answer(
         self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None

@@ -21,6 +21,7 @@ from groundlens_core.plugins._provider_values import (
     QUESTION_KEYWORD,
     RequestView,
     Target,
+    sending,
 )
 
 _GUARDS: weakref.WeakKeyDictionary[Any, Instrumenting] = weakref.WeakKeyDictionary()
@@ -114,7 +115,7 @@ class Instrumenting(ProviderCore):
         """Record every generate call of ``client`` (default: this guard's own) into this guard's
         recorder; returns the same client. Only that instance is touched."""
         if client is None:
-            client = self._client or self._async_client or self._sync_client()
+            client = self._client or self._async_client or self.client
         if guard_of(client) is not None:
             if guard_of(client) is not self:
                 self.log.warning(
@@ -159,18 +160,10 @@ class Instrumenting(ProviderCore):
             if guard._passthrough(kwargs) or GUARD_SENDING.get() is guard.recorder:
                 return original(*args, **kwargs)
             call, tap = guard._start_call(operation, args, kwargs, extras)
-            token = PENDING_TAP.set(tap) if tap is not None else None
-            try:
-                result = original(*args, **kwargs)
-            except BaseException as exc:
-                if call is not None:
-                    guard.end_call(call, None, failure=exc)
-                raise
-            finally:
-                if token is not None:
-                    PENDING_TAP.reset(token)
             if call is None:
-                return result
+                return original(*args, **kwargs)
+            with sending(PENDING_TAP, tap, lambda exc: guard.end_call(call, None, failure=exc)):
+                result = original(*args, **kwargs)
             if inspect.isawaitable(result):
                 return guard._awaited(call, tap, result)
             return guard._returned(call, tap, result)
@@ -179,15 +172,8 @@ class Instrumenting(ProviderCore):
         return wrapper
 
     async def _awaited(self, call: Call, tap: Tap | None, awaitable: Any) -> Any:
-        token = PENDING_TAP.set(tap) if tap is not None else None
-        try:
+        with sending(PENDING_TAP, tap, lambda exc: self.end_call(call, None, failure=exc)):
             result = await awaitable
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
-        finally:
-            if token is not None:
-                PENDING_TAP.reset(token)
         return self._returned(call, tap, result)
 
     def _start_call(

@@ -198,16 +198,11 @@ class ProviderCore(AdapterShell):
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
         super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
-        client_kwargs = kwargs
         self.model = model
-        self._client_kwargs = dict(client_kwargs)
-        self._client = None
-        self._async_client = async_client
-        if client is not None:
-            if self._is_async_client(client):
-                self._async_client = client
-            else:
-                self._client = client
+        self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)
+        is_async = client is not None and self._is_async_client(client)
+        self._client = None if is_async else client
+        self._async_client = client if is_async else async_client
 
     def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
         """A new SDK client (sync or async) from ``client_kwargs``."""
@@ -226,15 +221,6 @@ class ProviderCore(AdapterShell):
         """A new reader for the events of one stream of ``operation``."""
         raise NotImplementedError
 
-    def _sync_client(self) -> Any:
-        if self._client is None:
-            if self._async_client is not None and not self._client_kwargs:
-                raise TypeError(
-                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
-                )
-            self._client = self._new_client(asynchronous=False, **self._client_kwargs)
-        return self._client
-
     def _async_client_or_none(self) -> Any:
         """The async client; None when only a sync client was given (its calls then run in a thread)."""
         if self._async_client is None and self._client is None:
@@ -244,7 +230,13 @@ class ProviderCore(AdapterShell):
     @property
     def client(self) -> Any:
         """The sync SDK client guard calls use (made on first use when none was given)."""
-        return self._sync_client()
+        if self._client is None:
+            if self._async_client is not None and not self._client_kwargs:
+                raise TypeError(
+                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
+                )
+            self._client = self._new_client(asynchronous=False, **self._client_kwargs)
+        return self._client
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group the guard and instrumented calls made inside the block into one trace; yields its key."""

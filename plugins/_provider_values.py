@@ -7,7 +7,7 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.results import GroundlensScore
@@ -23,6 +23,8 @@ GROUNDLENS_KEYWORDS = (CONTEXT_KEYWORD, QUESTION_KEYWORD, NODE_KEYWORD)
 ATTACHED_SOURCE = "attached"
 #: source of the ``context=`` of a guard call
 GUARD_CONTEXT_SOURCE = "context"
+
+T = TypeVar("T")
 
 #: the one way a guard call puts its context into the request (every provider)
 CONTEXT_TEMPLATE = "Answer using the context below.\n\n<context>\n{context}\n</context>\n\n{prompt}"
@@ -143,12 +145,20 @@ GUARD_SENDING: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def guard_sending(recorder: Recorder) -> Iterator[None]:
-    token = GUARD_SENDING.set(recorder)
+def sending(
+    var: contextvars.ContextVar[T | None], value: T | None, failed: Callable[[BaseException], Any]
+) -> Iterator[None]:
+    """A request is sent inside the block: ``var`` holds ``value`` meanwhile (it is left as it is
+    when ``value`` is None), and an exception the block raises goes to ``failed`` and on."""
+    token = None if value is None else var.set(value)
     try:
         yield
+    except BaseException as exc:
+        failed(exc)
+        raise
     finally:
-        GUARD_SENDING.reset(token)
+        if token is not None:
+            var.reset(token)
 
 
 @contextlib.contextmanager

@@ -3,9 +3,8 @@ the Anthropic readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._instrument import PENDING_TAP
@@ -20,7 +19,7 @@ from groundlens_core.plugins._provider import (
     listed,
 )
 from groundlens_core.plugins._provider_core import Tap
-from groundlens_core.plugins._provider_values import read_usage, whole_number
+from groundlens_core.plugins._provider_values import read_usage, sending, whole_number
 from groundlens_core.plugins._shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
@@ -114,33 +113,22 @@ class AnthropicProvider(StainlessGuard):
         return super()._tap_stream(result, tap)
 
 
-@contextlib.contextmanager
-def _pending(tap: Tap) -> Iterator[None]:
-    """Hand ``tap`` to the request sent inside the block; a request that fails ends the tap."""
-    token = PENDING_TAP.set(tap)
-    try:
-        yield
-    except BaseException as exc:
-        tap.end(exc)
-        raise
-    finally:
-        PENDING_TAP.reset(token)
-
-
 @functools.cache
 def _entered_with_tap(manager: type) -> type:
+    """``manager`` entered with its tap pending: the request it sends then makes a tapped stream,
+    and a request that fails ends the tap."""
     if hasattr(manager, "__aenter__"):
 
         class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
             async def __aenter__(self) -> Any:
-                with _pending(self._groundlens_tap):
+                with sending(PENDING_TAP, self._groundlens_tap, self._groundlens_tap.end):
                     return await super().__aenter__()
 
         return AsyncTappedManager
 
     class TappedManager(manager):  # type: ignore[misc, valid-type]
         def __enter__(self) -> Any:
-            with _pending(self._groundlens_tap):
+            with sending(PENDING_TAP, self._groundlens_tap, self._groundlens_tap.end):
                 return super().__enter__()
 
     return TappedManager
