@@ -18,7 +18,7 @@ from groundlens_core.plugins._provider_values import (
     prompt_with_context,
     sending,
 )
-from groundlens_core.plugins._shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
+from groundlens_core.plugins._shell import InlineScore
 from groundlens_core.results import GroundlensScore
 
 
@@ -136,12 +136,12 @@ class GuardCalls(ProviderCore):
 
     def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
-        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, None, failure=exc)):
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
             return self._send(self.client, request)
 
     async def _asent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
         # a client that cannot be had is an error step too, and the call's trace ends
-        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, None, failure=exc)):
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
             client = self._async_client_or_none()
             if client is not None:
                 return await self._send(client, request)  # the async client's methods return coroutines
@@ -150,7 +150,7 @@ class GuardCalls(ProviderCore):
             return await asyncio.to_thread(self._send, self.client, request)
 
     def _answer(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
     ) -> ProviderResponse:
         if not call.claim():  # pragma: no cover - a guard call ends here only
             raise RuntimeError("a guard call ended twice")
@@ -158,33 +158,6 @@ class GuardCalls(ProviderCore):
         if flagged is not None:
             raise flagged
         return response
-
-    def _guard_end(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
-    ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
-        """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
-        error = None if read_error is None else f"groundlens could not read the response: {read_error}"
-        response = ProviderResponse(
-            text=(completion.text if completion is not None else None) or "",
-            model=completion.model if completion is not None else None,
-            usage=completion.usage if completion is not None else None,
-            groundlens_score=inline.score,
-            finish_reason=completion.finish_reason if completion is not None else None,
-            raw=raw,
-            scoring_error=error or inline.error,
-            question=call.question,
-            context=call.context_with(completion),
-            tool_calls=completion.tool_calls if completion is not None else (),
-            step_id=call.step_id,
-        )
-        with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
-            self._record(call, completion, error=error, inline=inline)
-        flagged = apply_guard(
-            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
-        )
-        with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
-            self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
-        return response, flagged
 
 
 class _GuardStream:

@@ -162,7 +162,7 @@ class Instrumenting(ProviderCore):
             call, tap = guard._start_call(operation, args, kwargs, extras)
             if call is None:
                 return original(*args, **kwargs)
-            with sending(PENDING_TAP, tap, lambda exc: guard.end_call(call, None, failure=exc)):
+            with sending(PENDING_TAP, tap, lambda exc: guard.end_call(call, failure=exc)):
                 result = original(*args, **kwargs)
             if inspect.isawaitable(result):
                 return guard._awaited(call, tap, result)
@@ -172,7 +172,7 @@ class Instrumenting(ProviderCore):
         return wrapper
 
     async def _awaited(self, call: Call, tap: Tap | None, awaitable: Any) -> Any:
-        with sending(PENDING_TAP, tap, lambda exc: self.end_call(call, None, failure=exc)):
+        with sending(PENDING_TAP, tap, lambda exc: self.end_call(call, failure=exc)):
             result = await awaitable
         return self._returned(call, tap, result)
 

@@ -1,5 +1,6 @@
 """What guard calls and instrumented clients share: one call in progress (with its record-once
-latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``."""
+latch), one stream tap (sync and async) and the end paths of a call: recorded for the recorder to
+score, or scored in line (a guard call). See ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
     ATTACHED_SOURCE,
+    NOTHING_READ,
     QUESTION_KEYWORD,
     Completion,
     ProviderResponse,
@@ -32,7 +34,9 @@ from groundlens_core.plugins._shell import (
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
+    apply_guard,
     check_mode,
+    handle_internal_errors,
     require,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
@@ -63,14 +67,14 @@ class Call:
             first, self._ended = not self._ended, True
         return first
 
-    def context_with(self, completion: Completion | None) -> tuple[ContextPiece, ...]:
+    def context_with(self, completion: Completion) -> tuple[ContextPiece, ...]:
         """The call's context, plus what the SDK gathered within the call."""
-        if completion is None or not completion.context:
+        if not completion.context:
             return self.context
         return context_pieces(tuple(self.context) + tuple(completion.context))
 
-    def score_args(self, completion: Completion | None) -> dict[str, Any]:
-        text = None if completion is None or completion.only_tool_calls else completion.text
+    def score_args(self, completion: Completion) -> dict[str, Any]:
+        text = None if completion.only_tool_calls else completion.text
         return {"question": self.question, "response": text, "context": self.context_with(completion)}
 
 
@@ -275,7 +279,7 @@ class ProviderCore(AdapterShell):
     def _record(
         self,
         call: Call,
-        completion: Completion | None,
+        completion: Completion,
         *,
         error: str | None = None,
         inline: InlineScore | None = None,
@@ -286,12 +290,11 @@ class ProviderCore(AdapterShell):
         scored = {} if inline is None else inline.record_fields()
         if error is None:
             error = scored.get("error")
-        if completion is not None:
-            if completion.finish_reason:
-                meta["finish_reason"] = completion.finish_reason
-            if completion.tool_calls:
-                meta["tool_calls"] = list(completion.tool_calls)
-        kind = "tool_call" if completion is not None and completion.only_tool_calls else "llm"
+        if completion.finish_reason:
+            meta["finish_reason"] = completion.finish_reason
+        if completion.tool_calls:
+            meta["tool_calls"] = list(completion.tool_calls)
+        kind = "tool_call" if completion.only_tool_calls else "llm"
         return self.recorder.record(
             CallRecord(
                 trace_key=call.key,
@@ -299,10 +302,10 @@ class ProviderCore(AdapterShell):
                 kind=kind,
                 question=call.question,
                 context=call.context_with(completion),
-                response=None if completion is None or kind == "tool_call" else completion.text,
-                model=(completion.model if completion is not None and completion.model else call.model),
+                response=None if kind == "tool_call" else completion.text,
+                model=completion.model or call.model,
                 provider=self.provider,
-                usage=None if completion is None else completion.usage,
+                usage=completion.usage,
                 started_at=call.started,
                 ended_at=time.time(),
                 step_id=call.step_id,
@@ -320,7 +323,7 @@ class ProviderCore(AdapterShell):
     def end_call(
         self,
         call: Call,
-        completion: Completion | None,
+        completion: Completion = NOTHING_READ,
         *,
         failure: BaseException | None = None,
         incomplete: bool = False,
@@ -338,22 +341,18 @@ class ProviderCore(AdapterShell):
             meta["sdk_error"] = type(failure).__name__
         elif incomplete:
             meta["stream_incomplete"] = True
-        try:
+        with handle_internal_errors(self, f"record a {call.operation} {what}", trace_key=call.key, node=call.node):
             self._record(call, completion, error=error, metadata=meta)
-        except Exception as exc:
-            self.record_internal_error(f"record a {call.operation} {what}", exc, call.key, call.node)
-        try:
+        with handle_internal_errors(self, f"end a {call.operation} trace", trace_key=call.key, node=call.node):
             self._close_trace(call, error)
-        except Exception as exc:
-            self.record_internal_error(f"end a {call.operation} trace", exc, call.key, call.node)
 
-    def read_completion(self, call: Call, read: Callable[[], Completion]) -> tuple[Completion | None, str | None]:
-        """``read()``, or (None, why) when our reader fails: the call goes on."""
+    def read_completion(self, call: Call, read: Callable[[], Completion]) -> tuple[Completion, str | None]:
+        """``read()``, or (:data:`NOTHING_READ`, why) when our reader fails: the call goes on."""
         try:
             return read(), None
         except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
             self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
-            return None, describe_exception(exc)
+            return NOTHING_READ, describe_exception(exc)
 
     def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
         """A tapped stream ended (claimed already): a guard stream that ended whole is scored in
@@ -368,6 +367,28 @@ class ProviderCore(AdapterShell):
         return None
 
     def _guard_end(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
     ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
-        raise NotImplementedError  # the guard calls' end (._guard_call)
+        """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
+        error = None if read_error is None else f"groundlens could not read the response: {read_error}"
+        response = ProviderResponse(
+            text=completion.text or "",
+            model=completion.model,
+            usage=completion.usage,
+            groundlens_score=inline.score,
+            finish_reason=completion.finish_reason,
+            raw=raw,
+            scoring_error=error or inline.error,
+            question=call.question,
+            context=call.context_with(completion),
+            tool_calls=completion.tool_calls,
+            step_id=call.step_id,
+        )
+        with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
+            self._record(call, completion, error=error, inline=inline)
+        flagged = apply_guard(
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
+        )
+        with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
+            self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
+        return response, flagged

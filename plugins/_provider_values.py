@@ -73,6 +73,10 @@ class Completion:
         return bool(self.tool_calls) and not (self.text or "").strip()
 
 
+#: what a call that raised (or whose response our reader could not read) said
+NOTHING_READ = Completion(text=None)
+
+
 @dataclass(frozen=True)
 class RequestView:
     """What an SDK module reads from the arguments of one call."""
