@@ -9,8 +9,8 @@ import contextvars
 import functools
 import inspect
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
 from groundlens_core.plugins._provider_values import (
@@ -26,6 +26,8 @@ from groundlens_core.plugins._provider_values import (
 
 _GUARDS: weakref.WeakKeyDictionary[Any, Instrumenting] = weakref.WeakKeyDictionary()
 
+#: the header of the Stainless SDKs' raw-response helpers (``with_raw_response`` ...)
+RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 #: the tap of the instrumented stream whose request is being sent now: the client's ``request``
 #: hands it to the stream class it makes
 PENDING_TAP: contextvars.ContextVar[Tap | None] = contextvars.ContextVar("groundlens_pending_tap", default=None)
@@ -88,6 +90,10 @@ def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
 class Instrumenting(ProviderCore):
     """``instrument(client)`` / ``uninstrument(client)`` of a provider guard."""
 
+    #: a Stainless-generated SDK (OpenAI, Anthropic): the client's ``request`` makes every stream,
+    #: and calls of its raw-response helpers (``with_raw_response`` ...) pass through unread
+    stainless: ClassVar[bool] = False
+
     def _targets(self, client: Any) -> list[Target]:
         """The methods of ``client`` that ``instrument`` wraps."""
         raise NotImplementedError
@@ -96,13 +102,10 @@ class Instrumenting(ProviderCore):
         """Question, tool-result context, model and stream flag of one call."""
         raise NotImplementedError
 
-    def _request_clients(self, client: Any) -> list[Any]:
-        """The Stainless clients whose ``request`` makes the SDK's streams (none for other SDKs)."""
-        return []
-
     def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        """True for calls the wrapper must not read at all (e.g. the SDK's raw-response helpers)."""
-        return False
+        """True for calls the wrapper must not read at all: the Stainless raw-response helpers'."""
+        headers = kwargs.get("extra_headers")
+        return self.stainless and isinstance(headers, Mapping) and RAW_RESPONSE_HEADER in headers
 
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
         """What the caller gets for a stream: the SDK's stream, already tapped by its ``request``;
@@ -128,10 +131,9 @@ class Instrumenting(ProviderCore):
             if getattr(original, "__groundlens_original__", None) is None:
                 setattr(target.owner, target.attr, self._wrap(target, original))
                 patched.append((target.owner, target.attr))
-        for owner in self._request_clients(client):
-            if getattr(owner.request, "__groundlens_original__", None) is None:
-                owner.request = _tapped_request(owner.request)
-                patched.append((owner, "request"))
+        if self.stainless and getattr(client.request, "__groundlens_original__", None) is None:
+            client.request = _tapped_request(client.request)
+            patched.append((client, "request"))
         self._instrumented[client] = patched
         _GUARDS[client] = self
         return client

@@ -12,8 +12,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
+    ProviderGuard,
     RequestView,
-    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -38,7 +38,7 @@ _MANAGERS = (
 )
 
 
-class AnthropicProvider(StainlessGuard):
+class AnthropicProvider(ProviderGuard):
     """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
@@ -46,6 +46,7 @@ class AnthropicProvider(StainlessGuard):
     provider: ClassVar[str] = "anthropic"
     sdk_module: ClassVar[str] = "anthropic"
     sdk_name: ClassVar[str] = "The Anthropic SDK"
+    stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = MESSAGES
 
     client_class: ClassVar[str] = "Anthropic"

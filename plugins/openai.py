@@ -11,8 +11,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
+    ProviderGuard,
     RequestView,
-    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -27,7 +27,7 @@ CHAT = "chat"
 RESPONSES = "responses"
 
 
-class OpenAIProvider(StainlessGuard):
+class OpenAIProvider(ProviderGuard):
     """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
@@ -35,6 +35,7 @@ class OpenAIProvider(StainlessGuard):
     provider: ClassVar[str] = "openai"
     sdk_module: ClassVar[str] = "openai"
     sdk_name: ClassVar[str] = "The OpenAI SDK"
+    stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = CHAT
 
     client_class: ClassVar[str] = "OpenAI"
