@@ -188,7 +188,7 @@ class GuardedStream(_GuardStream):
 
     def __init__(self, tap: Tap):
         super().__init__(tap)
-        self._iterator = tap.events(tap.raw, texts=True)
+        self._iterator = tap.events(tap.raw)
 
     def __iter__(self) -> GuardedStream:
         return self
@@ -217,7 +217,7 @@ class AsyncGuardedStream(_GuardStream):
 
     def __init__(self, tap: Tap):
         super().__init__(tap)
-        self._iterator = tap.aevents(tap.raw, texts=True)
+        self._iterator = tap.aevents(tap.raw)
 
     def __aiter__(self) -> AsyncGuardedStream:
         return self

@@ -80,7 +80,8 @@ class Call:
 
 class Tap:
     """One stream's events on their way to the caller, each read as it passes; the first of the
-    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line."""
+    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line, and
+    its caller gets the text of the events, not the events."""
 
     def __init__(self, guard: ProviderCore, call: Call, reader: StreamReader, *, scored: bool = False, raw: Any = None):
         self.guard = guard
@@ -92,17 +93,20 @@ class Tap:
         self.parts: list[str] = []
         self.response: ProviderResponse | None = None
 
-    def feed(self, event: Any) -> str | None:
+    def feed(self, event: Any) -> Any:
+        """Read ``event``; what the caller gets for it: the event, or a guard stream's text (or _SKIP)."""
         try:
             text = self.reader.add(event)
         except Exception as exc:
             self.guard.record_internal_error(
                 f"read a {self.call.operation} stream event", exc, self.call.key, self.call.node
             )
-            return None
-        if text and self.scored:  # a guard stream's text so far
+            text = None
+        if not self.scored:
+            return event
+        if text:  # a guard stream's text so far
             self.parts.append(text)
-        return text
+        return text or _SKIP
 
     def end(self, failure: BaseException | None = None, whole: bool = False) -> GroundlensFlaggedError | None:
         """Record the stream once; returns the guard's error to raise, if any (a whole guard stream)."""
@@ -110,13 +114,13 @@ class Tap:
             return None
         return self.guard.end_stream(self, failure, whole)
 
-    def events(self, source: Iterable[Any], texts: bool = False) -> Iterator[Any]:
-        """The events of ``source`` (or, with ``texts``, the text they carry), tapped."""
+    def events(self, source: Iterable[Any]) -> Iterator[Any]:
+        """The events of ``source`` (a guard stream's: the text they carry), tapped."""
         with self._ending(defer_scoring=False) as outcome:
             for event in source:
                 if self.closed:
                     break
-                item = self._passed(event, texts)
+                item = self.feed(event)
                 if item is not _SKIP:
                     yield item
             else:
@@ -124,13 +128,13 @@ class Tap:
         if outcome.flagged is not None:
             raise outcome.flagged
 
-    async def aevents(self, source: AsyncIterator[Any], texts: bool = False) -> AsyncIterator[Any]:
+    async def aevents(self, source: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """:meth:`events` for an async stream; a guard stream is scored in a worker thread."""
         with self._ending(defer_scoring=True) as outcome:
             async for event in source:
                 if self.closed:
                     break
-                item = self._passed(event, texts)
+                item = self.feed(event)
                 if item is not _SKIP:
                     yield item
             else:
@@ -139,10 +143,6 @@ class Tap:
             outcome.flagged = await asyncio.to_thread(self.end, None, True)
         if outcome.flagged is not None:
             raise outcome.flagged
-
-    def _passed(self, event: Any, texts: bool) -> Any:
-        text = self.feed(event)
-        return event if not texts else text or _SKIP
 
     @contextlib.contextmanager
     def _ending(self, *, defer_scoring: bool) -> Iterator[_Outcome]:

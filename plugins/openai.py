@@ -109,8 +109,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
 def _usage(usage: Any, naming: str) -> Usage | None:
     """Chat Completions' ``prompt_tokens``/``completion_tokens`` or Responses'
     ``input_tokens``/``output_tokens``; the generic ``parse_usage`` for odd objects."""
-    if usage is None:
-        return None
     keys = ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
     return read_usage(usage, (*keys, "total_tokens")) or parse_usage(usage)
 
@@ -166,7 +164,7 @@ class _ChatStreamReader(StreamReader):
                 name = get_field(get_field(tc, "function"), "name")
                 index = get_field(tc, "index") or 0
                 if name or index not in self.tool_calls:
-                    self.tool_calls[index] = str(name or self.tool_calls.get(index) or "tool")
+                    self.tool_calls[index] = str(name or "tool")
             if get_field(choice, "finish_reason"):
                 self.finish_reason = get_field(choice, "finish_reason")
         return text
