@@ -81,7 +81,8 @@ class GuardCalls(ProviderCore):
         ``.response`` holds the scored :class:`ProviderResponse`. HTTP errors raise here."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         raw = self._sent(call, request)
-        return GuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+        tap = Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw)
+        return GuardedStream(tap, tap.events(raw))
 
     async def astream(
         self,
@@ -95,7 +96,8 @@ class GuardCalls(ProviderCore):
         """:meth:`stream` for asyncio: ``async for text in await guard.astream(...)``."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         raw = await self._asent(call, request, stream=True)
-        return AsyncGuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+        tap = Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw)
+        return AsyncGuardedStream(tap, tap.aevents(raw))
 
     def _prepare(
         self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
@@ -126,13 +128,9 @@ class GuardCalls(ProviderCore):
             question=question if question and question.strip() else prompt,
             context=pieces,
             model=str(kwargs.get("model")),
-            stream=stream,
-            metadata={"guard": self.mode},
+            metadata={"guard": self.mode, "question_source": "question"} if question else {"guard": self.mode},
         )
-        call = self._begin(self.guard_operation, view)
-        if question:
-            call.metadata["question_source"] = "question"
-        return call, request
+        return self._begin(self.guard_operation, view), request
 
     def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
@@ -163,9 +161,10 @@ class GuardCalls(ProviderCore):
 class _GuardStream:
     """What the sync and async streams of a guard call share: the tap, the SDK stream, the response."""
 
-    def __init__(self, tap: Tap):
+    def __init__(self, tap: Tap, chunks: Any):
         self._tap = tap
         self.raw = tap.raw  # the SDK's stream object
+        self._iterator = chunks  # its text chunks, read through the tap
 
     @property
     def response(self) -> ProviderResponse | None:
@@ -185,10 +184,6 @@ class _GuardStream:
 class GuardedStream(_GuardStream):
     """The text chunks of a guard call's stream as they arrive; the scored response once it ends.
     In ``mode="raise"`` a flagged answer raises after the last chunk."""
-
-    def __init__(self, tap: Tap):
-        super().__init__(tap)
-        self._iterator = tap.events(tap.raw)
 
     def __iter__(self) -> GuardedStream:
         return self
@@ -214,10 +209,6 @@ class GuardedStream(_GuardStream):
 
 class AsyncGuardedStream(_GuardStream):
     """:class:`GuardedStream` for asyncio: ``async for text in stream``."""
-
-    def __init__(self, tap: Tap):
-        super().__init__(tap)
-        self._iterator = tap.aevents(tap.raw)
 
     def __aiter__(self) -> AsyncGuardedStream:
         return self
