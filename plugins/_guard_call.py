@@ -130,7 +130,7 @@ class GuardCalls(ProviderCore):
             model=str(kwargs.get("model")),
             metadata={"guard": self.mode, "question_source": "question"} if question else {"guard": self.mode},
         )
-        return self._begin(self.guard_operation, view), request
+        return self._begin(self.guard_operation, view, {}), request
 
     def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""

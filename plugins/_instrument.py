@@ -14,11 +14,8 @@ from typing import Any, ClassVar
 
 from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
 from groundlens_core.plugins._provider_values import (
-    CONTEXT_KEYWORD,
     GROUNDLENS_KEYWORDS,
     GUARD_SENDING,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
     RequestView,
     Target,
     sending,
@@ -185,13 +182,7 @@ class Instrumenting(ProviderCore):
         call goes on unrecorded. A stream gets its tap now, before its request is sent."""
         try:
             view = self._read_request(operation, args, kwargs)
-            call = self._begin(
-                operation,
-                view,
-                question=extras.get(QUESTION_KEYWORD),
-                extra_context=extras.get(CONTEXT_KEYWORD),
-                node=extras.get(NODE_KEYWORD),
-            )
+            call = self._begin(operation, view, extras)
             call.metadata["operation"] = operation
             call.metadata["stream"] = view.stream
             return call, (Tap(self, call, self._stream_reader(operation)) if view.stream else None)

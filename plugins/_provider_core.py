@@ -9,7 +9,7 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, ContextManager
@@ -20,6 +20,8 @@ from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
     ATTACHED_SOURCE,
+    CONTEXT_KEYWORD,
+    NODE_KEYWORD,
     NOTHING_READ,
     QUESTION_KEYWORD,
     Completion,
@@ -248,10 +250,10 @@ class ProviderCore(AdapterShell):
             self.recorder, _TRACE, lambda key: (self.recorder, key), name=name or self.name, metadata=metadata
         )
 
-    def _begin(
-        self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None, node: Any = None
-    ) -> Call:
-        """Open the step of one call: its trace (the block's, or a new one), question and context."""
+    def _begin(self, operation: str, view: RequestView, extras: Mapping[str, Any]) -> Call:
+        """Open the step of one call: its trace (the block's, or a new one), question and context;
+        ``extras`` are an instrumented call's ``groundlens_*`` keywords (a guard call has none)."""
+        question, node = extras.get(QUESTION_KEYWORD), extras.get(NODE_KEYWORD)
         current = _TRACE.get()
         node_name = str(node) if node else f"{self.provider}.{operation}"
         if current is not None and current[0] is self.recorder:
@@ -260,7 +262,7 @@ class ProviderCore(AdapterShell):
             key, owns = new_id(), True
             self.recorder.start_trace(key, name=self.name or node_name)
         q = question if isinstance(question, str) and question.strip() else view.question
-        context = tuple(view.context) + as_pieces(extra_context, ATTACHED_SOURCE) + _ATTACHED.get()
+        context = tuple(view.context) + as_pieces(extras.get(CONTEXT_KEYWORD), ATTACHED_SOURCE) + _ATTACHED.get()
         meta = dict(view.metadata)
         if question is not None:
             meta["question_source"] = QUESTION_KEYWORD

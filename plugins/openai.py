@@ -3,6 +3,7 @@ OpenAI readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -253,13 +254,8 @@ class _ResponsesStreamReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts) or None
-        if self.final is not None:
-            done = _responses_completion(self.final)
-            return Completion(
-                text=done.text or text,
-                model=done.model or self.model,
-                usage=done.usage,
-                finish_reason=done.finish_reason,
-                tool_calls=done.tool_calls or tuple(self.tools),
-            )
-        return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))
+        if self.final is None:
+            return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))
+        done = _responses_completion(self.final)  # what it lacks, the events said
+        tools = done.tool_calls or tuple(self.tools)
+        return dataclasses.replace(done, text=done.text or text, model=done.model or self.model, tool_calls=tools)
