@@ -279,16 +279,10 @@ class ProviderCore(AdapterShell):
         )
 
     def _record(
-        self,
-        call: Call,
-        completion: Completion,
-        *,
-        error: str | None = None,
-        inline: InlineScore | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, call: Call, completion: Completion, *, error: str | None, inline: InlineScore | None = None
     ) -> str:
         """Hand one finished call to the recorder (scored there unless ``inline`` scored it already)."""
-        meta = {**call.metadata, **(metadata or {})}
+        meta = dict(call.metadata)
         scored = {} if inline is None else inline.record_fields()
         if error is None:
             error = scored.get("error")
@@ -336,15 +330,14 @@ class ProviderCore(AdapterShell):
         if not claimed and not call.claim():
             return
         what = "stream" if call.metadata.get("streaming") else "call"
-        meta: dict[str, Any] = {}
         error = None
         if failure is not None:
             error = f"the {what} raised {describe_exception(failure)}"
-            meta["sdk_error"] = type(failure).__name__
+            call.metadata["sdk_error"] = type(failure).__name__
         elif incomplete:
-            meta["stream_incomplete"] = True
+            call.metadata["stream_incomplete"] = True
         with handle_internal_errors(self, f"record a {call.operation} {what}", trace_key=call.key, node=call.node):
-            self._record(call, completion, error=error, metadata=meta)
+            self._record(call, completion, error=error)
         with handle_internal_errors(self, f"end a {call.operation} trace", trace_key=call.key, node=call.node):
             self._close_trace(call, error)
 
