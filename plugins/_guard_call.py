@@ -25,10 +25,9 @@ from groundlens_core.results import GroundlensScore
 class GuardCalls(ProviderCore):
     """``complete`` / ``acomplete`` / ``stream`` / ``astream`` of a provider guard."""
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The keyword arguments of the SDK call (model, messages, ...); ``user_text`` holds the context."""
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
+        """Fill in ``request``, the keyword arguments of the SDK call (the caller's, with the model):
+        messages and the like; ``user_text`` holds the context."""
         raise NotImplementedError
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
@@ -102,6 +101,8 @@ class GuardCalls(ProviderCore):
     def _prepare(
         self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
     ) -> tuple[Call, dict[str, Any]]:
+        """The call's step, opened, and its request: ``request_kwargs`` (the caller's own ``**`` dict)
+        filled in for the SDK."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise TypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
         if question is not None and not isinstance(question, str):
@@ -111,26 +112,21 @@ class GuardCalls(ProviderCore):
         if not stream and request_kwargs.get("stream"):  # the answer would be an unread SDK stream, text ""
             raise TypeError(f"{type(self).__name__}.complete takes no stream=True; use .stream() / .astream()")
         pieces = as_pieces(context, GUARD_CONTEXT_SOURCE)
-        kwargs = dict(request_kwargs)
         if self.model is not None:
-            kwargs.setdefault("model", self.model)
-        if not kwargs.get("model"):
+            request_kwargs.setdefault("model", self.model)
+        if not request_kwargs.get("model"):
             raise TypeError(
                 f"{type(self).__name__} needs a model: {type(self).__name__}(model=...) or complete(..., model=...)"
             )
-        request = self._build_request(
-            user_text=prompt_with_context(prompt, [str(p.text) for p in pieces]),
-            system=system,
-            stream=stream,
-            request_kwargs=kwargs,
-        )
+        user_text = prompt_with_context(prompt, [str(p.text) for p in pieces])
+        self._build_request(request_kwargs, user_text=user_text, system=system, stream=stream)
         view = RequestView(
             question=question if question and question.strip() else prompt,
             context=pieces,
-            model=str(kwargs.get("model")),
+            model=str(request_kwargs.get("model")),
             metadata={"guard": self.mode, "question_source": "question"} if question else {"guard": self.mode},
         )
-        return self._begin(self.guard_operation, view, {}), request
+        return self._begin(self.guard_operation, view, {}), request_kwargs
 
     def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""

@@ -52,17 +52,13 @@ class AnthropicProvider(ProviderGuard):
     client_class: ClassVar[str] = "Anthropic"
     async_client_class: ClassVar[str] = "AsyncAnthropic"
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        request = dict(request_kwargs)
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         request.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         request["messages"] = [{"role": "user", "content": user_text}]
         if system:
             request["system"] = system
         if stream:
             request["stream"] = True
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.messages.create(**request)

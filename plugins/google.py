@@ -44,10 +44,7 @@ class GoogleProvider(ProviderGuard):
             self._async_client = self._client.aio
         return super()._async_client_or_none()
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        request = dict(request_kwargs)
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         request["contents"] = [{"role": "user", "parts": [{"text": user_text}]}]
         if system:
             config = request.get("config")
@@ -58,7 +55,6 @@ class GoogleProvider(ProviderGuard):
             else:  # a types.GenerateContentConfig
                 request["config"] = config.model_copy(update={"system_instruction": system})
         request[_STREAM_FLAG] = stream
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         kwargs = dict(request)

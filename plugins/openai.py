@@ -42,19 +42,15 @@ class OpenAIProvider(ProviderGuard):
     client_class: ClassVar[str] = "OpenAI"
     async_client_class: ClassVar[str] = "AsyncOpenAI"
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         messages: list[dict[str, Any]] = []
         if system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user_text})
-        request = dict(request_kwargs)
         request["messages"] = messages
         if stream:
             request["stream"] = True
             request.setdefault("stream_options", {"include_usage": True})
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.chat.completions.create(**request)
