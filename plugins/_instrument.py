@@ -95,7 +95,7 @@ class Instrumenting(ProviderCore):
         """The methods of ``client`` that ``instrument`` wraps."""
         raise NotImplementedError
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         """Question, tool-result context, model and stream flag of one call."""
         raise NotImplementedError
 
@@ -158,7 +158,7 @@ class Instrumenting(ProviderCore):
             extras = {k: kwargs.pop(k) for k in GROUNDLENS_KEYWORDS if k in kwargs} if kwargs else {}
             if guard._passthrough(kwargs) or GUARD_SENDING.get() is guard.recorder:
                 return original(*args, **kwargs)
-            call, tap = guard._start_call(operation, args, kwargs, extras)
+            call, tap = guard._start_call(operation, kwargs, extras)
             if call is None:
                 return original(*args, **kwargs)
             with sending(PENDING_TAP, tap, lambda exc: guard.end_call(call, failure=exc)):
@@ -176,12 +176,12 @@ class Instrumenting(ProviderCore):
         return self._returned(call, tap, result)
 
     def _start_call(
-        self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any], extras: dict[str, Any]
+        self, operation: str, kwargs: dict[str, Any], extras: dict[str, Any]
     ) -> tuple[Call | None, Tap | None]:
         """Read the request; (None, None) and an error recorded when our reading fails, and then the
         call goes on unrecorded. A stream gets its tap now, before its request is sent."""
         try:
-            view = self._read_request(operation, args, kwargs)
+            view = self._read_request(operation, kwargs)
             call = self._begin(operation, view, extras)
             call.metadata["operation"] = operation
             call.metadata["stream"] = view.stream

@@ -84,7 +84,7 @@ class AnthropicProvider(ProviderGuard):
             ]
         return targets
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         messages = kwargs.get("messages")
         if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
             kwargs["messages"] = messages = listed(messages, ("content",))

@@ -74,7 +74,7 @@ class GoogleProvider(ProviderGuard):
         sides = [client] if self._is_async_client(client) else [client, client.aio]
         return [Target(side.models, attr, attr) for side in sides for attr in (GENERATE, GENERATE_STREAM)]
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         contents = kwargs.get("contents")
         model = kwargs.get("model")
         return RequestView(

@@ -82,7 +82,7 @@ class OpenAIProvider(ProviderGuard):
             targets.append(Target(responses, "create", RESPONSES))
         return targets
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         stream = kwargs.get("stream") is True
         model = kwargs.get("model")
         model = str(model) if model else None
