@@ -111,10 +111,19 @@ class Tap:
         return text or _SKIP
 
     def end(self, failure: BaseException | None = None, whole: bool = False) -> GroundlensFlaggedError | None:
-        """Record the stream once; returns the guard's error to raise, if any (a whole guard stream)."""
+        """Record the stream once: a guard stream that ended whole is scored in line (returns the
+        guard's error to raise, if any), every other end is recorded for the recorder to score."""
         if not self.call.claim():
             return None
-        return self.guard.end_stream(self, failure, whole)
+        guard, call = self.guard, self.call
+        call.metadata["streaming"] = True
+        completion, read_error = guard.read_completion(call, self.reader.completion)
+        if whole and self.scored:
+            inline = guard.score_inline(**call.score_args(completion))
+            self.response, flagged = guard._guard_end(call, self.raw, completion, inline, read_error)
+            return flagged
+        guard.end_call(call, completion, failure=failure, incomplete=failure is None and not whole, claimed=True)
+        return None
 
     def events(self, source: Iterable[Any]) -> Iterator[Any]:
         """The events of ``source`` (a guard stream's: the text they carry), tapped."""
@@ -210,11 +219,10 @@ class ProviderCore(AdapterShell):
         self._client = None if is_async else client
         self._async_client = client if is_async else async_client
 
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        """A new SDK client (sync or async) from ``client_kwargs``."""
-        return operator.attrgetter(self.async_client_class if asynchronous else self.client_class)(self.sdk)(
-            **client_kwargs
-        )
+    def _new_client(self, *, asynchronous: bool) -> Any:
+        """A new SDK client (sync or async) from the constructor's client keywords."""
+        name = self.async_client_class if asynchronous else self.client_class
+        return operator.attrgetter(name)(self.sdk)(**self._client_kwargs)
 
     def _is_async_client(self, client: Any) -> bool:
         return isinstance(client, operator.attrgetter(self.async_client_class)(self.sdk))
@@ -230,7 +238,7 @@ class ProviderCore(AdapterShell):
     def _async_client_or_none(self) -> Any:
         """The async client; None when only a sync client was given (its calls then run in a thread)."""
         if self._async_client is None and self._client is None:
-            self._async_client = self._new_client(asynchronous=True, **self._client_kwargs)
+            self._async_client = self._new_client(asynchronous=True)
         return self._async_client
 
     @property
@@ -241,7 +249,7 @@ class ProviderCore(AdapterShell):
                 raise TypeError(
                     f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
                 )
-            self._client = self._new_client(asynchronous=False, **self._client_kwargs)
+            self._client = self._new_client(asynchronous=False)
         return self._client
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
@@ -348,18 +356,6 @@ class ProviderCore(AdapterShell):
         except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
             self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
             return NOTHING_READ, describe_exception(exc)
-
-    def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
-        """A tapped stream ended (claimed already): a guard stream that ended whole is scored in
-        line (:meth:`_guard_end`), every other end is recorded for the recorder to score."""
-        tap.call.metadata["streaming"] = True
-        completion, read_error = self.read_completion(tap.call, tap.reader.completion)
-        if whole and tap.scored:
-            inline = self.score_inline(**tap.call.score_args(completion))
-            tap.response, flagged = self._guard_end(tap.call, tap.raw, completion, inline, read_error)
-            return flagged
-        self.end_call(tap.call, completion, failure=failure, incomplete=failure is None and not whole, claimed=True)
-        return None
 
     def _guard_end(
         self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None

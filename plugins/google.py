@@ -34,8 +34,8 @@ class GoogleProvider(ProviderGuard):
     client_class: ClassVar[str] = "Client"
     async_client_class: ClassVar[str] = "client.AsyncClient"
 
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        client = self.sdk.Client(**client_kwargs)
+    def _new_client(self, *, asynchronous: bool) -> Any:
+        client = self.sdk.Client(**self._client_kwargs)
         return client.aio if asynchronous else client
 
     def _async_client_or_none(self) -> Any:
