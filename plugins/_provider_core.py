@@ -186,18 +186,25 @@ class _Outcome:
 
 
 class ProviderCore(AdapterShell):
-    """The clients, traces, steps and the one end path of a provider guard (constructor: docs/providers.md)."""
+    """The clients, traces, steps and end paths of a provider guard (constructor: docs/providers.md)."""
 
-    #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
+    #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``), the
+    #: SDK's import name and its install extra: an SDK's guard that does not name one gets its framework
     provider: ClassVar[str] = "provider"
-    #: the SDK's import name and what to call it in the install hint
     sdk_module: ClassVar[str] = ""
+    #: what to call the SDK in the install hint
     sdk_name: ClassVar[str] = ""
     #: the operation (and node) of a guard call's step
     guard_operation: ClassVar[str] = "complete"
     #: the SDK's sync and async client classes (``OpenAI``, ``AsyncOpenAI``), by name in the SDK module
     client_class: ClassVar[str] = ""
     async_client_class: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attr in ("provider", "sdk_module", "extra"):
+            if "framework" in vars(cls) and getattr(cls, attr) == getattr(ProviderCore, attr):
+                setattr(cls, attr, cls.framework)
 
     def __init__(
         self,

@@ -42,9 +42,6 @@ class AnthropicProvider(ProviderGuard):
     """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
-    extra: ClassVar[str] = "anthropic"
-    provider: ClassVar[str] = "anthropic"
-    sdk_module: ClassVar[str] = "anthropic"
     sdk_name: ClassVar[str] = "The Anthropic SDK"
     stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = MESSAGES

@@ -25,7 +25,6 @@ class GoogleProvider(ProviderGuard):
     """The Gemini guard: guard calls through ``models.generate_content``, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "google"
-    extra: ClassVar[str] = "google"
     provider: ClassVar[str] = "gcp.gemini"
     sdk_module: ClassVar[str] = "google.genai"
     sdk_name: ClassVar[str] = "The Google Gen AI SDK (google-genai)"

@@ -32,9 +32,6 @@ class OpenAIProvider(ProviderGuard):
     """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
-    extra: ClassVar[str] = "openai"
-    provider: ClassVar[str] = "openai"
-    sdk_module: ClassVar[str] = "openai"
     sdk_name: ClassVar[str] = "The OpenAI SDK"
     stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = CHAT
