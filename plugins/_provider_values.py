@@ -14,6 +14,8 @@ from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
 
+T = TypeVar("T")
+
 #: keywords an instrumented call accepts and removes before the SDK sees the call
 CONTEXT_KEYWORD = "groundlens_context"
 QUESTION_KEYWORD = "groundlens_question"
@@ -23,8 +25,6 @@ GROUNDLENS_KEYWORDS = (CONTEXT_KEYWORD, QUESTION_KEYWORD, NODE_KEYWORD)
 ATTACHED_SOURCE = "attached"
 #: source of the ``context=`` of a guard call
 GUARD_CONTEXT_SOURCE = "context"
-
-T = TypeVar("T")
 
 #: the one way a guard call puts its context into the request (every provider)
 CONTEXT_TEMPLATE = "Answer using the context below.\n\n<context>\n{context}\n</context>\n\n{prompt}"

@@ -171,7 +171,7 @@ def question_index(messages: Sequence[Any]) -> int | None:
 
 
 def request_question(messages: Sequence[Any]) -> str | None:
-    """The question of a Messages request (see the module docstring)."""
+    """The question of a Messages request: the last user message with text of its own (docs/providers.md)."""
     i = question_index(messages)
     return None if i is None else message_text(messages[i]) or None
 

@@ -160,7 +160,7 @@ def _question_index(all_turns: Sequence[tuple[str, list[Any]]]) -> int | None:
 
 
 def request_question(contents: Any) -> str | None:
-    """The question of a ``generate_content`` call (see the module docstring)."""
+    """The question of a ``generate_content`` call: the last user turn with text (docs/providers.md)."""
     all_turns = turns(contents)
     i = _question_index(all_turns)
     return None if i is None else turn_text(all_turns[i][1]) or None
