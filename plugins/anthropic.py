@@ -82,10 +82,9 @@ class AnthropicProvider(ProviderGuard):
         return targets
 
     def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
-        messages = kwargs.get("messages")
-        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
-            kwargs["messages"] = messages = listed(messages, ("content",))
-        messages = list(messages or ())
+        if "messages" in kwargs:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = listed(kwargs["messages"], ("content",))
+        messages = list(kwargs.get("messages") or ())
         model = kwargs.get("model")
         stream = operation.endswith(".stream") or kwargs.get("stream") is True
         return RequestView(

@@ -86,10 +86,9 @@ class OpenAIProvider(ProviderGuard):
         if operation == RESPONSES:
             question, context = _responses_input(kwargs.get("input"))
             return RequestView(question=question, context=context, model=model, stream=stream)
-        messages = kwargs.get("messages")
-        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
-            kwargs["messages"] = messages = listed(messages, ("content", "tool_calls"))
-        messages = list(messages or ())
+        if "messages" in kwargs:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = listed(kwargs["messages"], ("content", "tool_calls"))
+        messages = list(kwargs.get("messages") or ())
         return RequestView(
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
