@@ -10,33 +10,29 @@ from typing import Any
 from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
 from groundlens_core.plugins._provider_values import (
     GUARD_CONTEXT_SOURCE,
+    GUARD_SENDING,
     Completion,
     ProviderResponse,
     RequestView,
     as_pieces,
-    guard_sending,
     prompt_with_context,
+    sending,
 )
 from groundlens_core.results import GroundlensScore
-from groundlens_core.trace.adapter_shell import GroundlensFlaggedError, InlineScore, apply_guard, handle_internal_errors
+from groundlens_core.trace.adapter_shell import InlineScore
 
 
 class GuardCalls(ProviderCore):
     """``complete`` / ``acomplete`` / ``stream`` / ``astream`` of a provider guard."""
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        """The keyword arguments of the SDK call (model, messages, ...); ``user_text`` holds the context."""
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
+        """Fill in ``request``, the keyword arguments of the SDK call (the caller's, with the model):
+        messages and the like; ``user_text`` holds the context."""
         raise NotImplementedError
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         """Send a guard request with the sync client; returns the SDK's response (or stream)."""
         raise NotImplementedError
-
-    async def _asend(self, client: Any, request: dict[str, Any]) -> Any:
-        """Send with the async client (whose methods return coroutines)."""
-        return await self._send(client, request)
 
     def complete(
         self,
@@ -49,7 +45,7 @@ class GuardCalls(ProviderCore):
     ) -> ProviderResponse:
         """Ask the model, score the answer, return both. The SDK's exceptions pass unchanged."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
-        raw = self._sent(call, self._send, self._sync_client, request)
+        raw = self._sent(call, request)
         completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
         inline = self.score_inline(**call.score_args(completion))
         return self._answer(call, raw, completion, inline, read_error)
@@ -83,8 +79,9 @@ class GuardCalls(ProviderCore):
         """Send the request and return a :class:`GuardedStream` of text chunks; once it ends,
         ``.response`` holds the scored :class:`ProviderResponse`. HTTP errors raise here."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
-        raw = self._sent(call, self._send, self._sync_client, request)
-        return GuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+        raw = self._sent(call, request)
+        tap = Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw)
+        return GuardedStream(tap, tap.events(raw))
 
     async def astream(
         self,
@@ -98,11 +95,14 @@ class GuardCalls(ProviderCore):
         """:meth:`stream` for asyncio: ``async for text in await guard.astream(...)``."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
         raw = await self._asent(call, request, stream=True)
-        return AsyncGuardedStream(Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw))
+        tap = Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw)
+        return AsyncGuardedStream(tap, tap.aevents(raw))
 
     def _prepare(
         self, prompt: Any, context: Any, question: Any, system: Any, request_kwargs: dict[str, Any], *, stream: bool
     ) -> tuple[Call, dict[str, Any]]:
+        """The call's step, opened, and its request: ``request_kwargs`` (the caller's own ``**`` dict)
+        filled in for the SDK."""
         if not isinstance(prompt, str) or not prompt.strip():
             raise TypeError(f"prompt must be non-blank text, got {type(prompt).__name__}")
         if question is not None and not isinstance(question, str):
@@ -112,55 +112,39 @@ class GuardCalls(ProviderCore):
         if not stream and request_kwargs.get("stream"):  # the answer would be an unread SDK stream, text ""
             raise TypeError(f"{type(self).__name__}.complete takes no stream=True; use .stream() / .astream()")
         pieces = as_pieces(context, GUARD_CONTEXT_SOURCE)
-        kwargs = dict(request_kwargs)
         if self.model is not None:
-            kwargs.setdefault("model", self.model)
-        if not kwargs.get("model"):
+            request_kwargs.setdefault("model", self.model)
+        if not request_kwargs.get("model"):
             raise TypeError(
                 f"{type(self).__name__} needs a model: {type(self).__name__}(model=...) or complete(..., model=...)"
             )
-        request = self._build_request(
-            user_text=prompt_with_context(prompt, [str(p.text) for p in pieces]),
-            system=system,
-            stream=stream,
-            request_kwargs=kwargs,
-        )
+        user_text = prompt_with_context(prompt, [str(p.text) for p in pieces])
+        self._build_request(request_kwargs, user_text=user_text, system=system, stream=stream)
         view = RequestView(
             question=question if question and question.strip() else prompt,
             context=pieces,
-            model=str(kwargs.get("model")),
-            stream=stream,
-            metadata={"guard": self.mode},
+            model=str(request_kwargs.get("model")),
+            metadata={"guard": self.mode, "question_source": "question"} if question else {"guard": self.mode},
         )
-        call = self._begin(self.guard_operation, view)
-        if question:
-            call.metadata["question_source"] = "question"
-        return call, request
+        return self._begin(self.guard_operation, view, {}), request_kwargs
 
-    def _sent(self, call: Call, send: Any, client: Any, request: dict[str, Any]) -> Any:
+    def _sent(self, call: Call, request: dict[str, Any]) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
-        try:
-            with guard_sending(self.recorder):
-                return send(client(), request)
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
+            return self._send(self.client, request)
 
     async def _asent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
-        try:  # a client that cannot be had is an error step too, and the call's trace ends
+        # a client that cannot be had is an error step too, and the call's trace ends
+        with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
             client = self._async_client_or_none()
-            with guard_sending(self.recorder):
-                if client is not None:
-                    return await self._asend(client, request)
-                if stream:
-                    raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
-                return await asyncio.to_thread(self._send, self._sync_client(), request)
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
+            if client is not None:
+                return await self._send(client, request)  # the async client's methods return coroutines
+            if stream:
+                raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
+            return await asyncio.to_thread(self._send, self.client, request)
 
     def _answer(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
     ) -> ProviderResponse:
         if not call.claim():  # pragma: no cover - a guard call ends here only
             raise RuntimeError("a guard call ended twice")
@@ -169,40 +153,14 @@ class GuardCalls(ProviderCore):
             raise flagged
         return response
 
-    def _guard_end(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
-    ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
-        """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
-        error = None if read_error is None else f"groundlens could not read the response: {read_error}"
-        response = ProviderResponse(
-            text=(completion.text if completion is not None else None) or "",
-            model=completion.model if completion is not None else None,
-            usage=completion.usage if completion is not None else None,
-            groundlens_score=inline.score,
-            finish_reason=completion.finish_reason if completion is not None else None,
-            raw=raw,
-            scoring_error=error or inline.error,
-            question=call.question,
-            context=call.context_with(completion),
-            tool_calls=completion.tool_calls if completion is not None else (),
-            step_id=call.step_id,
-        )
-        with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
-            self._record(call, completion, error=error, inline=inline)
-        flagged = apply_guard(
-            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
-        )
-        with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
-            self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
-        return response, flagged
-
 
 class _GuardStream:
     """What the sync and async streams of a guard call share: the tap, the SDK stream, the response."""
 
-    def __init__(self, tap: Tap):
+    def __init__(self, tap: Tap, chunks: Any):
         self._tap = tap
         self.raw = tap.raw  # the SDK's stream object
+        self._iterator = chunks  # its text chunks, read through the tap
 
     @property
     def response(self) -> ProviderResponse | None:
@@ -222,10 +180,6 @@ class _GuardStream:
 class GuardedStream(_GuardStream):
     """The text chunks of a guard call's stream as they arrive; the scored response once it ends.
     In ``mode="raise"`` a flagged answer raises after the last chunk."""
-
-    def __init__(self, tap: Tap):
-        super().__init__(tap)
-        self._iterator = tap.events(tap.raw, texts=True)
 
     def __iter__(self) -> GuardedStream:
         return self
@@ -251,10 +205,6 @@ class GuardedStream(_GuardStream):
 
 class AsyncGuardedStream(_GuardStream):
     """:class:`GuardedStream` for asyncio: ``async for text in stream``."""
-
-    def __init__(self, tap: Tap):
-        super().__init__(tap)
-        self._iterator = tap.aevents(tap.raw, texts=True)
 
     def __aiter__(self) -> AsyncGuardedStream:
         return self

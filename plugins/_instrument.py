@@ -8,24 +8,23 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import typing
 import weakref
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
 
 from groundlens_core.plugins._provider_core import Call, ProviderCore, Tap
 from groundlens_core.plugins._provider_values import (
-    CONTEXT_KEYWORD,
     GROUNDLENS_KEYWORDS,
     GUARD_SENDING,
-    NODE_KEYWORD,
-    QUESTION_KEYWORD,
     RequestView,
     Target,
+    sending,
 )
 
 _GUARDS: weakref.WeakKeyDictionary[Any, Instrumenting] = weakref.WeakKeyDictionary()
 
+#: the header of the Stainless SDKs' raw-response helpers (``with_raw_response`` ...)
+RAW_RESPONSE_HEADER = "X-Stainless-Raw-Response"
 #: the tap of the instrumented stream whose request is being sent now: the client's ``request``
 #: hands it to the stream class it makes
 PENDING_TAP: contextvars.ContextVar[Tap | None] = contextvars.ContextVar("groundlens_pending_tap", default=None)
@@ -51,38 +50,22 @@ def uninstrument(client: Any) -> Any:
 def tapped_stream_class(stream_cls: Any) -> type:
     """A subclass of the SDK's stream class whose events pass through the pending tap, and whose
     ``close()`` records a stream left early."""
-    origin = typing.get_origin(stream_cls) or stream_cls
-    if inspect.isasyncgenfunction(origin.__stream__):
-
-        class TappedAsyncStream(stream_cls):  # type: ignore[misc, valid-type]
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                self._groundlens_tap = PENDING_TAP.get()  # before the SDK's __init__, which may open the stream
-                super().__init__(*args, **kwargs)
-
-            def __stream__(self) -> Any:
-                events = super().__stream__()
-                return events if self._groundlens_tap is None else self._groundlens_tap.aevents(events)
-
-            async def close(self) -> None:
-                if self._groundlens_tap is not None:
-                    self._groundlens_tap.end()
-                await super().close()
-
-        return TappedAsyncStream
 
     class TappedStream(stream_cls):  # type: ignore[misc, valid-type]
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            self._groundlens_tap = PENDING_TAP.get()
+            self._groundlens_tap = PENDING_TAP.get()  # before the SDK's __init__, which may open the stream
             super().__init__(*args, **kwargs)
 
         def __stream__(self) -> Any:
-            events = super().__stream__()
-            return events if self._groundlens_tap is None else self._groundlens_tap.events(events)
+            events, tap = super().__stream__(), self._groundlens_tap
+            if tap is None:
+                return events
+            return tap.aevents(events) if inspect.isasyncgen(events) else tap.events(events)
 
-        def close(self) -> None:
+        def close(self) -> Any:
             if self._groundlens_tap is not None:
                 self._groundlens_tap.end()
-            super().close()
+            return super().close()  # an async stream's: the coroutine its caller awaits
 
     return TappedStream
 
@@ -104,29 +87,26 @@ def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
 class Instrumenting(ProviderCore):
     """``instrument(client)`` / ``uninstrument(client)`` of a provider guard."""
 
+    #: a Stainless-generated SDK (OpenAI, Anthropic): the client's ``request`` makes every stream,
+    #: and calls of its raw-response helpers (``with_raw_response`` ...) pass through unread
+    stainless: ClassVar[bool] = False
+
     def _targets(self, client: Any) -> list[Target]:
         """The methods of ``client`` that ``instrument`` wraps."""
         raise NotImplementedError
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         """Question, tool-result context, model and stream flag of one call."""
         raise NotImplementedError
 
-    def _request_clients(self, client: Any) -> list[Any]:
-        """The Stainless clients whose ``request`` makes the SDK's streams (none for other SDKs)."""
-        return []
-
     def _passthrough(self, kwargs: dict[str, Any]) -> bool:
-        """True for calls the wrapper must not read at all (e.g. the SDK's raw-response helpers)."""
-        return False
+        """True for calls the wrapper must not read at all: the Stainless raw-response helpers'."""
+        headers = kwargs.get("extra_headers")
+        return self.stainless and isinstance(headers, Mapping) and RAW_RESPONSE_HEADER in headers
 
     def _tap_stream(self, result: Any, tap: Tap) -> Any:
         """What the caller gets for a stream: the SDK's stream, already tapped by its ``request``;
         a plain (async) generator, tapped here."""
-        if inspect.isgenerator(result):
-            return tap.events(result)
-        if inspect.isasyncgen(result):
-            return tap.aevents(result)
         if getattr(result, "_groundlens_tap", None) is tap:
             return result
         return tap.aevents(result) if hasattr(result, "__anext__") else tap.events(result)
@@ -135,7 +115,7 @@ class Instrumenting(ProviderCore):
         """Record every generate call of ``client`` (default: this guard's own) into this guard's
         recorder; returns the same client. Only that instance is touched."""
         if client is None:
-            client = self._client or self._async_client or self._sync_client()
+            client = self._client or self._async_client or self.client
         if guard_of(client) is not None:
             if guard_of(client) is not self:
                 self.log.warning(
@@ -148,10 +128,9 @@ class Instrumenting(ProviderCore):
             if getattr(original, "__groundlens_original__", None) is None:
                 setattr(target.owner, target.attr, self._wrap(target, original))
                 patched.append((target.owner, target.attr))
-        for owner in self._request_clients(client):
-            if getattr(owner.request, "__groundlens_original__", None) is None:
-                owner.request = _tapped_request(owner.request)
-                patched.append((owner, "request"))
+        if self.stainless and getattr(client.request, "__groundlens_original__", None) is None:
+            client.request = _tapped_request(client.request)
+            patched.append((client, "request"))
         self._instrumented[client] = patched
         _GUARDS[client] = self
         return client
@@ -179,19 +158,11 @@ class Instrumenting(ProviderCore):
             extras = {k: kwargs.pop(k) for k in GROUNDLENS_KEYWORDS if k in kwargs} if kwargs else {}
             if guard._passthrough(kwargs) or GUARD_SENDING.get() is guard.recorder:
                 return original(*args, **kwargs)
-            call, tap = guard._start_call(operation, args, kwargs, extras)
-            token = PENDING_TAP.set(tap) if tap is not None else None
-            try:
-                result = original(*args, **kwargs)
-            except BaseException as exc:
-                if call is not None:
-                    guard.end_call(call, None, failure=exc)
-                raise
-            finally:
-                if token is not None:
-                    PENDING_TAP.reset(token)
+            call, tap = guard._start_call(operation, kwargs, extras)
             if call is None:
-                return result
+                return original(*args, **kwargs)
+            with sending(PENDING_TAP, tap, lambda exc: guard.end_call(call, failure=exc)):
+                result = original(*args, **kwargs)
             if inspect.isawaitable(result):
                 return guard._awaited(call, tap, result)
             return guard._returned(call, tap, result)
@@ -200,31 +171,18 @@ class Instrumenting(ProviderCore):
         return wrapper
 
     async def _awaited(self, call: Call, tap: Tap | None, awaitable: Any) -> Any:
-        token = PENDING_TAP.set(tap) if tap is not None else None
-        try:
+        with sending(PENDING_TAP, tap, lambda exc: self.end_call(call, failure=exc)):
             result = await awaitable
-        except BaseException as exc:
-            self.end_call(call, None, failure=exc)
-            raise
-        finally:
-            if token is not None:
-                PENDING_TAP.reset(token)
         return self._returned(call, tap, result)
 
     def _start_call(
-        self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any], extras: dict[str, Any]
+        self, operation: str, kwargs: dict[str, Any], extras: dict[str, Any]
     ) -> tuple[Call | None, Tap | None]:
         """Read the request; (None, None) and an error recorded when our reading fails, and then the
         call goes on unrecorded. A stream gets its tap now, before its request is sent."""
         try:
-            view = self._read_request(operation, args, kwargs)
-            call = self._begin(
-                operation,
-                view,
-                question=extras.get(QUESTION_KEYWORD),
-                extra_context=extras.get(CONTEXT_KEYWORD),
-                node=extras.get(NODE_KEYWORD),
-            )
+            view = self._read_request(operation, kwargs)
+            call = self._begin(operation, view, extras)
             call.metadata["operation"] = operation
             call.metadata["stream"] = view.stream
             return call, (Tap(self, call, self._stream_reader(operation)) if view.stream else None)

@@ -1,5 +1,6 @@
 """What guard calls and instrumented clients share: one call in progress (with its record-once
-latch), one stream tap (sync and async) and the one end path. See ``docs/providers.md``."""
+latch), one stream tap (sync and async) and the end paths of a call: recorded for the recorder to
+score, or scored in line (a guard call). See ``docs/providers.md``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, ContextManager
@@ -18,6 +19,9 @@ from groundlens_core.plugins._provider_values import (
     _ATTACHED,
     _TRACE,
     ATTACHED_SOURCE,
+    CONTEXT_KEYWORD,
+    NODE_KEYWORD,
+    NOTHING_READ,
     QUESTION_KEYWORD,
     Completion,
     ProviderResponse,
@@ -32,7 +36,9 @@ from groundlens_core.trace.adapter_shell import (
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
+    apply_guard,
     check_mode,
+    handle_internal_errors,
     require,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
@@ -63,20 +69,21 @@ class Call:
             first, self._ended = not self._ended, True
         return first
 
-    def context_with(self, completion: Completion | None) -> tuple[ContextPiece, ...]:
+    def context_with(self, completion: Completion) -> tuple[ContextPiece, ...]:
         """The call's context, plus what the SDK gathered within the call."""
-        if completion is None or not completion.context:
+        if not completion.context:
             return self.context
         return context_pieces(tuple(self.context) + tuple(completion.context))
 
-    def score_args(self, completion: Completion | None) -> dict[str, Any]:
-        text = None if completion is None or completion.only_tool_calls else completion.text
+    def score_args(self, completion: Completion) -> dict[str, Any]:
+        text = None if completion.only_tool_calls else completion.text
         return {"question": self.question, "response": text, "context": self.context_with(completion)}
 
 
 class Tap:
     """One stream's events on their way to the caller, each read as it passes; the first of the
-    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line."""
+    stream's ends records the call once. ``scored`` (a guard call's stream) scores it in line, and
+    its caller gets the text of the events, not the events."""
 
     def __init__(self, guard: ProviderCore, call: Call, reader: StreamReader, *, scored: bool = False, raw: Any = None):
         self.guard = guard
@@ -88,31 +95,43 @@ class Tap:
         self.parts: list[str] = []
         self.response: ProviderResponse | None = None
 
-    def feed(self, event: Any) -> str | None:
+    def feed(self, event: Any) -> Any:
+        """Read ``event``; what the caller gets for it: the event, or a guard stream's text (or _SKIP)."""
         try:
             text = self.reader.add(event)
         except Exception as exc:
             self.guard.record_internal_error(
                 f"read a {self.call.operation} stream event", exc, self.call.key, self.call.node
             )
-            return None
-        if text and self.scored:  # a guard stream's text so far
+            text = None
+        if not self.scored:
+            return event
+        if text:  # a guard stream's text so far
             self.parts.append(text)
-        return text
+        return text or _SKIP
 
     def end(self, failure: BaseException | None = None, whole: bool = False) -> GroundlensFlaggedError | None:
-        """Record the stream once; returns the guard's error to raise, if any (a whole guard stream)."""
+        """Record the stream once: a guard stream that ended whole is scored in line (returns the
+        guard's error to raise, if any), every other end is recorded for the recorder to score."""
         if not self.call.claim():
             return None
-        return self.guard.end_stream(self, failure, whole)
+        guard, call = self.guard, self.call
+        call.metadata["streaming"] = True
+        completion, read_error = guard.read_completion(call, self.reader.completion)
+        if whole and self.scored:
+            inline = guard.score_inline(**call.score_args(completion))
+            self.response, flagged = guard._guard_end(call, self.raw, completion, inline, read_error)
+            return flagged
+        guard.end_call(call, completion, failure=failure, incomplete=failure is None and not whole, claimed=True)
+        return None
 
-    def events(self, source: Iterable[Any], texts: bool = False) -> Iterator[Any]:
-        """The events of ``source`` (or, with ``texts``, the text they carry), tapped."""
+    def events(self, source: Iterable[Any]) -> Iterator[Any]:
+        """The events of ``source`` (a guard stream's: the text they carry), tapped."""
         with self._ending(defer_scoring=False) as outcome:
             for event in source:
                 if self.closed:
                     break
-                item = self._passed(event, texts)
+                item = self.feed(event)
                 if item is not _SKIP:
                     yield item
             else:
@@ -120,13 +139,13 @@ class Tap:
         if outcome.flagged is not None:
             raise outcome.flagged
 
-    async def aevents(self, source: AsyncIterator[Any], texts: bool = False) -> AsyncIterator[Any]:
+    async def aevents(self, source: AsyncIterator[Any]) -> AsyncIterator[Any]:
         """:meth:`events` for an async stream; a guard stream is scored in a worker thread."""
         with self._ending(defer_scoring=True) as outcome:
             async for event in source:
                 if self.closed:
                     break
-                item = self._passed(event, texts)
+                item = self.feed(event)
                 if item is not _SKIP:
                     yield item
             else:
@@ -135,10 +154,6 @@ class Tap:
             outcome.flagged = await asyncio.to_thread(self.end, None, True)
         if outcome.flagged is not None:
             raise outcome.flagged
-
-    def _passed(self, event: Any, texts: bool) -> Any:
-        text = self.feed(event)
-        return event if not texts else text or _SKIP
 
     @contextlib.contextmanager
     def _ending(self, *, defer_scoring: bool) -> Iterator[_Outcome]:
@@ -171,18 +186,25 @@ class _Outcome:
 
 
 class ProviderCore(AdapterShell):
-    """The clients, traces, steps and the one end path of a provider guard (constructor: docs/providers.md)."""
+    """The clients, traces, steps and end paths of a provider guard (constructor: docs/providers.md)."""
 
-    #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``)
+    #: the ``gen_ai.provider.name`` of the steps (``openai``, ``anthropic``, ``gcp.gemini``), the
+    #: SDK's import name and its install extra: an SDK's guard that does not name one gets its framework
     provider: ClassVar[str] = "provider"
-    #: the SDK's import name and what to call it in the install hint
     sdk_module: ClassVar[str] = ""
+    #: what to call the SDK in the install hint
     sdk_name: ClassVar[str] = ""
     #: the operation (and node) of a guard call's step
     guard_operation: ClassVar[str] = "complete"
     #: the SDK's sync and async client classes (``OpenAI``, ``AsyncOpenAI``), by name in the SDK module
     client_class: ClassVar[str] = ""
     async_client_class: ClassVar[str] = ""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for attr in ("provider", "sdk_module", "extra"):
+            if "framework" in vars(cls) and getattr(cls, attr) == getattr(ProviderCore, attr):
+                setattr(cls, attr, cls.framework)
 
     def __init__(
         self,
@@ -198,22 +220,16 @@ class ProviderCore(AdapterShell):
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
         super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
-        client_kwargs = kwargs
         self.model = model
-        self._client_kwargs = dict(client_kwargs)
-        self._client = None
-        self._async_client = async_client
-        if client is not None:
-            if self._is_async_client(client):
-                self._async_client = client
-            else:
-                self._client = client
+        self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)
+        is_async = client is not None and self._is_async_client(client)
+        self._client = None if is_async else client
+        self._async_client = client if is_async else async_client
 
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        """A new SDK client (sync or async) from ``client_kwargs``."""
-        return operator.attrgetter(self.async_client_class if asynchronous else self.client_class)(self.sdk)(
-            **client_kwargs
-        )
+    def _new_client(self, *, asynchronous: bool) -> Any:
+        """A new SDK client (sync or async) from the constructor's client keywords."""
+        name = self.async_client_class if asynchronous else self.client_class
+        return operator.attrgetter(name)(self.sdk)(**self._client_kwargs)
 
     def _is_async_client(self, client: Any) -> bool:
         return isinstance(client, operator.attrgetter(self.async_client_class)(self.sdk))
@@ -226,25 +242,22 @@ class ProviderCore(AdapterShell):
         """A new reader for the events of one stream of ``operation``."""
         raise NotImplementedError
 
-    def _sync_client(self) -> Any:
-        if self._client is None:
-            if self._async_client is not None and not self._client_kwargs:
-                raise TypeError(
-                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
-                )
-            self._client = self._new_client(asynchronous=False, **self._client_kwargs)
-        return self._client
-
     def _async_client_or_none(self) -> Any:
         """The async client; None when only a sync client was given (its calls then run in a thread)."""
         if self._async_client is None and self._client is None:
-            self._async_client = self._new_client(asynchronous=True, **self._client_kwargs)
+            self._async_client = self._new_client(asynchronous=True)
         return self._async_client
 
     @property
     def client(self) -> Any:
         """The sync SDK client guard calls use (made on first use when none was given)."""
-        return self._sync_client()
+        if self._client is None:
+            if self._async_client is not None and not self._client_kwargs:
+                raise TypeError(
+                    f"{type(self).__name__} was given an async client; use acomplete/astream, or pass a sync client too"
+                )
+            self._client = self._new_client(asynchronous=False)
+        return self._client
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group the guard and instrumented calls made inside the block into one trace; yields its key."""
@@ -252,10 +265,10 @@ class ProviderCore(AdapterShell):
             self.recorder, _TRACE, lambda key: (self.recorder, key), name=name or self.name, metadata=metadata
         )
 
-    def _begin(
-        self, operation: str, view: RequestView, *, question: Any = None, extra_context: Any = None, node: Any = None
-    ) -> Call:
-        """Open the step of one call: its trace (the block's, or a new one), question and context."""
+    def _begin(self, operation: str, view: RequestView, extras: Mapping[str, Any]) -> Call:
+        """Open the step of one call: its trace (the block's, or a new one), question and context;
+        ``extras`` are an instrumented call's ``groundlens_*`` keywords (a guard call has none)."""
+        question, node = extras.get(QUESTION_KEYWORD), extras.get(NODE_KEYWORD)
         current = _TRACE.get()
         node_name = str(node) if node else f"{self.provider}.{operation}"
         if current is not None and current[0] is self.recorder:
@@ -264,7 +277,7 @@ class ProviderCore(AdapterShell):
             key, owns = new_id(), True
             self.recorder.start_trace(key, name=self.name or node_name)
         q = question if isinstance(question, str) and question.strip() else view.question
-        context = tuple(view.context) + as_pieces(extra_context, ATTACHED_SOURCE) + _ATTACHED.get()
+        context = tuple(view.context) + as_pieces(extras.get(CONTEXT_KEYWORD), ATTACHED_SOURCE) + _ATTACHED.get()
         meta = dict(view.metadata)
         if question is not None:
             meta["question_source"] = QUESTION_KEYWORD
@@ -281,25 +294,18 @@ class ProviderCore(AdapterShell):
         )
 
     def _record(
-        self,
-        call: Call,
-        completion: Completion | None,
-        *,
-        error: str | None = None,
-        inline: InlineScore | None = None,
-        metadata: dict[str, Any] | None = None,
+        self, call: Call, completion: Completion, *, error: str | None, inline: InlineScore | None = None
     ) -> str:
         """Hand one finished call to the recorder (scored there unless ``inline`` scored it already)."""
-        meta = {**call.metadata, **(metadata or {})}
+        meta = dict(call.metadata)
         scored = {} if inline is None else inline.record_fields()
         if error is None:
             error = scored.get("error")
-        if completion is not None:
-            if completion.finish_reason:
-                meta["finish_reason"] = completion.finish_reason
-            if completion.tool_calls:
-                meta["tool_calls"] = list(completion.tool_calls)
-        kind = "tool_call" if completion is not None and completion.only_tool_calls else "llm"
+        if completion.finish_reason:
+            meta["finish_reason"] = completion.finish_reason
+        if completion.tool_calls:
+            meta["tool_calls"] = list(completion.tool_calls)
+        kind = "tool_call" if completion.only_tool_calls else "llm"
         return self.recorder.record(
             CallRecord(
                 trace_key=call.key,
@@ -307,10 +313,10 @@ class ProviderCore(AdapterShell):
                 kind=kind,
                 question=call.question,
                 context=call.context_with(completion),
-                response=None if completion is None or kind == "tool_call" else completion.text,
-                model=(completion.model if completion is not None and completion.model else call.model),
+                response=None if kind == "tool_call" else completion.text,
+                model=completion.model or call.model,
                 provider=self.provider,
-                usage=None if completion is None else completion.usage,
+                usage=completion.usage,
                 started_at=call.started,
                 ended_at=time.time(),
                 step_id=call.step_id,
@@ -328,7 +334,7 @@ class ProviderCore(AdapterShell):
     def end_call(
         self,
         call: Call,
-        completion: Completion | None,
+        completion: Completion = NOTHING_READ,
         *,
         failure: BaseException | None = None,
         incomplete: bool = False,
@@ -339,43 +345,48 @@ class ProviderCore(AdapterShell):
         if not claimed and not call.claim():
             return
         what = "stream" if call.metadata.get("streaming") else "call"
-        meta: dict[str, Any] = {}
         error = None
         if failure is not None:
             error = f"the {what} raised {describe_exception(failure)}"
-            meta["sdk_error"] = type(failure).__name__
+            call.metadata["sdk_error"] = type(failure).__name__
         elif incomplete:
-            meta["stream_incomplete"] = True
-        try:
-            self._record(call, completion, error=error, metadata=meta)
-        except Exception as exc:
-            self.record_internal_error(f"record a {call.operation} {what}", exc, call.key, call.node)
-        try:
+            call.metadata["stream_incomplete"] = True
+        with handle_internal_errors(self, f"record a {call.operation} {what}", trace_key=call.key, node=call.node):
+            self._record(call, completion, error=error)
+        with handle_internal_errors(self, f"end a {call.operation} trace", trace_key=call.key, node=call.node):
             self._close_trace(call, error)
-        except Exception as exc:
-            self.record_internal_error(f"end a {call.operation} trace", exc, call.key, call.node)
 
-    def read_completion(self, call: Call, read: Callable[[], Completion]) -> tuple[Completion | None, str | None]:
-        """``read()``, or (None, why) when our reader fails: the call goes on."""
+    def read_completion(self, call: Call, read: Callable[[], Completion]) -> tuple[Completion, str | None]:
+        """``read()``, or (:data:`NOTHING_READ`, why) when our reader fails: the call goes on."""
         try:
             return read(), None
         except Exception as exc:  # our reader's bug: the caller still gets the SDK's response
             self.record_internal_error(f"read a {call.operation} response", exc, call.key, call.node)
-            return None, describe_exception(exc)
-
-    def end_stream(self, tap: Tap, failure: BaseException | None, whole: bool) -> GroundlensFlaggedError | None:
-        """A tapped stream ended (claimed already): a guard stream that ended whole is scored in
-        line (:meth:`_guard_end`), every other end is recorded for the recorder to score."""
-        tap.call.metadata["streaming"] = True
-        completion, read_error = self.read_completion(tap.call, tap.reader.completion)
-        if whole and tap.scored:
-            inline = self.score_inline(**tap.call.score_args(completion))
-            tap.response, flagged = self._guard_end(tap.call, tap.raw, completion, inline, read_error)
-            return flagged
-        self.end_call(tap.call, completion, failure=failure, incomplete=failure is None and not whole, claimed=True)
-        return None
+            return NOTHING_READ, describe_exception(exc)
 
     def _guard_end(
-        self, call: Call, raw: Any, completion: Completion | None, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
     ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
-        raise NotImplementedError  # the guard calls' end (._guard_call)
+        """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
+        error = None if read_error is None else f"groundlens could not read the response: {read_error}"
+        response = ProviderResponse(
+            text=completion.text or "",
+            model=completion.model,
+            usage=completion.usage,
+            groundlens_score=inline.score,
+            finish_reason=completion.finish_reason,
+            raw=raw,
+            scoring_error=error or inline.error,
+            question=call.question,
+            context=call.context_with(completion),
+            tool_calls=completion.tool_calls,
+            step_id=call.step_id,
+        )
+        with handle_internal_errors(self, "record a guard call", trace_key=call.key, node=call.node):
+            self._record(call, completion, error=error, inline=inline)
+        flagged = apply_guard(
+            inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=call.node, step_id=call.step_id
+        )
+        with handle_internal_errors(self, "end a guard call's trace", trace_key=call.key, node=call.node):
+            self._close_trace(call, error=None if flagged is None else f"GroundlensFlaggedError: {flagged}")
+        return response, flagged

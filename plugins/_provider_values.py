@@ -7,12 +7,14 @@ import contextlib
 import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.adapter_shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
+
+T = TypeVar("T")
 
 #: keywords an instrumented call accepts and removes before the SDK sees the call
 CONTEXT_KEYWORD = "groundlens_context"
@@ -69,6 +71,10 @@ class Completion:
     def only_tool_calls(self) -> bool:
         """A turn that asks for tools and says nothing: recorded as an unscored ``tool_call`` step."""
         return bool(self.tool_calls) and not (self.text or "").strip()
+
+
+#: what a call that raised (or whose response our reader could not read) said
+NOTHING_READ = Completion(text=None)
 
 
 @dataclass(frozen=True)
@@ -143,12 +149,20 @@ GUARD_SENDING: contextvars.ContextVar[Recorder | None] = contextvars.ContextVar(
 
 
 @contextlib.contextmanager
-def guard_sending(recorder: Recorder) -> Iterator[None]:
-    token = GUARD_SENDING.set(recorder)
+def sending(
+    var: contextvars.ContextVar[T | None], value: T | None, failed: Callable[[BaseException], Any]
+) -> Iterator[None]:
+    """A request is sent inside the block: ``var`` holds ``value`` meanwhile (it is left as it is
+    when ``value`` is None), and an exception the block raises goes to ``failed`` and on."""
+    token = None if value is None else var.set(value)
     try:
         yield
+    except BaseException as exc:
+        failed(exc)
+        raise
     finally:
-        GUARD_SENDING.reset(token)
+        if token is not None:
+            var.reset(token)
 
 
 @contextlib.contextmanager

@@ -3,10 +3,8 @@ the Anthropic readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from groundlens_core.plugins._instrument import PENDING_TAP
@@ -14,14 +12,14 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
+    ProviderGuard,
     RequestView,
-    StainlessGuard,
     StreamReader,
     Target,
     listed,
 )
 from groundlens_core.plugins._provider_core import Tap
-from groundlens_core.plugins._provider_values import read_usage, whole_number
+from groundlens_core.plugins._provider_values import read_usage, sending, whole_number
 from groundlens_core.trace.adapter_shell import get_field
 from groundlens_core.trace.model import ContextPiece, Usage
 
@@ -40,30 +38,24 @@ _MANAGERS = (
 )
 
 
-class AnthropicProvider(StainlessGuard):
+class AnthropicProvider(ProviderGuard):
     """The Anthropic guard: guard calls through the Messages API, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "anthropic"
-    extra: ClassVar[str] = "anthropic"
-    provider: ClassVar[str] = "anthropic"
-    sdk_module: ClassVar[str] = "anthropic"
     sdk_name: ClassVar[str] = "The Anthropic SDK"
+    stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = MESSAGES
 
     client_class: ClassVar[str] = "Anthropic"
     async_client_class: ClassVar[str] = "AsyncAnthropic"
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        request = dict(request_kwargs)
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         request.setdefault("max_tokens", DEFAULT_MAX_TOKENS)
         request["messages"] = [{"role": "user", "content": user_text}]
         if system:
             request["system"] = system
         if stream:
             request["stream"] = True
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.messages.create(**request)
@@ -89,11 +81,10 @@ class AnthropicProvider(StainlessGuard):
             ]
         return targets
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
-        messages = kwargs.get("messages")
-        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
-            kwargs["messages"] = messages = listed(messages, ("content",))
-        messages = list(messages or ())
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
+        if "messages" in kwargs:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = listed(kwargs["messages"], ("content",))
+        messages = list(kwargs.get("messages") or ())
         model = kwargs.get("model")
         stream = operation.endswith(".stream") or kwargs.get("stream") is True
         return RequestView(
@@ -115,33 +106,22 @@ class AnthropicProvider(StainlessGuard):
         return super()._tap_stream(result, tap)
 
 
-@contextlib.contextmanager
-def _pending(tap: Tap) -> Iterator[None]:
-    """Hand ``tap`` to the request sent inside the block; a request that fails ends the tap."""
-    token = PENDING_TAP.set(tap)
-    try:
-        yield
-    except BaseException as exc:
-        tap.end(exc)
-        raise
-    finally:
-        PENDING_TAP.reset(token)
-
-
 @functools.cache
 def _entered_with_tap(manager: type) -> type:
+    """``manager`` entered with its tap pending: the request it sends then makes a tapped stream,
+    and a request that fails ends the tap."""
     if hasattr(manager, "__aenter__"):
 
         class AsyncTappedManager(manager):  # type: ignore[misc, valid-type]
             async def __aenter__(self) -> Any:
-                with _pending(self._groundlens_tap):
+                with sending(PENDING_TAP, self._groundlens_tap, self._groundlens_tap.end):
                     return await super().__aenter__()
 
         return AsyncTappedManager
 
     class TappedManager(manager):  # type: ignore[misc, valid-type]
         def __enter__(self) -> Any:
-            with _pending(self._groundlens_tap):
+            with sending(PENDING_TAP, self._groundlens_tap, self._groundlens_tap.end):
                 return super().__enter__()
 
     return TappedManager
@@ -190,7 +170,7 @@ def question_index(messages: Sequence[Any]) -> int | None:
 
 
 def request_question(messages: Sequence[Any]) -> str | None:
-    """The question of a Messages request (see the module docstring)."""
+    """The question of a Messages request: the last user message with text of its own (docs/providers.md)."""
     i = question_index(messages)
     return None if i is None else message_text(messages[i]) or None
 
@@ -283,25 +263,20 @@ class MessageEventReader(StreamReader):
     def __init__(self) -> None:
         self.parts: list[str] = []
         self.tools: dict[Any, str] = {}
-        self.arguments: dict[Any, list[str]] = {}
         self.model: str | None = None
         self.input_tokens: int | None = None
         self.output_tokens: int | None = None
         self.finish_reason: str | None = None
-        self.stopped = False
 
     def add(self, event: Any) -> str | None:
         kind = get_field(event, "type")
         if kind == "content_block_delta":
             delta = get_field(event, "delta")
-            dkind = get_field(delta, "type")
-            if dkind == "text_delta":
+            if get_field(delta, "type") == "text_delta":
                 text = get_field(delta, "text")
                 if isinstance(text, str) and text:
                     self.parts.append(text)
                     return text
-            elif dkind == "input_json_delta" and get_field(event, "index") in self.arguments:
-                self.arguments[get_field(event, "index")].append(str(get_field(delta, "partial_json") or ""))
         elif kind == "content_block_start":
             block = get_field(event, "content_block")
             bkind = get_field(block, "type")
@@ -310,7 +285,6 @@ class MessageEventReader(StreamReader):
                 return str(get_field(block, "text"))
             if bkind in _TOOL_USE:
                 self.tools[get_field(event, "index")] = str(get_field(block, "name") or "tool")
-                self.arguments[get_field(event, "index")] = []
         elif kind == "message_start":
             message = get_field(event, "message")
             self.model = get_field(message, "model")
@@ -324,20 +298,7 @@ class MessageEventReader(StreamReader):
                 self.output_tokens = whole_number(get_field(usage, "output_tokens"))
             if whole_number(get_field(usage, "input_tokens")) is not None:
                 self.input_tokens = whole_number(get_field(usage, "input_tokens"))
-        elif kind == "message_stop":
-            self.stopped = True
         return None
-
-    def tool_arguments(self) -> list[tuple[str, Any]]:
-        """``(name, parsed input)`` of each tool call seen (the input JSON as sent; ``None`` when cut)."""
-        out = []
-        for index, name in self.tools.items():
-            raw = "".join(self.arguments.get(index, ()))
-            try:
-                out.append((name, json.loads(raw) if raw else {}))
-            except ValueError:
-                out.append((name, None))
-        return out
 
     def completion(self) -> Completion:
         text = "".join(self.parts)

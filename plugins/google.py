@@ -25,7 +25,6 @@ class GoogleProvider(ProviderGuard):
     """The Gemini guard: guard calls through ``models.generate_content``, and ``instrument(client)``."""
 
     framework: ClassVar[str] = "google"
-    extra: ClassVar[str] = "google"
     provider: ClassVar[str] = "gcp.gemini"
     sdk_module: ClassVar[str] = "google.genai"
     sdk_name: ClassVar[str] = "The Google Gen AI SDK (google-genai)"
@@ -34,8 +33,8 @@ class GoogleProvider(ProviderGuard):
     client_class: ClassVar[str] = "Client"
     async_client_class: ClassVar[str] = "client.AsyncClient"
 
-    def _new_client(self, *, asynchronous: bool, **client_kwargs: Any) -> Any:
-        client = self.sdk.Client(**client_kwargs)
+    def _new_client(self, *, asynchronous: bool) -> Any:
+        client = self.sdk.Client(**self._client_kwargs)
         return client.aio if asynchronous else client
 
     def _async_client_or_none(self) -> Any:
@@ -44,10 +43,7 @@ class GoogleProvider(ProviderGuard):
             self._async_client = self._client.aio
         return super()._async_client_or_none()
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
-        request = dict(request_kwargs)
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         request["contents"] = [{"role": "user", "parts": [{"text": user_text}]}]
         if system:
             config = request.get("config")
@@ -58,7 +54,6 @@ class GoogleProvider(ProviderGuard):
             else:  # a types.GenerateContentConfig
                 request["config"] = config.model_copy(update={"system_instruction": system})
         request[_STREAM_FLAG] = stream
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         kwargs = dict(request)
@@ -78,7 +73,7 @@ class GoogleProvider(ProviderGuard):
         sides = [client] if self._is_async_client(client) else [client, client.aio]
         return [Target(side.models, attr, attr) for side in sides for attr in (GENERATE, GENERATE_STREAM)]
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         contents = kwargs.get("contents")
         model = kwargs.get("model")
         return RequestView(
@@ -165,7 +160,7 @@ def _question_index(all_turns: Sequence[tuple[str, list[Any]]]) -> int | None:
 
 
 def request_question(contents: Any) -> str | None:
-    """The question of a ``generate_content`` call (see the module docstring)."""
+    """The question of a ``generate_content`` call: the last user turn with text (docs/providers.md)."""
     all_turns = turns(contents)
     i = _question_index(all_turns)
     return None if i is None else turn_text(all_turns[i][1]) or None

@@ -3,6 +3,7 @@ OpenAI readers. What each call records: ``docs/providers.md``."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -10,8 +11,8 @@ from groundlens_core.plugins._provider import *  # noqa: F403 - the shared publi
 from groundlens_core.plugins._provider import (
     PUBLIC,
     Completion,
+    ProviderGuard,
     RequestView,
-    StainlessGuard,
     StreamReader,
     Target,
     listed,
@@ -27,32 +28,26 @@ CHAT = "chat"
 RESPONSES = "responses"
 
 
-class OpenAIProvider(StainlessGuard):
+class OpenAIProvider(ProviderGuard):
     """The OpenAI guard: guard calls through Chat Completions; instruments Chat Completions and Responses."""
 
     framework: ClassVar[str] = "openai"
-    extra: ClassVar[str] = "openai"
-    provider: ClassVar[str] = "openai"
-    sdk_module: ClassVar[str] = "openai"
     sdk_name: ClassVar[str] = "The OpenAI SDK"
+    stainless: ClassVar[bool] = True
     guard_operation: ClassVar[str] = CHAT
 
     client_class: ClassVar[str] = "OpenAI"
     async_client_class: ClassVar[str] = "AsyncOpenAI"
 
-    def _build_request(
-        self, *, user_text: str, system: str | None, stream: bool, request_kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _build_request(self, request: dict[str, Any], *, user_text: str, system: str | None, stream: bool) -> None:
         messages: list[dict[str, Any]] = []
         if system:
             messages.append({"role": "system", "content": system})
         messages.append({"role": "user", "content": user_text})
-        request = dict(request_kwargs)
         request["messages"] = messages
         if stream:
             request["stream"] = True
             request.setdefault("stream_options", {"include_usage": True})
-        return request
 
     def _send(self, client: Any, request: dict[str, Any]) -> Any:
         return client.chat.completions.create(**request)
@@ -84,17 +79,16 @@ class OpenAIProvider(StainlessGuard):
             targets.append(Target(responses, "create", RESPONSES))
         return targets
 
-    def _read_request(self, operation: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> RequestView:
+    def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
         stream = kwargs.get("stream") is True
         model = kwargs.get("model")
         model = str(model) if model else None
         if operation == RESPONSES:
             question, context = _responses_input(kwargs.get("input"))
             return RequestView(question=question, context=context, model=model, stream=stream)
-        messages = kwargs.get("messages")
-        if messages is not None:  # a generator of messages is read once, into the list the SDK then sends
-            kwargs["messages"] = messages = listed(messages, ("content", "tool_calls"))
-        messages = list(messages or ())
+        if "messages" in kwargs:  # a generator of messages is read once, into the list the SDK then sends
+            kwargs["messages"] = listed(kwargs["messages"], ("content", "tool_calls"))
+        messages = list(kwargs.get("messages") or ())
         return RequestView(
             question=last_user_question(messages), context=_tool_messages(messages), model=model, stream=stream
         )
@@ -108,8 +102,6 @@ def instrument(client: Any, **kwargs: Any) -> Any:
 def _usage(usage: Any, naming: str) -> Usage | None:
     """Chat Completions' ``prompt_tokens``/``completion_tokens`` or Responses'
     ``input_tokens``/``output_tokens``; the generic ``parse_usage`` for odd objects."""
-    if usage is None:
-        return None
     keys = ("prompt_tokens", "completion_tokens") if naming == "prompt" else ("input_tokens", "output_tokens")
     return read_usage(usage, (*keys, "total_tokens")) or parse_usage(usage)
 
@@ -165,7 +157,7 @@ class _ChatStreamReader(StreamReader):
                 name = get_field(get_field(tc, "function"), "name")
                 index = get_field(tc, "index") or 0
                 if name or index not in self.tool_calls:
-                    self.tool_calls[index] = str(name or self.tool_calls.get(index) or "tool")
+                    self.tool_calls[index] = str(name or "tool")
             if get_field(choice, "finish_reason"):
                 self.finish_reason = get_field(choice, "finish_reason")
         return text
@@ -254,13 +246,8 @@ class _ResponsesStreamReader(StreamReader):
 
     def completion(self) -> Completion:
         text = "".join(self.parts) or None
-        if self.final is not None:
-            done = _responses_completion(self.final)
-            return Completion(
-                text=done.text or text,
-                model=done.model or self.model,
-                usage=done.usage,
-                finish_reason=done.finish_reason,
-                tool_calls=done.tool_calls or tuple(self.tools),
-            )
-        return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))
+        if self.final is None:
+            return Completion(text=text, model=self.model, tool_calls=tuple(self.tools))
+        done = _responses_completion(self.final)  # what it lacks, the events said
+        tools = done.tool_calls or tuple(self.tools)
+        return dataclasses.replace(done, text=done.text or text, model=done.model or self.model, tool_calls=tools)

@@ -280,6 +280,6 @@ def test_request_reading_edge_cases():
     for event in [{"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "f", "input": {}}},
                   {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": '{"a": '}}]:
         reader.add(event)
-    assert reader.tool_arguments() == [("f", None)] and reader.completion().only_tool_calls
+    assert reader.completion().tool_calls == ("f",) and reader.completion().only_tool_calls
 
 
