@@ -62,12 +62,21 @@ def tapped_stream_class(stream_cls: Any) -> type:
                 return events
             return tap.aevents(events) if inspect.isasyncgen(events) else tap.events(events)
 
-        def close(self) -> Any:
+        def close(self) -> None:
             if self._groundlens_tap is not None:
                 self._groundlens_tap.end()
-            return super().close()  # an async stream's: the coroutine its caller awaits
+            super().close()
 
-    return TappedStream
+    if not inspect.iscoroutinefunction(stream_cls.close):
+        return TappedStream
+
+    class TappedAsyncStream(TappedStream):
+        async def close(self) -> None:  # a coroutine function, as the SDK's own is
+            if self._groundlens_tap is not None:
+                self._groundlens_tap.end()
+            await stream_cls.close(self)
+
+    return TappedAsyncStream
 
 
 def _tapped_request(original: Callable[..., Any]) -> Callable[..., Any]:
