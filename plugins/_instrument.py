@@ -71,7 +71,7 @@ def tapped_stream_class(stream_cls: Any) -> type:
         return TappedStream
 
     class TappedAsyncStream(TappedStream):
-        async def close(self) -> None:  # a coroutine function, as the SDK's own is
+        async def close(self) -> None:  # type: ignore[override]  # a coroutine function, as the SDK's own is
             if self._groundlens_tap is not None:
                 self._groundlens_tap.end()
             await stream_cls.close(self)
