@@ -124,7 +124,10 @@ def framework_imports() -> list[tuple[str, str, int]]:
             if isinstance(node, ast.Import):
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
-                targets = [] if node.level else [node.module or ""]
+                # ``from google import genai`` imports the SDK ``google.genai``: a name may be a module
+                base = "" if node.level else node.module or ""
+                inner = [f"{base}.{a.name}" for a in node.names]
+                targets = [] if not base else [base] if any(_in(base, f) for f in FRAMEWORKS) else inner
             else:
                 dynamic = _dynamic_target(node, ("import_module", "__import__", "require", "optional_base"))  # type: ignore[arg-type]
                 targets = [dynamic] if dynamic else []
