@@ -54,7 +54,7 @@ def _norm(step: Step) -> float | None:
 
 def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
     """``Step.risk_key`` across traces: band, lowest ranking value first, then trace and step order."""
-    return (*risk_key(step.band, _num(step.rank) if step.method in SCORED_METHODS else None), trace_index, step.index)
+    return (*risk_key(step.band, _norm(step)), trace_index, step.index)
 
 
 def _band_css() -> str:
