@@ -30,7 +30,6 @@ class Backlog:
         self.flushes = 0  # flush markers in the queue
         #: events that found the queue full, by trace key, in order; delivered at the HeldMarker
         self.held: dict[str, list[TraceEvent]] = {}
-        self.held_events = 0
         self.holding = False  # the held marker is in the queue: new events join the held ones
         self.inflight: list[Event] = []  # the batch the worker is on
         #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
@@ -79,7 +78,6 @@ class Backlog:
             if isinstance(event, Call) and event.needs_model:  # no room to wait for the model: recorded unscored
                 event = self._overloaded(event)
             self.held.setdefault(event.key, []).append(event)
-            self.held_events += 1
             self.unwarned["held"] += 1
             if not self.holding:  # one marker, where holding began
                 self.holding = True
@@ -96,7 +94,6 @@ class Backlog:
         held = self.held.pop(key, None)
         if held:
             self.pending -= len(held)
-            self.held_events -= len(held)
             dropped = sum(1 for it in held if isinstance(it, Call))
             self.stats["evicted"] += dropped
             self.unwarned["evicted"] += dropped
@@ -135,7 +132,7 @@ class Backlog:
     def _take_held(self) -> list[Event]:
         """The held events, trace by trace (each trace's in order); new events go to the queue again."""
         held: list[Event] = [it for items in self.held.values() for it in items]
-        self.held, self.held_events, self.holding = {}, 0, False
+        self.held, self.holding = {}, False
         return held
 
     def take_all(self) -> list[Event]:
@@ -189,7 +186,7 @@ class Backlog:
             "bytes": self.queued_bytes,
             "events": len(self.items),
             "in_flight": sum(1 for it in self.inflight if isinstance(it, Call) and it.needs_model),
-            "held": self.held_events,
+            "held": sum(map(len, self.held.values())),
         }
 
     def overload_warning(self, framework: str, max_traces: int) -> str | None:
