@@ -83,11 +83,16 @@ class Backlog:
                 self.holding = True
                 self.items.append(HeldMarker())
             return
+        self._count_queued(event)
+        self.items.append(event)
+
+    def _count_queued(self, event: Event) -> None:
+        """``event`` joins the queue: it counts against the event bound, a call also by its bytes and,
+        when it needs the model, as a step (``take`` uncounts it)."""
         self.queued_events += 1
         if isinstance(event, Call):
             self.queued_bytes += event.size
             self.queued_steps += 1 if event.needs_model else 0
-        self.items.append(event)
 
     def drop_held(self, key: str) -> None:
         """Trace ``key`` was evicted: its held events, never reached by the worker, go with it."""
@@ -166,10 +171,7 @@ class Backlog:
             if isinstance(it, FlushMarker):
                 self.flushes += 1
                 continue
-            self.queued_events += 1
-            if isinstance(it, Call):
-                self.queued_bytes += it.size
-                self.queued_steps += 1 if it.needs_model else 0
+            self._count_queued(it)
         self.inflight = []
 
     # ------------------------------------------------------------ reading
