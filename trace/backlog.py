@@ -30,7 +30,6 @@ class Backlog:
         self.flushes = 0  # flush markers in the queue
         #: events that found the queue full, by trace key, in order; delivered at the HeldMarker
         self.held: dict[str, list[TraceEvent]] = {}
-        self.held_events = 0
         self.holding = False  # the held marker is in the queue: new events join the held ones
         self.inflight: list[Event] = []  # the batch the worker is on
         #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
@@ -79,24 +78,27 @@ class Backlog:
             if isinstance(event, Call) and event.needs_model:  # no room to wait for the model: recorded unscored
                 event = self._overloaded(event)
             self.held.setdefault(event.key, []).append(event)
-            self.held_events += 1
             self.unwarned["held"] += 1
             if not self.holding:  # one marker, where holding began
                 self.holding = True
                 self.items.append(HeldMarker())
             return
+        self._count_queued(event)
+        self.items.append(event)
+
+    def _count_queued(self, event: Event) -> None:
+        """``event`` joins the queue: it counts against the event bound, a call also by its bytes and,
+        when it needs the model, as a step (``take`` uncounts it)."""
         self.queued_events += 1
         if isinstance(event, Call):
             self.queued_bytes += event.size
             self.queued_steps += 1 if event.needs_model else 0
-        self.items.append(event)
 
     def drop_held(self, key: str) -> None:
         """Trace ``key`` was evicted: its held events, never reached by the worker, go with it."""
         held = self.held.pop(key, None)
         if held:
             self.pending -= len(held)
-            self.held_events -= len(held)
             dropped = sum(1 for it in held if isinstance(it, Call))
             self.stats["evicted"] += dropped
             self.unwarned["evicted"] += dropped
@@ -135,7 +137,7 @@ class Backlog:
     def _take_held(self) -> list[Event]:
         """The held events, trace by trace (each trace's in order); new events go to the queue again."""
         held: list[Event] = [it for items in self.held.values() for it in items]
-        self.held, self.held_events, self.holding = {}, 0, False
+        self.held, self.holding = {}, False
         return held
 
     def take_all(self) -> list[Event]:
@@ -169,10 +171,7 @@ class Backlog:
             if isinstance(it, FlushMarker):
                 self.flushes += 1
                 continue
-            self.queued_events += 1
-            if isinstance(it, Call):
-                self.queued_bytes += it.size
-                self.queued_steps += 1 if it.needs_model else 0
+            self._count_queued(it)
         self.inflight = []
 
     # ------------------------------------------------------------ reading
@@ -189,7 +188,7 @@ class Backlog:
             "bytes": self.queued_bytes,
             "events": len(self.items),
             "in_flight": sum(1 for it in self.inflight if isinstance(it, Call) and it.needs_model),
-            "held": self.held_events,
+            "held": sum(map(len, self.held.values())),
         }
 
     def overload_warning(self, framework: str, max_traces: int) -> str | None:

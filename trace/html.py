@@ -11,6 +11,7 @@ Scores are triage signals for ranking, not verdicts of truth.
 from __future__ import annotations
 
 import base64
+import collections
 import hashlib
 import json
 import math
@@ -136,11 +137,12 @@ def unique_labels(names: list[str]) -> list[str]:
     """One label per trace, all different: the report filters rows by label, so two traces sharing
     one would show each other's rows. A name used once is its own label; repeated names get
     ``name #k`` with the smallest ``k`` that is neither another trace's name nor a label already given."""
+    uses = collections.Counter(names)
     taken = set(names)
     next_k: dict[str, int] = {}
     labels = []
     for name in names:
-        if names.count(name) == 1:
+        if uses[name] == 1:
             labels.append(name)
             continue
         k = next_k.get(name, 1)

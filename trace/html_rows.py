@@ -54,7 +54,7 @@ def _norm(step: Step) -> float | None:
 
 def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
     """``Step.risk_key`` across traces: band, lowest ranking value first, then trace and step order."""
-    return (*risk_key(step.band, _num(step.rank) if step.method in SCORED_METHODS else None), trace_index, step.index)
+    return (*risk_key(step.band, _norm(step)), trace_index, step.index)
 
 
 def _band_css() -> str:
@@ -172,9 +172,10 @@ def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
     (its response is the piece, or is found in it), or None. Exact matches by a dict; containment
     among the last few steps before it only, so a big trace stays linear."""
     from groundlens_core.trace.lineage import MIN_CHARS
+    from groundlens_core.trace.lineage import _norm as lineage_norm  # the cascade's normalisation
 
     def norm(t: Any) -> str:
-        return " ".join(t.split()).casefold() if isinstance(t, str) else ""
+        return lineage_norm(t) if isinstance(t, str) else ""
 
     exact: dict[str, str] = {}
     recent: list[tuple[str, str]] = []

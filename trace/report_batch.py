@@ -18,8 +18,8 @@ import numpy as np
 from groundlens_core.bands import TRIAGE_ORDER
 from groundlens_core.columns import METHOD_CODES, RISK_RANK
 from groundlens_core.results import ScoreError
+from groundlens_core.trace.html import HISTOGRAM_BINS  # the population's bins are the report's own
 
-HISTOGRAM_BINS = 20
 _BANDS_BY_RANK = {rank: band for band, rank in RISK_RANK.items()}  # the ranks of groundlens_core.bands
 
 
