@@ -213,7 +213,7 @@ class ChunkReader(StreamReader):
         self.model: str | None = None
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
-        self.context: tuple[ContextPiece, ...] = ()
+        self.history: Any = None  # the contents the SDK's automatic function calling sent and got
 
     def add(self, event: Any) -> str | None:
         candidates = _get(event, "candidates") or ()
@@ -231,8 +231,8 @@ class ChunkReader(StreamReader):
         if first is None and _get(_get(event, "prompt_feedback"), "block_reason") is not None:
             self.finish_reason = f"BLOCKED:{_finish(_get(_get(event, 'prompt_feedback'), 'block_reason'))}"
         history = _get(event, "automatic_function_calling_history")
-        if history:  # the SDK ran the tools itself within this call: their results are context too
-            self.context = tuple(request_context(history))
+        if history:  # the SDK ran the tools itself; each later chunk carries the list: read it once, at the end
+            self.history = list(history) if isinstance(history, list) else history  # as it is now
         self.model = _get(event, "model_version") or self.model
         usage = _usage(_get(event, "usage_metadata"))
         if usage is not None:
@@ -248,5 +248,5 @@ class ChunkReader(StreamReader):
             usage=self.usage,
             finish_reason=self.finish_reason,
             tool_calls=tuple(self.calls),
-            context=self.context,
+            context=tuple(request_context(self.history)) if self.history else (),
         )
