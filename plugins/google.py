@@ -17,7 +17,6 @@ __all__ = [*PUBLIC, "GoogleProvider", "instrument"]
 
 GENERATE = "generate_content"
 GENERATE_STREAM = "generate_content_stream"
-_STREAM_FLAG = "_groundlens_stream"  # in a guard request only: which method _send calls
 _RESULT_KEYS = ("output", "result", "content", "text")
 
 
@@ -53,13 +52,11 @@ class GoogleProvider(ProviderGuard):
                 request["config"] = {**config, "system_instruction": system}
             else:  # a types.GenerateContentConfig
                 request["config"] = config.model_copy(update={"system_instruction": system})
-        request[_STREAM_FLAG] = stream
 
-    def _send(self, client: Any, request: dict[str, Any]) -> Any:
-        kwargs = dict(request)
-        if kwargs.pop(_STREAM_FLAG, False):
-            return client.models.generate_content_stream(**kwargs)
-        return client.models.generate_content(**kwargs)
+    def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
+        if stream:
+            return client.models.generate_content_stream(**request)
+        return client.models.generate_content(**request)
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
         reader = ChunkReader()
