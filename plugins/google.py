@@ -71,11 +71,11 @@ class GoogleProvider(ProviderGuard):
         return [Target(side.models, attr, attr) for side in sides for attr in (GENERATE, GENERATE_STREAM)]
 
     def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
-        contents = kwargs.get("contents")
+        question, context = _read_contents(kwargs.get("contents"))
         model = kwargs.get("model")
         return RequestView(
-            question=request_question(contents),
-            context=tuple(request_context(contents)),
+            question=question,
+            context=tuple(context),
             model=str(model) if model else None,
             stream=operation == GENERATE_STREAM,
         )
@@ -158,9 +158,7 @@ def _question_index(all_turns: Sequence[tuple[str, list[Any]]]) -> int | None:
 
 def request_question(contents: Any) -> str | None:
     """The question of a ``generate_content`` call: the last user turn with text (docs/providers.md)."""
-    all_turns = turns(contents)
-    i = _question_index(all_turns)
-    return None if i is None else turn_text(all_turns[i][1]) or None
+    return _read_contents(contents)[0]
 
 
 def _response_text(response: Any) -> str:
@@ -176,9 +174,15 @@ def _response_text(response: Any) -> str:
 def request_context(contents: Any) -> list[ContextPiece]:
     """The ``function_response`` parts the model is shown, from the question on (the whole
     conversation when no question is found)."""
+    return _read_contents(contents)[1]
+
+
+def _read_contents(contents: Any) -> tuple[str | None, list[ContextPiece]]:
+    """:func:`request_question` and :func:`request_context` of ``contents``, its turns read once."""
     all_turns = turns(contents)
+    i = _question_index(all_turns)
     pieces = []
-    for _role, parts in all_turns[(_question_index(all_turns) or 0) :]:
+    for _role, parts in all_turns[(i or 0) :]:
         for part in parts:
             result = None if isinstance(part, str) else _get(part, "function_response")
             if result is None:
@@ -186,7 +190,7 @@ def request_context(contents: Any) -> list[ContextPiece]:
             text = _response_text(_get(result, "response"))
             if text.strip():
                 pieces.append(ContextPiece(text=text, source=f"tool:{_get(result, 'name') or 'function'}"))
-    return pieces
+    return (None if i is None else turn_text(all_turns[i][1]) or None), pieces
 
 
 def _usage(meta: Any) -> Usage | None:
