@@ -59,10 +59,7 @@ def _hook_target(self: GroundlensCrewListener, ctx: Any = None, *args: Any, **kw
     """(trace key, node) of a hook call that failed: the kickoff it belongs to, if one is known."""
     agent, task, crew = getattr(ctx, "agent", None), getattr(ctx, "task", None), getattr(ctx, "crew", None)
     with self._lock:
-        key = next(
-            (self._kickoffs[id(o)] for o in (task, crew, agent) if o is not None and id(o) in self._kickoffs),
-            self._standalone.get(id(agent)),
-        )
+        key = self._kickoff_of(task, crew, agent) or self._standalone.get(id(agent))
     return key, node_name(agent, task)
 
 
@@ -168,9 +165,8 @@ class GroundlensCrewListener(AdapterShell):
         """The running kickoff a call belongs to, by its task, crew, then agent (a reused executor can
         carry a stale ``crew``); calls outside any kickoff get one trace per agent."""
         with self._lock:
-            for obj in (task, crew, agent):
-                if obj is not None and id(obj) in self._kickoffs:
-                    return self._kickoffs[id(obj)]
+            if (running := self._kickoff_of(task, crew, agent)) is not None:
+                return running
         if crew is not None:  # a kickoff that started before this listener existed
             key = f"crew:{_ident(crew)}:{new_id()[:8]}"
             with self._lock:
@@ -182,6 +178,10 @@ class GroundlensCrewListener(AdapterShell):
         with self._lock:
             standalone = self._standalone.get(id(agent))
         return standalone if standalone is not None else self._new_standalone_run(agent)
+
+    def _kickoff_of(self, *objs: Any) -> str | None:
+        """The trace key of the running kickoff of the first of ``objs`` that has one (caller holds the lock)."""
+        return next((self._kickoffs[id(o)] for o in objs if o is not None and id(o) in self._kickoffs), None)
 
     def _new_standalone_run(self, agent: Any) -> str:
         """A task-less ``Agent.kickoff()`` began: a trace of its own, and no context from the last one."""

@@ -30,8 +30,8 @@ class GuardCalls(ProviderCore):
         messages and the like; ``user_text`` holds the context."""
         raise NotImplementedError
 
-    def _send(self, client: Any, request: dict[str, Any]) -> Any:
-        """Send a guard request with the sync client; returns the SDK's response (or stream)."""
+    def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
+        """Send a guard request (``stream``: a stream's) with ``client``: the SDK's response or stream."""
         raise NotImplementedError
 
     def complete(
@@ -45,7 +45,7 @@ class GuardCalls(ProviderCore):
     ) -> ProviderResponse:
         """Ask the model, score the answer, return both. The SDK's exceptions pass unchanged."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=False)
-        raw = self._sent(call, request)
+        raw = self._sent(call, request, stream=False)
         completion, read_error = self.read_completion(call, lambda: self._read_response(raw, self.guard_operation))
         inline = self.score_inline(**call.score_args(completion))
         return self._answer(call, raw, completion, inline, read_error)
@@ -79,7 +79,7 @@ class GuardCalls(ProviderCore):
         """Send the request and return a :class:`GuardedStream` of text chunks; once it ends,
         ``.response`` holds the scored :class:`ProviderResponse`. HTTP errors raise here."""
         call, request = self._prepare(prompt, context, question, system, request_kwargs, stream=True)
-        raw = self._sent(call, request)
+        raw = self._sent(call, request, stream=True)
         tap = Tap(self, call, self._stream_reader(self.guard_operation), scored=True, raw=raw)
         return GuardedStream(tap, tap.events(raw))
 
@@ -128,20 +128,20 @@ class GuardCalls(ProviderCore):
         )
         return self._begin(self.guard_operation, view, {}), request_kwargs
 
-    def _sent(self, call: Call, request: dict[str, Any]) -> Any:
+    def _sent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
         """The SDK's answer to ``request``; a failure is an error step, and the SDK's exception is raised."""
         with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
-            return self._send(self.client, request)
+            return self._send(self.client, request, stream)
 
     async def _asent(self, call: Call, request: dict[str, Any], *, stream: bool) -> Any:
         # a client that cannot be had is an error step too, and the call's trace ends
         with sending(GUARD_SENDING, self.recorder, lambda exc: self.end_call(call, failure=exc)):
             client = self._async_client_or_none()
             if client is not None:
-                return await self._send(client, request)  # the async client's methods return coroutines
+                return await self._send(client, request, stream)  # the async client's methods return coroutines
             if stream:
                 raise TypeError(f"{type(self).__name__}.astream needs an async client (async_client=...)")
-            return await asyncio.to_thread(self._send, self.client, request)
+            return await asyncio.to_thread(self._send, self.client, request, stream)
 
     def _answer(
         self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None

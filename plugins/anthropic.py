@@ -57,7 +57,7 @@ class AnthropicProvider(ProviderGuard):
         if stream:
             request["stream"] = True
 
-    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+    def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
         return client.messages.create(**request)
 
     def _read_response(self, raw: Any, operation: str) -> Completion:

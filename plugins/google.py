@@ -17,7 +17,6 @@ __all__ = [*PUBLIC, "GoogleProvider", "instrument"]
 
 GENERATE = "generate_content"
 GENERATE_STREAM = "generate_content_stream"
-_STREAM_FLAG = "_groundlens_stream"  # in a guard request only: which method _send calls
 _RESULT_KEYS = ("output", "result", "content", "text")
 
 
@@ -53,13 +52,10 @@ class GoogleProvider(ProviderGuard):
                 request["config"] = {**config, "system_instruction": system}
             else:  # a types.GenerateContentConfig
                 request["config"] = config.model_copy(update={"system_instruction": system})
-        request[_STREAM_FLAG] = stream
 
-    def _send(self, client: Any, request: dict[str, Any]) -> Any:
-        kwargs = dict(request)
-        if kwargs.pop(_STREAM_FLAG, False):
-            return client.models.generate_content_stream(**kwargs)
-        return client.models.generate_content(**kwargs)
+    def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
+        models = client.models
+        return (models.generate_content_stream if stream else models.generate_content)(**request)
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
         reader = ChunkReader()
@@ -74,11 +70,11 @@ class GoogleProvider(ProviderGuard):
         return [Target(side.models, attr, attr) for side in sides for attr in (GENERATE, GENERATE_STREAM)]
 
     def _read_request(self, operation: str, kwargs: dict[str, Any]) -> RequestView:
-        contents = kwargs.get("contents")
+        question, context = _read_contents(kwargs.get("contents"))
         model = kwargs.get("model")
         return RequestView(
-            question=request_question(contents),
-            context=tuple(request_context(contents)),
+            question=question,
+            context=tuple(context),
             model=str(model) if model else None,
             stream=operation == GENERATE_STREAM,
         )
@@ -161,9 +157,7 @@ def _question_index(all_turns: Sequence[tuple[str, list[Any]]]) -> int | None:
 
 def request_question(contents: Any) -> str | None:
     """The question of a ``generate_content`` call: the last user turn with text (docs/providers.md)."""
-    all_turns = turns(contents)
-    i = _question_index(all_turns)
-    return None if i is None else turn_text(all_turns[i][1]) or None
+    return _read_contents(contents)[0]
 
 
 def _response_text(response: Any) -> str:
@@ -179,9 +173,15 @@ def _response_text(response: Any) -> str:
 def request_context(contents: Any) -> list[ContextPiece]:
     """The ``function_response`` parts the model is shown, from the question on (the whole
     conversation when no question is found)."""
+    return _read_contents(contents)[1]
+
+
+def _read_contents(contents: Any) -> tuple[str | None, list[ContextPiece]]:
+    """:func:`request_question` and :func:`request_context` of ``contents``, its turns read once."""
     all_turns = turns(contents)
+    i = _question_index(all_turns)
     pieces = []
-    for _role, parts in all_turns[(_question_index(all_turns) or 0) :]:
+    for _role, parts in all_turns[(i or 0) :]:
         for part in parts:
             result = None if isinstance(part, str) else _get(part, "function_response")
             if result is None:
@@ -189,7 +189,7 @@ def request_context(contents: Any) -> list[ContextPiece]:
             text = _response_text(_get(result, "response"))
             if text.strip():
                 pieces.append(ContextPiece(text=text, source=f"tool:{_get(result, 'name') or 'function'}"))
-    return pieces
+    return (None if i is None else turn_text(all_turns[i][1]) or None), pieces
 
 
 def _usage(meta: Any) -> Usage | None:
@@ -213,7 +213,7 @@ class ChunkReader(StreamReader):
         self.model: str | None = None
         self.usage: Usage | None = None
         self.finish_reason: str | None = None
-        self.context: tuple[ContextPiece, ...] = ()
+        self.history: Any = None  # the contents the SDK's automatic function calling sent and got
 
     def add(self, event: Any) -> str | None:
         candidates = _get(event, "candidates") or ()
@@ -231,8 +231,8 @@ class ChunkReader(StreamReader):
         if first is None and _get(_get(event, "prompt_feedback"), "block_reason") is not None:
             self.finish_reason = f"BLOCKED:{_finish(_get(_get(event, 'prompt_feedback'), 'block_reason'))}"
         history = _get(event, "automatic_function_calling_history")
-        if history:  # the SDK ran the tools itself within this call: their results are context too
-            self.context = tuple(request_context(history))
+        if history:  # the SDK ran the tools itself; each later chunk carries the list: read it once, at the end
+            self.history = list(history) if isinstance(history, list) else history  # as it is now
         self.model = _get(event, "model_version") or self.model
         usage = _usage(_get(event, "usage_metadata"))
         if usage is not None:
@@ -248,5 +248,5 @@ class ChunkReader(StreamReader):
             usage=self.usage,
             finish_reason=self.finish_reason,
             tool_calls=tuple(self.calls),
-            context=self.context,
+            context=tuple(request_context(self.history)) if self.history else (),
         )

@@ -49,7 +49,7 @@ class OpenAIProvider(ProviderGuard):
             request["stream"] = True
             request.setdefault("stream_options", {"include_usage": True})
 
-    def _send(self, client: Any, request: dict[str, Any]) -> Any:
+    def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
         return client.chat.completions.create(**request)
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
