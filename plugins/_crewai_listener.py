@@ -165,8 +165,9 @@ class GroundlensCrewListener(AdapterShell):
         """The running kickoff a call belongs to, by its task, crew, then agent (a reused executor can
         carry a stale ``crew``); calls outside any kickoff get one trace per agent."""
         with self._lock:
-            if (running := self._kickoff_of(task, crew, agent)) is not None:
-                return running
+            running = self._kickoff_of(task, crew, agent)
+        if running is not None:
+            return running
         if crew is not None:  # a kickoff that started before this listener existed
             key = f"crew:{_ident(crew)}:{new_id()[:8]}"
             with self._lock:

@@ -31,7 +31,8 @@ class GuardCalls(ProviderCore):
         raise NotImplementedError
 
     def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
-        """Send a guard request (``stream``: a stream's) with ``client``: the SDK's response or stream."""
+        """Send a guard request (``stream``: a stream's) with ``client``; returns the SDK's response
+        or stream (an async client's: a coroutine of it)."""
         raise NotImplementedError
 
     def complete(

@@ -54,8 +54,9 @@ class GoogleProvider(ProviderGuard):
                 request["config"] = config.model_copy(update={"system_instruction": system})
 
     def _send(self, client: Any, request: dict[str, Any], stream: bool) -> Any:
-        models = client.models
-        return (models.generate_content_stream if stream else models.generate_content)(**request)
+        if stream:
+            return client.models.generate_content_stream(**request)
+        return client.models.generate_content(**request)
 
     def _read_response(self, raw: Any, operation: str) -> Completion:
         reader = ChunkReader()
