@@ -32,7 +32,7 @@ from groundlens_core.ledger.records import (
     text_sha256,
 )
 from groundlens_core.ledger.verify import PROBLEMS, LedgerVerdict, iter_records, verify_ledger
-from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_head, read_tail
+from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_tail
 
 #: the environment settings the recorder reads (with ``GROUNDLENS_SIGNING_KEY``)
 ENV_LEDGER = "GROUNDLENS_LEDGER"
@@ -59,7 +59,6 @@ __all__ = [
     "key_id",
     "load_public_key",
     "load_signing_key",
-    "read_head",
     "read_tail",
     "sha256_hex",
     "text_sha256",
