@@ -114,9 +114,9 @@ def claims_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     or ``$GROUNDLENS_SHARED_DATA/claims_dev.csv``; None when neither is there."""
     if explicit:
         return Path(explicit)
-    shared = os.environ.get("GROUNDLENS_SHARED_DATA")
-    if shared and (Path(shared) / CLAIMS_FILE).is_file():
-        return Path(shared) / CLAIMS_FILE
+    shared = settings.path("GROUNDLENS_SHARED_DATA")
+    if shared is not None and (shared / CLAIMS_FILE).is_file():
+        return shared / CLAIMS_FILE
     return None
 
 

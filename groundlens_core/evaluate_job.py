@@ -110,7 +110,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input)
-    check_target(job.output, what="the output", inputs=[job.input])
+    check_target(job.output, what="the output")  # the input was refused as the output above
     cal = _load_calibration(job.calibration)
     columns = output_columns(info.columns)
     schema = arrow_schema(info, columns) if out_kind == "parquet" else None

@@ -106,11 +106,8 @@ def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str
     for m in _JOIN.finditer(sentence):
         k = bisect.bisect_left(punct, m.start())
         before = punct[k - 1] if k else -1
-        after = (
-            punct[bisect.bisect_left(punct, m.end())]
-            if bisect.bisect_left(punct, m.end()) < len(punct)
-            else len(sentence)
-        )
+        k_after = bisect.bisect_left(punct, m.end())
+        after = punct[k_after] if k_after < len(punct) else len(sentence)
         left = bisect.bisect_left(starts, m.start()) - bisect.bisect_right(starts, before)
         right = bisect.bisect_left(starts, after) - bisect.bisect_left(starts, m.end())
         if left > 0 and right > 0:
@@ -238,13 +235,13 @@ def _name_word_in(word: str, ctx: ContextFacts) -> bool:
 
 
 def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence: int) -> FactFinding:
+    cands = _candidates(fact, ctx)
     if fact.dim == "name":
         words = str(fact.value).split()
         if not all(_name_word_in(w, ctx) for w in re.findall(r"[^\W_]+", str(fact.value))):
             pass  # a word the context never uses: compete below, or unsupported
-        elif f" {' '.join(words)} " not in ctx.phrases or not _candidates(fact, ctx):
+        elif f" {' '.join(words)} " not in ctx.phrases or not cands:
             return _finding(fact, sentence, "supported", None)  # every word is there (perhaps split otherwise)
-    cands = _candidates(fact, ctx)
     if not cands:
         if fact.dim == "count" and float(fact.value) in ctx.numbers:  # type: ignore[arg-type]
             return _finding(fact, sentence, "supported", None)

@@ -267,8 +267,8 @@ def _extract(text: str, offset: int = 0) -> list[Fact]:
             words, j = _number_words(toks, i + 1)
             if words:
                 value, cur = _word_number(words), CURRENCIES[t.text][0]
-        elif t.kind == "word" and _ordinal_day(toks, i) is not None:
-            value, j = _ordinal_day(toks, i)  # type: ignore[misc]
+        elif t.kind == "word" and (day := _ordinal_day(toks, i)) is not None:
+            value, j = day
         elif t.kind == "word" and (low in _NUMBER_WORDS or low in _SPECIAL_NUMBERS):
             words, j = _number_words(toks, i)
             if words:
@@ -419,6 +419,8 @@ _QUALIFIERS = (
     ("<", ("less than", "fewer than", "under", "below", "earlier than", "shorter than")),
     ("~", ("about", "around", "approximately", "roughly", "nearly", "almost", "some", "close to", "circa", "~")),
 )  # fmt: skip
+#: the same, each qualifier's phrases longest first (sorted once, not for every fact)
+_QUALIFIERS_LONGEST_FIRST = tuple((op, tuple(sorted(phrases, key=len, reverse=True))) for op, phrases in _QUALIFIERS)
 
 
 _PLAIN = frozenset({"name", "label", "date"})  # facts no qualifier or rate applies to
@@ -450,8 +452,8 @@ def _with_rate(fact: Fact, text: str, offset: int) -> Fact:
 def _qualified(fact: Fact, text: str, offset: int) -> Fact:
     """``fact`` with the qualifier written just before it ("more than $160 million", "no more than 23 kg")."""
     before = " " + " ".join(text[: fact.start - offset].lower().split()[-4:])
-    for op, phrases in _QUALIFIERS:
-        for phrase in sorted(phrases, key=len, reverse=True):
+    for op, phrases in _QUALIFIERS_LONGEST_FIRST:
+        for phrase in phrases:
             if before.endswith(" " + phrase) or (phrase == "~" and before.endswith("~")):
                 if op in (">", "<") and before.endswith((" no " + phrase, " not " + phrase)):
                     continue  # "no more than" is a "<=" bound, found first

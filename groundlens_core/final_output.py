@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from groundlens_core.outputs import adopt_attributes, refuse_link, replacing, with_path
-from groundlens_core.partial_output import PartialPaths, fsync
+from groundlens_core.partial_output import PartialPaths
 
 
 def risk_order(keys: np.ndarray) -> np.ndarray:
@@ -127,7 +127,6 @@ def _write_sorted_text(
         for i in order:
             src.seek(int(keys["offset"][i]))
             dst.write(src.read(int(ends[i] - keys["offset"][i])))
-        fsync(dst)
 
 
 def _write_parquet(
@@ -157,5 +156,3 @@ def _write_parquet(
                 t = _arrow_rows(paths, None, order[s : s + rows_per_group], parts)  # type: ignore[arg-type]
                 if t is not None:
                     writer.write_table(t.combine_chunks(), row_group_size=rows_per_group)
-    with open(tmp, "rb+") as fh:
-        fsync(fh)

@@ -148,7 +148,7 @@ def open_own(
     path = Path(path)
     nofollow = getattr(os, "O_NOFOLLOW", 0)
     if fresh:
-        _remove_entry(path)
+        remove_entry(path)
         flags |= os.O_CREAT | os.O_EXCL
     try:
         fd = os.open(path, flags | nofollow | getattr(os, "O_NONBLOCK", 0), 0o666)
@@ -169,8 +169,9 @@ def open_own(
     return fd
 
 
-def _remove_entry(path: Path) -> None:
-    """Remove ``path`` itself: a file or link is unlinked (never its target), a folder removed."""
+def remove_entry(path: Path, *, ignore_errors: bool = False) -> None:
+    """Remove ``path`` itself: a file or link is unlinked (never its target), a folder removed
+    (``ignore_errors``: whatever of the folder cannot be removed is left, without an error)."""
     import shutil
 
     try:
@@ -178,7 +179,7 @@ def _remove_entry(path: Path) -> None:
     except FileNotFoundError:
         return
     if stat.S_ISDIR(st.st_mode):
-        shutil.rmtree(path)
+        shutil.rmtree(path, ignore_errors=ignore_errors)
     else:
         path.unlink(missing_ok=True)
 

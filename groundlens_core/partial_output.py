@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from groundlens_core.columns import METHOD_CODES, risk_key
-from groundlens_core.outputs import open_own, refuse_link
+from groundlens_core.outputs import open_own, refuse_link, remove_entry
 
 #: per-row record of the keys file
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
@@ -71,14 +69,7 @@ class PartialPaths:
         self.remove_partial()
 
     def remove_partial(self) -> None:
-        try:
-            st = os.lstat(self.partial)
-        except FileNotFoundError:
-            return
-        if stat.S_ISDIR(st.st_mode):
-            shutil.rmtree(self.partial, ignore_errors=True)
-        else:
-            self.partial.unlink(missing_ok=True)
+        remove_entry(self.partial, ignore_errors=True)
 
 
 def fsync(fh) -> None:

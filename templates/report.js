@@ -40,14 +40,20 @@
 
   // ------------------------------------------------------------ a row, built when first shown
 
+  // a button that goes to the row at position pos (see goTo)
+  function linkTo(pos, text, cls) {
+    var b = el("button", "gl-link gl-goto" + (cls ? " " + cls : ""), text);
+    b.type = "button";
+    b.dataset.goto = String(pos);
+    return b;
+  }
+
   function cascadeMark(r) {
     var box = el("div", "gl-casc-line");
     box.appendChild(el("span", "gl-casc", "\u21b3 carries flagged output of"));
     r.casc.forEach(function (pos) {
       var o = ROWS[pos];
-      var b = el("button", "gl-link gl-goto", "#" + o.rank + " " + o.node);
-      b.type = "button";
-      b.dataset.goto = String(pos);
+      var b = linkTo(pos, "#" + o.rank + " " + o.node);
       b.title = "Go to the flagged step whose output this step's context carries";
       box.appendChild(document.createTextNode(" "));
       box.appendChild(b);
@@ -328,10 +334,7 @@
 
   function goButton(pos, label) {
     var o = ROWS[pos];
-    var b = el("button", "gl-link gl-goto", label + " #" + o.rank + " " + o.node + " (" + o.band + ")");
-    b.type = "button";
-    b.dataset.goto = String(pos);
-    return b;
+    return linkTo(pos, label + " #" + o.rank + " " + o.node + " (" + o.band + ")");
   }
 
   function buildDetail(it) {
@@ -435,9 +438,7 @@
     var li = el("li", "gl-fnode gl-fnode-" + r.band);
     var line = el("div", "gl-fline");
     line.appendChild(badge(r.band));
-    var b = el("button", "gl-link gl-goto gl-fname", r.node);
-    b.type = "button"; b.dataset.goto = String(pos);
-    line.appendChild(b);
+    line.appendChild(linkTo(pos, r.node, "gl-fname"));
     line.appendChild(el("span", "gl-pill", r.kind));
     if (r.norm) line.appendChild(el("span", "gl-fscore", r.norm));
     if (r.casc.length) {

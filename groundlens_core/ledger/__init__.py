@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from groundlens_core import settings
 from groundlens_core.ledger.keys import (
     ENV_SIGNING_KEY,
     PRIVATE_KEY_NAME,
@@ -32,7 +33,7 @@ from groundlens_core.ledger.records import (
     text_sha256,
 )
 from groundlens_core.ledger.verify import PROBLEMS, LedgerVerdict, iter_records, verify_ledger
-from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_head, read_tail
+from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_tail
 
 #: the environment settings the recorder reads (with ``GROUNDLENS_SIGNING_KEY``)
 ENV_LEDGER = "GROUNDLENS_LEDGER"
@@ -59,7 +60,6 @@ __all__ = [
     "key_id",
     "load_public_key",
     "load_signing_key",
-    "read_head",
     "read_tail",
     "sha256_hex",
     "text_sha256",
@@ -104,10 +104,10 @@ class Ledger:
     @classmethod
     def from_env(cls) -> Ledger | None:
         """The ledger ``GROUNDLENS_LEDGER`` names, signed with ``GROUNDLENS_SIGNING_KEY`` (None when unset)."""
-        path = os.environ.get(ENV_LEDGER, "").strip()
-        if not path:
+        path = settings.raw(ENV_LEDGER)
+        if path is None:
             return None
-        return cls(path, include_text=os.environ.get(ENV_LEDGER_TEXT, "").strip().lower() in ("1", "true", "yes"))
+        return cls(path, include_text=(settings.raw(ENV_LEDGER_TEXT) or "").lower() in ("1", "true", "yes"))
 
     def record_rows(
         self, items: Sequence[Mapping[str, Any]], results: Sequence[Any], first_row: int, run: Mapping[str, Any]

@@ -297,13 +297,6 @@ def _whole_record(piece: bytes, public_key: Any, prev_hash: str, prev_seq: int) 
     return rec if _signature_ok(rec, public_key, _crypto()[2]) else None
 
 
-def read_head(fd: int, size: int, public_key: Any = None) -> tuple[tuple[str, int], dict[str, Any] | None]:
-    """((hash, seq) of the last record, the cut last line or None): :func:`read_tail` in its
-    older shape (a verified record that lost only its newline comes back as the head)."""
-    t = read_tail(fd, size, public_key)
-    return (t.hash, t.seq), t.cut
-
-
 def _count_lines(fd: int, upto: int) -> int:
     n, pos = 0, 0
     while pos < upto:
