@@ -7,8 +7,8 @@ counts as new content:
 
 - case and punctuation are ignored; ``$181,674,817`` = ``181,674,817`` = ``181674817``;
   ``3.50`` = ``3.5``; ``25%`` = ``25``; small number words match digits (``three`` = ``3``);
-- words are compared on a light stem (``grossed`` = ``grosses`` = ``gross``; ``films`` = ``film``),
-  so inflection is not new content;
+- words are compared on their Snowball stem (``grossed`` = ``grosses`` = ``gross``; ``films`` =
+  ``film``; ``using`` = ``use``), so inflection is not new content;
 - stop words (articles, pronouns, auxiliaries, common prepositions), words about the text itself
   ("the passage describes ...") and one-letter words are not content.
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from groundlens_core.lemmas import stem
 from groundlens_core.results import TokenSpan
 
 __all__ = ["ContentToken", "content_tokens", "source_keys", "STOP_WORDS", "DISCOURSE_WORDS"]
@@ -89,25 +90,9 @@ MONTHS = frozenset("january february march april may june july august september 
 # a number: optional currency, digits with thousands separators and a decimal part, optional %;
 # or a word. Apostrophes inside words are kept ("o'neill"), a trailing possessive is dropped.
 _TOKEN = re.compile(r"(?:[$\u00a3\u20ac\u00a5][ \t]?)?\d+(?:,\d{3})*(?:\.\d+)?%?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
-_SUFFIXES = ("ingly", "edly", "ing", "ed", "es", "s", "ly")
-
-
 def _stem(word: str) -> str:
-    if word.endswith(("'s", "\u2019s")):
-        word = word[:-2]
-    for suf in _SUFFIXES:
-        if suf == "s" and word.endswith(("ss", "us", "is")):  # gross, virus, analysis: not plurals
-            continue
-        if word.endswith(suf) and len(word) - len(suf) >= 3:
-            word = word[: -len(suf)]
-            break
-    if word.endswith("i") and len(word) > 3:  # studies -> studi, study -> studi
-        return word
-    if word.endswith("y") and len(word) > 3:
-        return word[:-1] + "i"
-    if word.endswith("e") and len(word) > 3:  # produce / produced -> produc
-        return word[:-1]
-    return word
+    """The word's Snowball stem (:mod:`groundlens_core.lemmas`): "using" = "use", "interns" = "intern"."""
+    return stem(word)
 
 
 def _number_key(raw: str) -> str:

@@ -76,14 +76,15 @@ def build_evidence(
     vectors: Mapping[str, np.ndarray],
     keys: frozenset[str] | None = None,
     facts: ContextFacts | None = None,
+    question: str | None = None,
 ) -> Evidence:
     """Evidence from the plan and the embedding of each planned sentence (``vectors[text]``, unit rows)."""
     keys = context_keys(plan.context) if keys is None else keys
     facts = plan_context_facts(plan) if facts is None else facts
     ctx = np.stack([np.asarray(vectors[s.text], dtype=np.float64) for s in plan.context_spans])
-    checked = check_facts(plan.response_spans, facts)
+    checked = check_facts(plan.response_spans, facts, question)
     # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
-    covered = [(f.start, f.end) for f in checked if f.status == "supported"]
+    covered = [(f.start, f.end) for f in checked if f.status in ("supported", "question")]
     sentences: list[SentenceEvidence] = []
     total = absent_total = 0
     for span in plan.response_spans:

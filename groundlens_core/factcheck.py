@@ -22,10 +22,12 @@ only with context names that share a word with them ("Volta World Pass" against 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
+from groundlens_core.claims import ContextClaims, check_claims, context_claims
 from groundlens_core.content import STOP_WORDS, content_tokens
 from groundlens_core.facts import MONTHS, UNITS, Fact, extract_facts
 from groundlens_core.results import FactFinding
@@ -45,6 +47,26 @@ _NOT_ANCHOR |= {"but", "unless", "while", "whereas", "although", "though", "exce
 class _Mention:
     fact: Fact
     anchor: dict[str, float]
+    names: frozenset[str] = frozenset()  # anchor words written with a capital inside the sentence
+    slot: dict[str, float] | None = None  # the anchor less a duration's measured noun (see _slot_anchor)
+
+
+_MEASURE = re.compile(r"\s+of\s+((?:[^\W\d_]+\s+){0,2}[^\W\d_]+)")
+
+
+def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int) -> tuple[dict[str, float], frozenset[str]]:
+    """The words that say *whose* value a fact is: its anchor less the noun a duration measures
+    ("30 days of paid leave": interns' or staff's, not "paid leave"), and which of them are names."""
+    names = frozenset(
+        t.key for t in content_tokens(sentence) if t.kind == "name" and t.key in anchor
+    )
+    if fact.dim not in ("duration", "month"):
+        return anchor, names
+    m = _MEASURE.match(sentence, fact.end - offset)
+    if not m:
+        return anchor, names
+    measured = {t.key for t in content_tokens(m.group(1))}
+    return {k: w for k, w in anchor.items() if k not in measured}, names
 
 
 @dataclass(frozen=True)
@@ -86,11 +108,20 @@ class ContextFacts:
     words: frozenset[str]  # every folded word of the context (for names)
     phrases: str  # the context's words, folded, space-separated and padded (for name phrases)
     numbers: frozenset[float]  # every number the context states, in any dimension
-    clauses: tuple[_Clause, ...] = ()  # for polarity: each clause's words and whether it is negated
+    clauses: tuple[_Clause, ...] = ()  # each clause's words and whether it is negated
+    claims: ContextClaims | None = None  # clauses and conditions, for the checks without a number
 
 
 #: clauses further than this from a fact do not count in its anchor (their weight would be 1/32 or less)
 _ANCHOR_REACH = 4
+
+
+def _joins_a_range(sentence: str, m: re.Match[str], spans: Sequence[tuple[int, int]]) -> bool:
+    """``and`` / ``or`` with nothing but a value on each side ("between 12:30 am and 7:30 am") joins
+    the two ends of one range, not two statements."""
+    before = any(b <= m.start() and not sentence[b : m.start()].strip() for _, b in spans)
+    after = any(a >= m.end() and not sentence[m.end() : a].strip() for a, _ in spans)
+    return before and after
 
 
 def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str, float]]:
@@ -103,7 +134,10 @@ def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str
     punct = [m.start() for m in _CLAUSE_BREAK.finditer(sentence)]
     starts = sorted(f.start - offset for f in facts if f.dim != "name")
     cuts = list(punct)
+    fact_spans = [(f.start - offset, f.end - offset) for f in facts if f.dim != "name"]
     for m in _JOIN.finditer(sentence):
+        if _joins_a_range(sentence, m, fact_spans):
+            continue
         k = bisect.bisect_left(punct, m.start())
         before = punct[k - 1] if k else -1
         k_after = bisect.bisect_left(punct, m.end())
@@ -150,12 +184,16 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
     for span in spans:
         facts = extract_facts(span.text, span.start)
-        mentions.extend(_Mention(f, a) for f, a in zip(facts, _anchors(span.text, span.start, facts)))
+        for f, a in zip(facts, _anchors(span.text, span.start, facts)):
+            slot, names = _slot_anchor(f, a, span.text, span.start)
+            mentions.append(_Mention(f, a, names, slot))
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
     clauses = tuple(c for span in spans for c in _clauses(span.text, span.start))
-    return ContextFacts(tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers), clauses)
+    return ContextFacts(
+        tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers), clauses, context_claims(spans)
+    )
 
 
 _TIME_RATES = frozenset({"second", "minute", "hour", "day", "night", "week", "month", "year"})
@@ -168,6 +206,11 @@ def _bounds_disagree(a: str, b: str) -> bool:
     if (a in up and b in down) or (a in down and b in up):
         return True
     return {a, b} in ({"<=", ">"}, {">=", "<"})
+
+
+def _same_side(a: str, b: str) -> bool:
+    """Two bounds from the same side, one inclusive and one not ("more than" / "at least")."""
+    return a != b and ({a, b} == {">", ">="} or {a, b} == {"<", "<="})
 
 
 def _same(a: Fact, b: Fact) -> bool:
@@ -184,6 +227,10 @@ def _same(a: Fact, b: Fact) -> bool:
         return False  # "$18 per rental" is not "$18 per day", "€25 a year" not "€25 a month"
     if _bounds_disagree(a.approx, b.approx):  # "more than 23 kg" against "no more than 23 kg"
         return False
+    if _same_side(a.approx, b.approx) and isinstance(a.value, float) and isinstance(b.value, float):
+        # "over a year" / "at least 12 months", "more than 12 months" / "at least 13 months": one bound,
+        # worded from the same side; a bound moved further than that is a changed limit
+        return abs(a.value - b.value) <= 0.1 * max(abs(a.value), abs(b.value))
     if a.approx and a.approx != b.approx and isinstance(a.value, float) and isinstance(b.value, float):
         # "more than $160 million" is borne out by $181,674,817; "about 20" by 19 or 21
         if a.value == b.value:
@@ -234,7 +281,44 @@ def _name_word_in(word: str, ctx: ContextFacts) -> bool:
     return False
 
 
-def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence: int) -> FactFinding:
+def _exclusive(m: _Mention, cands: Sequence[_Mention]) -> set[str]:
+    """The words of ``m``'s own clause that no other candidate has in its own clause: its slot."""
+    mine = {k for k, w in (m.slot or m.anchor).items() if w == 1.0}
+    for o in cands:
+        if o is not m:
+            mine -= {k for k, w in (o.slot or o.anchor).items() if w == 1.0}
+    return mine
+
+
+def _other_slot(fact: Fact, slot: tuple[dict[str, float], frozenset[str]], cands: Sequence[_Mention]) -> bool:
+    """The response attaches its value to what the source attaches another value to: the words of the
+    fact's own clause that single out one candidate of the source ("interns", "Europe") single out
+    one with another value at least as strongly as any with this value (a name counts twice, and on
+    a tie a name settles it)."""
+    own, names = {k for k, w in slot[0].items() if w == 1.0}, slot[1]
+
+    def hits(m: _Mention) -> tuple[float, bool]:
+        found = own & _exclusive(m, cands)
+        return sum(2.0 if k in names else 1.0 for k in found), bool(found & names)
+
+    same = [hits(m) for m in cands if _same(fact, m.fact)]
+    other = [hits(m) for m in cands if not _same(fact, m.fact)]
+    if not same or not other:
+        return False
+    best_same, best_other = max(h for h, _ in same), max(h for h, _ in other)
+    if best_other <= 0 or best_other < best_same:
+        return False
+    named = any(n for h, n in other if h == best_other) and not any(n for h, n in same if h == best_same)
+    return best_other > best_same or named
+
+
+def _check_one(
+    fact: Fact,
+    anchor: dict[str, float],
+    ctx: ContextFacts,
+    sentence: int,
+    slot: tuple[dict[str, float], frozenset[str]] | None = None,
+) -> FactFinding:
     cands = _candidates(fact, ctx)
     if fact.dim == "name":
         words = str(fact.value).split()
@@ -252,6 +336,9 @@ def _check_one(fact: Fact, anchor: dict[str, float], ctx: ContextFacts, sentence
     overlap = [_overlap(anchor, m.anchor) for m in cands]
     best = max(overlap)
     top = [m for m, o in zip(cands, overlap) if o == best]
+    if slot is not None and _other_slot(fact, slot, cands):
+        says = "; ".join(dict.fromkeys(_shown(m.fact) for m in cands if not _same(fact, m.fact) and _exclusive(m, cands) & set(slot[0])))
+        return _finding(fact, sentence, "contradicted", says)
     if any(_same(fact, m.fact) for m in top):
         return _finding(fact, sentence, "supported", None)
     # the value is stated about something else: support, unless the response repeats the words of a
@@ -286,38 +373,56 @@ def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> Fact
     )
 
 
-#: a response clause repeats a context clause when they share this many content words, and this share of
-#: the larger of the two
-POLARITY_MIN_WORDS, POLARITY_MIN_SHARE = 3, 0.6
-
-
-def _polarity(span: TextSpan, ctx: ContextFacts, sentence: int) -> list[FactFinding]:
-    """A clause that repeats the words of a context clause with the opposite polarity ("they are not
-    lost" against "they are lost"): copied wording with a negation added or dropped."""
+def _from_question(checked: list[FactFinding], facts: list[Fact], question: Sequence[Fact]) -> list[FactFinding]:
+    """A value the question states is the user's situation, not a claim about the source ("I arrive
+    on 9 June" -> "arriving on 9 June is after the 1 June deadline"): it is not held against the
+    source, unless the response puts it in the place of the source's own value (it states no
+    supported value of that kind beside it)."""
     out = []
-    for c in _clauses(span.text, span.start):
-        best = max(ctx.clauses, key=lambda k: len(c.words & k.words), default=None)
-        if best is None:
-            continue
-        shared = len(c.words & best.words)
-        similar = shared >= POLARITY_MIN_SHARE * max(len(c.words), len(best.words))
-        if shared >= POLARITY_MIN_WORDS and similar and c.negated != best.negated:
-            out.append(
-                FactFinding(
-                    text=c.text, kind="polarity", start=c.start, end=c.end, sentence=sentence,
-                    status="contradicted", source=best.text,
-                )
-            )  # fmt: skip
+    for finding, fact in zip(checked, facts):
+        asked = [q for q in question if q.dim == fact.dim and (q.value == fact.value if fact.dim == "name" else _same(fact, q))]
+        if finding.failed and asked:
+            # a name the source gives for something else stays a swap; a value stays a swap unless
+            # the response states the source's own value of that kind beside it
+            beside = fact.dim != "name" and any(
+                o.status == "supported" and o.kind == finding.kind and o.text != finding.text for o in checked
+            )
+            if finding.status == "unsupported" or beside:
+                finding = dataclasses.replace(finding, status="question", source=None)
+        out.append(finding)
     return out
 
 
-def check_facts(response_spans: Sequence[TextSpan], ctx: ContextFacts) -> tuple[FactFinding, ...]:
+_RANGE_JOIN = re.compile(r"\s*(?:to|and|or|until|till|through|-|\u2013)\s*", re.I)
+
+
+def _range_ends(facts: Sequence[Fact], sentence: str, offset: int) -> set[int]:
+    """Indexes of facts that are an end of a range ("from 10:00 to 14:00"): what the words around a
+    range say applies to the whole range, so neither end is judged by its own slot."""
+    out: set[int] = set()
+    for k in range(len(facts) - 1):
+        a, b = facts[k], facts[k + 1]
+        if a.dim == b.dim and _RANGE_JOIN.fullmatch(sentence[a.end - offset : b.start - offset]):
+            out |= {k, k + 1}
+    return out
+
+
+def check_facts(
+    response_spans: Sequence[TextSpan], ctx: ContextFacts, question: str | None = None
+) -> tuple[FactFinding, ...]:
     """Every fact of every response sentence, checked (``sentence`` indexes ``response_spans``), then
-    any clause that repeats a context clause with its polarity flipped."""
-    out = []
+    the claims without a number (:mod:`groundlens_core.claims`)."""
+    checked: list[FactFinding] = []
+    facts: list[Fact] = []
     for i, span in enumerate(response_spans):
-        facts = extract_facts(span.text, span.start)
-        for f, anchor in zip(facts, _anchors(span.text, span.start, facts)):
-            out.append(_check_one(f, anchor, ctx, i))
-        out.extend(_polarity(span, ctx, i))
-    return tuple(out)
+        found = extract_facts(span.text, span.start)
+        ends = _range_ends(found, span.text, span.start)
+        for k, (f, anchor) in enumerate(zip(found, _anchors(span.text, span.start, found))):
+            slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start)
+            checked.append(_check_one(f, anchor, ctx, i, slot))
+            facts.append(f)
+    if question:
+        checked = _from_question(checked, facts, extract_facts(question))
+    if ctx.claims is not None:
+        checked.extend(check_claims(response_spans, ctx.claims, checked, question))
+    return tuple(checked)

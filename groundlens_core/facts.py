@@ -291,10 +291,13 @@ def _extract(text: str, offset: int = 0) -> list[Fact]:
                 and toks[i + 1].low not in ("second", "min")
             ):
                 value, j = 1.0, i + 1  # "a week", "an hour"
+        if value is None and t.kind == "word" and low in ("a", "one") and i + 1 < n and toks[i + 1].low == "quarter":
+            value, j = 1.0, i + 1  # "a quarter of an hour"
         if value is None:
             _maybe_date_or_name(toks, i, text, add, used)
             i += 1
             continue
+        value, j = _fraction(toks, value, j)
         # scale words: "$1.5 million", "2 thousand"
         if j < n and toks[j].kind == "word" and toks[j].low in _SCALES and (cur or toks[j].low in _NUMBER_WORDS):
             value *= _SCALES[toks[j].low]
@@ -403,9 +406,47 @@ def _extract(text: str, offset: int = 0) -> list[Fact]:
         )
         add("count", value, i, j, noun)
         i = j
+    facts = _compounds(sorted(facts, key=lambda f: (f.start, f.end)), text, offset)
     facts = [_with_rate(_qualified(f, text, offset), text, offset) if f.dim not in _PLAIN else f for f in facts]
     facts.extend(_names(toks, text, offset, used))
     return sorted(facts, key=lambda f: (f.start, f.end))
+
+
+def _fraction(toks: list[_Tok], value: float, j: int) -> tuple[float, int]:
+    """A fraction after a number: "two and a half (years)", "three quarters of (an hour)"."""
+    words = [t.low for t in toks[j : j + 3]]
+    if words[:3] in (["and", "a", "half"], ["and", "one", "half"]):
+        return value + 0.5, j + 3
+    if words[:1] in (["quarter"], ["quarters"]):
+        j += 1
+        if j < len(toks) and toks[j].low == "of":
+            j += 1
+            if j < len(toks) and toks[j].low in ("a", "an"):
+                j += 1
+        return value * 0.25, j
+    return value, j
+
+
+def _compounds(facts: list[Fact], text: str, offset: int) -> list[Fact]:
+    """One quantity written in two units is one fact: "2 hours 15 minutes" = 135 minutes, "1 year
+    and 6 months" = 18 months (the second unit smaller than the first, nothing but "and" or a comma
+    between them)."""
+    out: list[Fact] = []
+    for f in facts:
+        prev = out[-1] if out else None
+        if (
+            prev is not None
+            and f.dim == prev.dim
+            and f.dim in ("duration", "month")
+            and isinstance(f.value, float)
+            and isinstance(prev.value, float)
+            and 0 < f.value < prev.value
+            and text[prev.end - offset : f.start - offset].strip(" ,").lower() in ("", "and")
+        ):
+            out[-1] = Fact(prev.dim, prev.value + f.value, text[prev.start - offset : f.end - offset], prev.start, f.end)
+            continue
+        out.append(f)
+    return out
 
 
 #: what a qualifier before a value says of it, longest phrases first: a bound that includes the value

@@ -79,7 +79,9 @@ class FactFinding:
     start: int
     end: int
     sentence: int
-    status: str  # "supported" | "contradicted" | "unsupported" | "unverified" (shown, never flags)
+    #: "supported" | "contradicted" | "unsupported" | "unverified" (shown, never flags) | "question"
+    #: (a value the question states: the user's situation, not held against the source)
+    status: str
     source: str | None = None
 
     @property
@@ -87,7 +89,13 @@ class FactFinding:
         return self.status in ("contradicted", "unsupported")
 
     def describe(self) -> str:
-        """``25% — the source says 15%`` / ``Volta World Pass — not in the source``."""
+        """``25% — the source says 15%`` / ``Volta World Pass — not in the source`` / ``not in the
+        source: installation is included`` / ``you can get a refund — the source adds a condition:
+        only for cancellations made 48 hours ahead``."""
+        if self.kind == "claim" and self.status == "unsupported":
+            return f"not in the source: {self.text}"
+        if self.kind == "condition" and self.status == "unsupported" and self.source:
+            return f"{self.text} \u2014 the source adds a condition: {self.source}"
         if self.status == "contradicted" and self.source:
             return f"{self.text} \u2014 the source says {self.source}"
         if self.status == "unsupported":

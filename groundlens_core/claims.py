@@ -1,0 +1,333 @@
+"""Claims without a number: a polarity the source states the other way, a condition it attaches that
+the response leaves out, and a clause whose content the source never mentions.
+
+Why: the fact tier (:mod:`groundlens_core.factcheck`) catches a changed amount, date or name, but
+most wrong answers in the wild change no number: "it is open on Mondays" against "the museum is
+closed on Mondays", "you can get a refund" against "refunds only for cancellations made 48 hours
+ahead", "installation is included" where the source says nothing of installation. Three checks,
+each a rule a reviewer can follow, on word stems (:mod:`groundlens_core.lemmas`):
+
+1. **Polarity.** Each clause has a polarity in each *family* it names (open / closed, allowed /
+   prohibited, free / charged, included / separately, approved / pending, added / deprecated,
+   rises / falls ...), flipped by each negation ("not permitted" is prohibited). A response clause
+   is **contradicted** when the context clauses that say the most about the same thing (the most
+   shared content stems, words of the same sentence counting half) all state the opposite polarity
+   in that family. A negated clause that names no family ("do not bathe") prohibits, so "baths are
+   fine" contradicts it. A clause that copies most of a context clause's words with the negation
+   added or dropped is contradicted too.
+2. **A dropped condition.** A context sentence that restricts what it says ("only if", "only for",
+   "unless", "provided that", "as long as", "except") has a main part and a condition. A response
+   sentence that asserts the main part (half its content stems, not negated) while the whole
+   response says nothing of the condition's own words (those no other context sentence uses) is
+   **unsupported**: "the source adds a condition".
+3. **An added claim.** A response clause with no supported fact in it whose content stems the
+   context and the question do not use is **unsupported** ("not in the source: installation is
+   included") when it is a sentence of its own none of whose stems they use, when its sentence
+   holds no supported fact and three or more of its stems, the majority, are new, or when it says it
+   adds something ("also", "too", "in addition") with two or more new stems.
+
+Every finding is a :class:`~groundlens_core.results.FactFinding` beside the value facts, so the band,
+the explanation and the exports treat them alike. These are triage findings, never verdicts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from groundlens_core.content import DISCOURSE_WORDS, NUMBER_WORDS, STOP_WORDS
+from groundlens_core.units import MONTHS, UNITS
+from groundlens_core.lemmas import stem
+from groundlens_core.results import FactFinding
+from groundlens_core.sentences import TextSpan
+
+__all__ = ["ContextClaims", "context_claims", "check_claims", "FAMILIES"]
+
+#: polar families: the words that say one side, then the words that say the other
+FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "open": (("open", "opens", "reopen"), ("closed", "close", "closes", "shut", "closure")),
+    "permitted": (
+        ("allowed", "allow", "permitted", "permit", "fine", "ok", "okay", "welcome", "entitled", "eligible",
+         "can", "may", "accepted", "accept"),
+        ("prohibited", "prohibit", "forbidden", "banned", "ban", "disallowed", "rejected", "reject", "refused",
+         "denied", "barred", "ineligible"),
+    ),
+    "free": (("free", "complimentary", "gratis"), ("charged", "charge", "charges", "cost", "costs", "pay", "paid",
+                                                     "fee", "payable")),
+    "included": (("included", "include", "includes", "including"), ("excluded", "exclude", "separately", "extra")),
+    "approved": (("approved", "approve", "granted", "confirmed"), ("declined", "pending", "unapproved")),
+    "available": (("available",), ("unavailable",)),
+    "required": (("required", "require", "mandatory", "compulsory", "obligatory"), ("optional", "voluntary")),
+    "added": (("introduced", "introduces", "added", "adds", "launched", "new"),
+              ("deprecated", "removed", "discontinued", "retired", "withdrawn")),
+    "rises": (("increased", "increase", "rose", "rise", "rises", "grew", "grow", "grows", "gained", "higher"),
+              ("decreased", "decrease", "fell", "fall", "falls", "declined", "reduced", "reduce", "lower",
+               "shrank", "dropped")),
+    "succeeds": (("succeeded", "succeeds", "passed", "won"), ("failed", "fails", "lost")),
+    "valid": (("valid",), ("invalid", "expired")),
+    "possible": (("possible",), ("impossible",)),
+    "enabled": (("enabled", "enable"), ("disabled", "disable")),
+    "safe": (("safe",), ("unsafe", "dangerous")),
+    "online": (("online",), ("offline",)),
+}  # fmt: skip
+_POLAR: dict[str, list[tuple[str, int]]] = {}
+for _family, (_yes, _no) in FAMILIES.items():
+    for _sign, _words in ((1, _yes), (-1, _no)):
+        for _w in _words:
+            _POLAR.setdefault(stem(_w), []).append((_family, _sign))
+
+#: phrases that say one polar word in several ("free of charge" is free, not charged)
+_PHRASES = (
+    (re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:cost|charge)|without (?:charge|paying|payment)"
+                r"|for free|no charge)\b", re.I), "free"),
+    (re.compile(r"\bnot yet\b|\bno longer\b(?!\s+than)", re.I), "not"),
+)  # fmt: skip
+_CLAUSE_BREAK = re.compile(
+    r"[;()\[\]\u2013\u2014]|[,:](?=\s)|\s-\s|\b(?:but|unless|while|whereas|although|though|except|so)\b", re.I
+)
+_WORD = re.compile(r"[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
+_VERBAL_NEGATION = frozenset({"not", "never", "neither", "nor", "cannot", "without", "non"})
+#: "no", "none" ... negate a clause when they open it ("No refunds are given") or stand before a polar
+#: word ("no entry"); elsewhere they negate a noun ("with no time limit" says nothing of "free")
+_NO = frozenset({"no", "none", "nothing", "nobody"})
+_NEGATION = _VERBAL_NEGATION | _NO
+#: what may open a clause before its own words: an answer's "Yes," / "No." (no negation of what
+#: follows) and a connective ("but do not bathe" prohibits as "do not bathe" does)
+_LEAD = re.compile(r"^[\s,;:]*(?:(?:yes|no|nope|yep|yeah|sure|okay|ok)\b[\s.,!:;-]*)?(?:(?:but|and|or|so|then|yet)\b\s*)?")
+_ADDS = re.compile(r"\b(?:also|too|additionally|in addition|as well|besides|plus|furthermore|moreover)\b")
+#: a prohibition in words that name no polar family
+_FORBIDS = re.compile(
+    r"^\s*(?:do not|don't|never)\b|\b(?:must not|mustn't|may not|cannot|can't|can not|should not|shouldn't)\b"
+)
+#: bounds, not negations: "no later than", "not more than", "no fewer than"
+_NOT_NEGATION = re.compile(r"\b(?:no|not)\s+(?:later|earlier|more|less|fewer|longer|sooner)\s+than\b", re.I)
+#: words a clause names its polarity or modality with, never its topic
+_NOT_TOPIC = STOP_WORDS | DISCOURSE_WORDS | _NEGATION | {"also", "still", "even", "too", "just", "yes", "ll", "re"}
+#: words of values (numbers, units, months): the fact checks' business, not a clause's topic
+_NOT_TOPIC |= frozenset(NUMBER_WORDS) | frozenset(UNITS) | frozenset(MONTHS) | {"half", "quarter", "percent", "cent"}
+_RESTRICT = re.compile(
+    r"\b(?:only\s+(?:if|when|where|for|after|before|with|on|by|until|once|while|within|during|to|in)"
+    r"|unless|provided(?:\s+that)?|providing|as\s+long\s+as|so\s+long\s+as|on\s+condition\s+that|except(?:\s+for)?)\b",
+    re.I,
+)
+#: a polarity is contradicted when the best context clause shares this share of the response clause's topic
+POLARITY_MIN_SHARE = 0.5
+#: a clause that copies this many of a context clause's words, and this share of the larger, with the
+#: negation flipped, is contradicted even when it names no polar family
+COPY_MIN_WORDS, COPY_MIN_SHARE = 3, 0.6
+#: an added claim: at least this many content stems absent from context and question, the majority of the clause
+CLAIM_MIN_NEW = 3
+#: ... or this many in a clause that says it adds something ("also", "too", "in addition", "plus")
+CLAIM_MIN_NEW_ADDED = 2
+
+
+@dataclass(frozen=True)
+class _Clause:
+    text: str
+    start: int
+    end: int
+    topic: frozenset[str]  # content stems
+    polar: tuple[tuple[str, int], ...]  # (family, sign) after negation
+    negated: bool
+    sentence: int  # which sentence of its text
+    capitalised: frozenset[str] = frozenset()  # stems of words written with a capital inside the clause
+    forbids: bool = False  # "do not bathe", "must not", "cannot": a prohibition that names no polar word
+    conditional: bool = False  # it is restricted ("available only if ...", "free unless ...")
+    adds: bool = False  # it says it adds to what came before ("also", "too", "in addition", "plus")
+
+
+def _words(text: str) -> list[tuple[str, int, int]]:
+    out = []
+    for m in _WORD.finditer(text):
+        out.append((m.group(0), m.start(), m.end()))
+    return out
+
+
+def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, conditional: bool) -> _Clause | None:
+    low = _LEAD.sub("", _NOT_NEGATION.sub(" ", piece.lower().replace("\u2019", "'")))
+    for pattern, word in _PHRASES:
+        low = pattern.sub(word, low)
+    # "you're" -> "you", "it's" -> "it"; "don't" stays whole (a negation)
+    words = [w if w.endswith("n't") else w.split("'")[0] for w, _, _ in _words(low)]
+    polar: list[tuple[str, int]] = []
+    topic: set[str] = set()
+    flips = 0  # negations so far: a negation turns the polar words after it
+    for k, w in enumerate(words):
+        if w in _VERBAL_NEGATION or w.endswith("n't") or (w in _NO and (k == 0 or (k + 1 < len(words) and stem(words[k + 1]) in _POLAR))):
+            flips += 1
+            continue
+        s = stem(w)
+        if s in _POLAR:
+            sign = -1 if flips % 2 else 1
+            polar.extend((family, side * sign) for family, side in _POLAR[s])
+        elif w not in _NOT_TOPIC and len(w) > 1:
+            topic.add(s)
+    caps = frozenset(
+        stem(w.lower()) for k, (w, _, _) in enumerate(_words(piece)) if w[:1].isupper() and not (first and k == 0)
+    )
+    if not topic and not polar:
+        return None
+    text = piece.strip(" ,;:").rstrip(" .!?")
+    lead = len(piece) - len(piece.lstrip(" ,;:"))
+    forbids = bool(_FORBIDS.search(low)) and not polar
+    adds = bool(_ADDS.search(low))
+    return _Clause(text, start + lead, start + lead + len(text), frozenset(topic), tuple(dict.fromkeys(polar)),
+                   flips % 2 == 1, sentence, caps, forbids, conditional, adds)  # fmt: skip
+
+
+def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
+    text = span.text
+    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
+    pieces = [text[a:b] for a, b in zip(cuts, cuts[1:])]
+    out = []
+    for n, (a, b) in enumerate(zip(cuts, cuts[1:])):
+        # restricted: it names the restriction, or the clause after it opens with one ("... unless ...")
+        following = pieces[n + 1].lstrip(" ,;:") if n + 1 < len(pieces) else ""
+        conditional = bool(_RESTRICT.search(pieces[n])) or bool(_RESTRICT.match(following))
+        c = _analyse(pieces[n], span.start + a, span.start + b, sentence, a == 0, conditional)
+        if c is not None:
+            out.append(c)
+    return out
+
+
+@dataclass(frozen=True)
+class _Condition:
+    main: frozenset[str]  # content stems of the restricted statement
+    own: frozenset[str]  # the condition's stems that no other context sentence uses
+    text: str  # the condition as written ("only if the loan completes on or before 30 November")
+
+
+@dataclass(frozen=True)
+class ContextClaims:
+    """A context's clauses and conditions, computed once per context."""
+
+    clauses: tuple[_Clause, ...]
+    sentence_topics: tuple[frozenset[str], ...]
+    stems: frozenset[str]  # every content stem of the context
+    conditions: tuple[_Condition, ...]
+
+
+def _stems_of(text: str) -> set[str]:
+    return {stem(w.lower()) for w, _, _ in _words(text) if w.lower() not in _NOT_TOPIC and len(w) > 1}
+
+
+def _numbers_of(text: str) -> set[str]:
+    return {"#" + n.replace(",", "") for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", text)}
+
+
+def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
+    clauses = tuple(c for i, span in enumerate(spans) for c in _clauses(span, i))
+    topics = [frozenset(set().union(*(c.topic for c in clauses if c.sentence == i))) for i in range(len(spans))]
+    per_sentence = [_stems_of(s.text) | _numbers_of(s.text) for s in spans]
+    conditions = []
+    for i, span in enumerate(spans):
+        m = _RESTRICT.search(span.text)
+        if m is None:
+            continue
+        rest = span.text[m.start() :]
+        cut = re.search(r"[;.!?]|,\s", rest[len(m.group(0)) :])
+        cond = rest[: len(m.group(0)) + cut.start()] if cut else rest
+        main = span.text[: m.start()] + rest[len(cond) :]
+        others = set().union(*(s for k, s in enumerate(per_sentence) if k != i))
+        own = (_stems_of(cond) | _numbers_of(cond)) - others - {stem(w) for w in ("only", "if", "unless")}
+        main_stems = frozenset(_stems_of(main) - set(_POLAR))
+        if own and main_stems:
+            conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;")))
+    stems = frozenset(set().union(*per_sentence)) if per_sentence else frozenset()
+    return ContextClaims(clauses, tuple(topics), stems, tuple(conditions))
+
+
+def _overlap(c: _Clause, k: _Clause, ctx: ContextClaims) -> float:
+    """Shared content stems, a name counting twice (it says what the clause is about), the words of
+    the context clause's sentence outside the clause counting half."""
+
+    def weight(stems: frozenset[str]) -> float:
+        return sum(2.0 if s in c.capitalised else 1.0 for s in stems)
+
+    near = c.topic & k.topic
+    return weight(near) + 0.5 * weight((c.topic & ctx.sentence_topics[k.sentence]) - near)
+
+
+def _families(c: _Clause) -> list[tuple[str, int]]:
+    """The clause's polar families; a prohibition that names none ("do not bathe") prohibits."""
+    return list(c.polar) if c.polar else ([("permitted", -1)] if c.forbids else [])
+
+
+def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
+    """The context clause that ``c`` contradicts, if any."""
+    for family, sign in _families(c):
+        scored = [
+            (_overlap(c, k, ctx), s, k)
+            for k in ctx.clauses
+            if not k.conditional  # "available only if ...": its polarity holds under the condition only
+            for f, s in _families(k)
+            if f == family
+        ]
+        if not scored or not c.topic:
+            continue
+        best = max(o for o, _, _ in scored)
+        if best < max(1.0, POLARITY_MIN_SHARE * sum(2.0 if s in c.capitalised else 1.0 for s in c.topic)):
+            continue
+        top = [(s, k) for o, s, k in scored if o == best]
+        if all(s != sign for s, _ in top):
+            return top[0][1]
+    # copied wording with the negation added or dropped
+    best_k = max(ctx.clauses, key=lambda k: len(c.topic & k.topic), default=None)
+    if best_k is not None and not c.polar and not best_k.polar:
+        shared = len(c.topic & best_k.topic)
+        similar = shared >= COPY_MIN_SHARE * max(len(c.topic), len(best_k.topic))
+        if shared >= COPY_MIN_WORDS and similar and c.negated != best_k.negated:
+            return best_k
+    return None
+
+
+def _finding(c: _Clause, kind: str, status: str, source: str | None) -> FactFinding:
+    return FactFinding(text=c.text, kind=kind, start=c.start, end=c.end, sentence=c.sentence, status=status,
+                       source=source)  # fmt: skip
+
+
+def check_claims(
+    response_spans: Sequence[TextSpan],
+    ctx: ContextClaims,
+    facts: Sequence[FactFinding] = (),
+    question: str | None = None,
+) -> tuple[FactFinding, ...]:
+    """The claim findings of a response (``sentence`` indexes ``response_spans``); ``facts`` are its
+    value facts already checked (a clause holding a supported one is no added claim)."""
+    asked = _stems_of(question or "")
+    supported = [(f.start, f.end) for f in facts if f.status in ("supported", "question")]
+    out: list[FactFinding] = []
+    clauses = [c for i, span in enumerate(response_spans) for c in _clauses(span, i)]
+    for c in clauses:
+        k = _polarity(c, ctx)
+        if k is not None:
+            out.append(_finding(c, "polarity", "contradicted", k.text))
+            continue
+        new = {s for s in c.topic - ctx.stems - asked if s not in c.capitalised}
+        if not new or any(c.start <= a and b <= c.end for a, b in supported):
+            continue
+        span = response_spans[c.sentence]
+        sentence_holds = any(span.start <= a and b <= span.end for a, b in supported)
+        alone = sum(1 for o in clauses if o.sentence == c.sentence and o.topic) == 1
+        if (
+            (alone and new == c.topic)
+            or (not sentence_holds and len(new) >= CLAIM_MIN_NEW and 2 * len(new) > len(c.topic))
+            or (c.adds and len(new) >= CLAIM_MIN_NEW_ADDED)
+        ):
+            out.append(_finding(c, "claim", "unsupported", None))
+    said = set().union(*(c.topic for c in clauses)) if clauses else set()
+    said |= {n for span in response_spans for n in _numbers_of(span.text)}
+    for cond in ctx.conditions:
+        if cond.own & said:
+            continue
+        need = max(1, math.ceil(len(cond.main) / 2))
+        for i, span in enumerate(response_spans):
+            mine = [c for c in clauses if c.sentence == i]
+            asserting = [c for c in mine if not c.negated and len(c.topic & cond.main) >= 1]
+            if asserting and len(set().union(*(c.topic for c in mine)) & cond.main) >= need:
+                c = asserting[0]
+                out.append(_finding(c, "condition", "unsupported", cond.text))
+                break
+    return tuple(out)
