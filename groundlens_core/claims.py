@@ -38,10 +38,10 @@ from dataclasses import dataclass
 from typing import Sequence
 
 from groundlens_core.content import DISCOURSE_WORDS, NUMBER_WORDS, STOP_WORDS
-from groundlens_core.units import MONTHS, UNITS
 from groundlens_core.lemmas import stem
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
+from groundlens_core.units import MONTHS, UNITS
 
 __all__ = ["ContextClaims", "context_claims", "check_claims", "FAMILIES"]
 
@@ -95,7 +95,9 @@ _NO = frozenset({"no", "none", "nothing", "nobody"})
 _NEGATION = _VERBAL_NEGATION | _NO
 #: what may open a clause before its own words: an answer's "Yes," / "No." (no negation of what
 #: follows) and a connective ("but do not bathe" prohibits as "do not bathe" does)
-_LEAD = re.compile(r"^[\s,;:]*(?:(?:yes|no|nope|yep|yeah|sure|okay|ok)\b[\s.,!:;-]*)?(?:(?:but|and|or|so|then|yet)\b\s*)?")
+_LEAD = re.compile(
+    r"^[\s,;:]*(?:(?:yes|no|nope|yep|yeah|sure|okay|ok)\b[\s.,!:;-]*)?(?:(?:but|and|or|so|then|yet)\b\s*)?"
+)
 _ADDS = re.compile(r"\b(?:also|too|additionally|in addition|as well|besides|plus|furthermore|moreover)\b")
 #: a prohibition in words that name no polar family
 _FORBIDS = re.compile(
@@ -155,7 +157,11 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
     topic: set[str] = set()
     flips = 0  # negations so far: a negation turns the polar words after it
     for k, w in enumerate(words):
-        if w in _VERBAL_NEGATION or w.endswith("n't") or (w in _NO and (k == 0 or (k + 1 < len(words) and stem(words[k + 1]) in _POLAR))):
+        if (
+            w in _VERBAL_NEGATION
+            or w.endswith("n't")
+            or (w in _NO and (k == 0 or (k + 1 < len(words) and stem(words[k + 1]) in _POLAR)))
+        ):
             flips += 1
             continue
         s = stem(w)
@@ -323,7 +329,7 @@ def check_claims(
         if cond.own & said:
             continue
         need = max(1, math.ceil(len(cond.main) / 2))
-        for i, span in enumerate(response_spans):
+        for i in range(len(response_spans)):
             mine = [c for c in clauses if c.sentence == i]
             asserting = [c for c in mine if not c.negated and len(c.topic & cond.main) >= 1]
             if asserting and len(set().union(*(c.topic for c in mine)) & cond.main) >= need:

@@ -90,6 +90,8 @@ MONTHS = frozenset("january february march april may june july august september 
 # a number: optional currency, digits with thousands separators and a decimal part, optional %;
 # or a word. Apostrophes inside words are kept ("o'neill"), a trailing possessive is dropped.
 _TOKEN = re.compile(r"(?:[$\u00a3\u20ac\u00a5][ \t]?)?\d+(?:,\d{3})*(?:\.\d+)?%?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
+
+
 def _stem(word: str) -> str:
     """The word's Snowball stem (:mod:`groundlens_core.lemmas`): "using" = "use", "interns" = "intern"."""
     return stem(word)

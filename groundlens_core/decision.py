@@ -24,9 +24,10 @@ higher score than a trusted one, and sorting by the score is sorting by the band
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 from groundlens_core.bands import Triage, normalize, triage
-from groundlens_core.results import Evidence
+from groundlens_core.results import Evidence, FactFinding
 
 __all__ = ["Decision", "decide_sgi", "decide_support", "decide_dgi", "band_of_score", "SCORE_EDGES"]
 
@@ -60,11 +61,20 @@ def _score(band: Triage, evidence_value: float, failed: int = 0) -> float:
     return _BAND_START[band] + min(inner, 0.999) / 3.0
 
 
-def _facts_reason(ev: Evidence) -> str:
-    failed = ev.failed_facts()
+#: findings about a clause, not a value
+CLAIM_KINDS = frozenset({"polarity", "claim", "condition"})
+
+
+def _facts_reason(ev: Evidence, failed: Sequence[FactFinding] | None = None, flags: bool = True) -> str:
+    failed = ev.failed_facts() if failed is None else list(failed)
     shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
     more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
-    what = "a specific fact is" if len(failed) == 1 else f"{len(failed)} specific facts are"
+    if len(failed) > 1:
+        what = f"{len(failed)} findings are"
+    else:
+        what = "a claim is" if failed[0].kind in CLAIM_KINDS else "a specific fact is"
+    if not flags:
+        return f"{what} not supported by the source, which in a text without a question ranks it lower: {shown}{more}"
     return f"{what} not supported by the source: {shown}{more}"
 
 
@@ -105,11 +115,25 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     return Decision("review", _score("review", base), why)
 
 
+def _loose_in_a_summary(f: FactFinding) -> bool:
+    """A finding that does not flag a text read without a question (a summary, a rewrite): a
+    summary drops conditions, adds framing, shortens names ("Johnstone" for "Denny Johnstone" is
+    supported, but "Volta Pass" against "Volta World Pass" is contradicted) and dates things
+    loosely, so an added clause, a dropped condition, a name the source gives otherwise and a year
+    rank it lower within review instead. On the FaithBench dev rows these findings marked
+    hallucinated summaries no more often than chance, while a changed or absent value, an absent
+    name and a flipped polarity marked them four times in five."""
+    return f.kind in ("claim", "condition", "year") or (f.kind == "name" and f.status == "contradicted")
+
+
 def decide_support(ev: Evidence) -> Decision:
     """No question: the response against its context alone."""
-    failed = len(ev.failed_facts())
+    failed = ev.failed_facts()
+    hard = [f for f in failed if not _loose_in_a_summary(f)]
+    if hard:
+        return Decision("flagged", _score("flagged", ev.support, len(hard)), _facts_reason(ev, hard))
     if failed:
-        return Decision("flagged", _score("flagged", ev.support, failed), _facts_reason(ev))
+        return Decision("review", _score("review", ev.support), _facts_reason(ev, failed, flags=False))
     if not ev.content_tokens:
         return Decision("review", _score("review", ev.support), "it has no content words to check")
     if ev.support < IGNORES_SOURCE:

@@ -84,7 +84,7 @@ def build_evidence(
     ctx = np.stack([np.asarray(vectors[s.text], dtype=np.float64) for s in plan.context_spans])
     checked = check_facts(plan.response_spans, facts, question)
     # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
-    covered = [(f.start, f.end) for f in checked if f.status in ("supported", "question")]
+    covered = [(f.start, f.end) for f in checked if f.status == "supported"]
     sentences: list[SentenceEvidence] = []
     total = absent_total = 0
     for span in plan.response_spans:

@@ -51,15 +51,15 @@ class _Mention:
     slot: dict[str, float] | None = None  # the anchor less a duration's measured noun (see _slot_anchor)
 
 
+#: the words that say whose a value is, and which of them are names (see _slot_anchor)
+_Slot = tuple[dict[str, float], frozenset[str]]
 _MEASURE = re.compile(r"\s+of\s+((?:[^\W\d_]+\s+){0,2}[^\W\d_]+)")
 
 
-def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int) -> tuple[dict[str, float], frozenset[str]]:
+def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int) -> _Slot:
     """The words that say *whose* value a fact is: its anchor less the noun a duration measures
     ("30 days of paid leave": interns' or staff's, not "paid leave"), and which of them are names."""
-    names = frozenset(
-        t.key for t in content_tokens(sentence) if t.kind == "name" and t.key in anchor
-    )
+    names = frozenset(t.key for t in content_tokens(sentence) if t.kind == "name" and t.key in anchor)
     if fact.dim not in ("duration", "month"):
         return anchor, names
     m = _MEASURE.match(sentence, fact.end - offset)
@@ -70,37 +70,6 @@ def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: in
 
 
 @dataclass(frozen=True)
-class _Clause:
-    text: str
-    start: int
-    end: int
-    words: frozenset[str]
-    negated: bool
-
-
-_NEGATION = re.compile(r"\b(?:not|no|never|none|nobody|nothing|neither|nor|cannot|without|non)\b|n['\u2019]t\b", re.I)
-
-
-#: bounds, not negations: "no later than", "not more than", "no fewer than"
-_NOT_NEGATION = re.compile(r"\b(?:no|not)\s+(?:later|earlier|more|less|fewer|longer|sooner)\s+than\b", re.I)
-
-
-def _clauses(text: str, offset: int) -> list[_Clause]:
-    """The clauses of one sentence (cut as anchors are) with their content words."""
-    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
-    out = []
-    for a, b in zip(cuts, cuts[1:]):
-        piece = text[a:b]
-        words = frozenset(
-            t.key for t in content_tokens(piece) if not t.key.startswith("#") and t.text.lower() not in _NOT_ANCHOR
-        )
-        if words:
-            negated = bool(_NEGATION.search(_NOT_NEGATION.sub(" ", piece)))
-            out.append(_Clause(piece.strip(" ,;:"), a + offset, b + offset, words, negated))
-    return out
-
-
-@dataclass(frozen=True)
 class ContextFacts:
     """The facts of one context, each with its anchor; computed once per context."""
 
@@ -108,8 +77,8 @@ class ContextFacts:
     words: frozenset[str]  # every folded word of the context (for names)
     phrases: str  # the context's words, folded, space-separated and padded (for name phrases)
     numbers: frozenset[float]  # every number the context states, in any dimension
-    clauses: tuple[_Clause, ...] = ()  # each clause's words and whether it is negated
     claims: ContextClaims | None = None  # clauses and conditions, for the checks without a number
+    initials: str = ""  # the first letter of every context word, space-separated and padded (for abbreviations)
 
 
 #: clauses further than this from a fact do not count in its anchor (their weight would be 1/32 or less)
@@ -180,6 +149,10 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
     return sum(w * b[k] for k, w in a.items() if k in b)
 
 
+#: words an abbreviation leaves out ("Department of Health" is "DH")
+_ABBREVIATION_SKIPS = frozenset({"of", "and", "the", "for", "&"})
+
+
 def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
     for span in spans:
@@ -190,9 +163,14 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
-    clauses = tuple(c for span in spans for c in _clauses(span.text, span.start))
+    initials = f" {' '.join(w[0] for w in folded if w not in _ABBREVIATION_SKIPS)} "
     return ContextFacts(
-        tuple(mentions), frozenset(folded), f" {' '.join(folded)} ", frozenset(numbers), clauses, context_claims(spans)
+        tuple(mentions),
+        frozenset(folded),
+        f" {' '.join(folded)} ",
+        frozenset(numbers),
+        context_claims(spans),
+        initials,
     )
 
 
@@ -290,7 +268,7 @@ def _exclusive(m: _Mention, cands: Sequence[_Mention]) -> set[str]:
     return mine
 
 
-def _other_slot(fact: Fact, slot: tuple[dict[str, float], frozenset[str]], cands: Sequence[_Mention]) -> bool:
+def _other_slot(fact: Fact, slot: _Slot, cands: Sequence[_Mention]) -> bool:
     """The response attaches its value to what the source attaches another value to: the words of the
     fact's own clause that single out one candidate of the source ("interns", "Europe") single out
     one with another value at least as strongly as any with this value (a name counts twice, and on
@@ -312,15 +290,34 @@ def _other_slot(fact: Fact, slot: tuple[dict[str, float], frozenset[str]], cands
     return best_other > best_same or named
 
 
+def _abbreviation(fact: Fact, ctx: ContextFacts) -> str | None:
+    """An abbreviation is no name: "MD" is supported by "Managing Director" (its initials, in either
+    direction), and one the source neither writes nor spells out ("VAT", "PIN", "IBAN") is
+    ``unverified``, shown and counted in word support, never a flag. None for any other name."""
+    written = fact.text.replace(".", "")
+    words = str(fact.value).split()
+    if len(words) == 1 and written.isupper() and 2 <= len(written) <= 6 and written.isalpha():
+        initials = written.lower()
+        if words[0] in ctx.words or f" {' '.join(initials)} " in ctx.initials:
+            return "supported"
+        return "unverified"
+    if len(words) >= 2 and "".join(w[0] for w in words) in ctx.words:
+        return "supported"  # "Managing Director" where the source writes "MD"
+    return None
+
+
 def _check_one(
     fact: Fact,
     anchor: dict[str, float],
     ctx: ContextFacts,
     sentence: int,
-    slot: tuple[dict[str, float], frozenset[str]] | None = None,
+    slot: _Slot | None = None,
 ) -> FactFinding:
     cands = _candidates(fact, ctx)
     if fact.dim == "name":
+        abbreviation = _abbreviation(fact, ctx)
+        if abbreviation is not None:
+            return _finding(fact, sentence, abbreviation, None)
         words = str(fact.value).split()
         if not all(_name_word_in(w, ctx) for w in re.findall(r"[^\W_]+", str(fact.value))):
             pass  # a word the context never uses: compete below, or unsupported
@@ -337,7 +334,11 @@ def _check_one(
     best = max(overlap)
     top = [m for m, o in zip(cands, overlap) if o == best]
     if slot is not None and _other_slot(fact, slot, cands):
-        says = "; ".join(dict.fromkeys(_shown(m.fact) for m in cands if not _same(fact, m.fact) and _exclusive(m, cands) & set(slot[0])))
+        says = "; ".join(
+            dict.fromkeys(
+                _shown(m.fact) for m in cands if not _same(fact, m.fact) and _exclusive(m, cands) & set(slot[0])
+            )
+        )
         return _finding(fact, sentence, "contradicted", says)
     if any(_same(fact, m.fact) for m in top):
         return _finding(fact, sentence, "supported", None)
@@ -373,14 +374,25 @@ def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> Fact
     )
 
 
+_WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+
+
 def _from_question(checked: list[FactFinding], facts: list[Fact], question: Sequence[Fact]) -> list[FactFinding]:
     """A value the question states is the user's situation, not a claim about the source ("I arrive
-    on 9 June" -> "arriving on 9 June is after the 1 June deadline"): it is not held against the
-    source, unless the response puts it in the place of the source's own value (it states no
-    supported value of that kind beside it)."""
+    on 9 June" -> "arriving on 9 June is after the 1 June deadline"; "on Tuesday"): it is not held
+    against the source, unless the response puts it in the place of the source's own value (it
+    states no supported value of that kind beside it). Names other than days stay checked: a name
+    the question brings is what the answer is about, and the source must bear it out."""
     out = []
     for finding, fact in zip(checked, facts):
-        asked = [q for q in question if q.dim == fact.dim and (q.value == fact.value if fact.dim == "name" else _same(fact, q))]
+        if fact.dim == "name" and str(fact.value) not in _WEEKDAYS:
+            out.append(finding)  # a name the question brings is a topic, which the source must bear out
+            continue
+        asked = [
+            q
+            for q in question
+            if q.dim == fact.dim and (q.value == fact.value if fact.dim == "name" else _same(fact, q))
+        ]
         if finding.failed and asked:
             # a name the source gives for something else stays a swap; a value stays a swap unless
             # the response states the source's own value of that kind beside it

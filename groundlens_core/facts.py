@@ -144,11 +144,20 @@ def _unit_at(toks: list[_Tok], i: int) -> tuple[str, float, int, str] | None:
     return None
 
 
+_OF_DETERMINERS = frozenset("the its their his her our your my these those this that".split())
+
+
 def _noun_after(toks: list[_Tok], i: int) -> str:
-    """The first content words after a bare count ("3 graded quizzes" -> "grad quizz"): what it counts."""
+    """The first content words after a bare count ("3 graded quizzes" -> "grade quizz"): what it
+    counts; after "of" and a determiner, the noun it takes from ("two of the city's churches" ->
+    "citi church")."""
     from groundlens_core.content import STOP_WORDS, _stem
 
     out = []
+    if i + 1 < len(toks) and toks[i].low == "of":
+        i += 1
+        while i < len(toks) and toks[i].low in _OF_DETERMINERS:
+            i += 1
     for t in toks[i : i + 4]:
         if t.kind != "word" or t.low in STOP_WORDS:
             break
@@ -443,7 +452,9 @@ def _compounds(facts: list[Fact], text: str, offset: int) -> list[Fact]:
             and 0 < f.value < prev.value
             and text[prev.end - offset : f.start - offset].strip(" ,").lower() in ("", "and")
         ):
-            out[-1] = Fact(prev.dim, prev.value + f.value, text[prev.start - offset : f.end - offset], prev.start, f.end)
+            out[-1] = Fact(
+                prev.dim, prev.value + f.value, text[prev.start - offset : f.end - offset], prev.start, f.end
+            )
             continue
         out.append(f)
     return out
