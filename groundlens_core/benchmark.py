@@ -14,9 +14,12 @@ Sets:
 - ``--data my.csv``: any labelled CSV/JSONL with ``response`` and ``label`` (1 = grounded), and
   ``question`` and/or ``context``; optional ``spans`` (JSON list of ``[start, end)`` in the response).
 
-Signals: SGI (question + context), DGI (question, context ignored), support (context), the triage
-ranking (the ``rank`` the product sorts by, for each row as given), and the baselines: shorter
-response, and word overlap with the context (with the question when there is no context). AUROC
+Signals: SGI (question + context), DGI (question, context ignored), support (context), the fact
+tier alone (fewer failed findings rank higher), the triage ranking (the ``rank`` the product sorts
+by, for each row as given), and the baselines: shorter response, and word overlap with the context
+(with the question when there is no context). The ranking is printed beside each of its components
+so that a combination that loses to one of its parts shows. The claim sets (``claims_dev.csv``,
+``claims_v2_dev.csv``, read from ``$GROUNDLENS_SHARED_DATA`` when there) also get flag rates by kind. AUROC
 reads "label 1 (grounded) scores higher"; intervals are 95 % percentile bootstrap over rows
 (1000 resamples, fixed seed, so the same data prints the same figures).
 """
@@ -43,6 +46,7 @@ QA_FILE = "halueval_qa.csv"
 GENERAL_FILE = "halueval_general_heldout.csv"
 FAITHBENCH_FILE = "faithbench_dev.csv"
 CLAIMS_FILE = "claims_dev.csv"
+CLAIMS_V2_FILE = "claims_v2_dev.csv"
 BOOTSTRAP = 1000
 SEED = 20261129
 
@@ -109,14 +113,14 @@ def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     return out
 
 
-def claims_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
-    """The claim set (correct paraphrases beside answers with one fact changed, by ``kind``): ``explicit``
-    or ``$GROUNDLENS_SHARED_DATA/claims_dev.csv``; None when neither is there."""
+def claims_path(explicit: str | os.PathLike[str] | None = None, name: str = CLAIMS_FILE) -> Path | None:
+    """A claim set (correct answers in other words beside answers with one unsupported element, by
+    ``kind``): ``explicit`` or ``$GROUNDLENS_SHARED_DATA/<name>``; None when neither is there."""
     if explicit:
         return Path(explicit)
     shared = settings.path("GROUNDLENS_SHARED_DATA")
-    if shared is not None and (shared / CLAIMS_FILE).is_file():
-        return shared / CLAIMS_FILE
+    if shared is not None and (shared / name).is_file():
+        return shared / name
     return None
 
 
@@ -235,6 +239,12 @@ def score_set(
             getattr(x, "evidence", None).support if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
             for x in res
         ]
+    if has_c:
+        # the fact tier alone: fewer failed findings (values, names, polarity, conditions, added claims) rank higher
+        signals["facts (fewer failed findings)"] = [
+            -float(len(x.evidence.failed_facts())) if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
+            for x in res
+        ]
     signals["triage ranking"] = [x.rank if x.method != "error" else None for x in res]  # type: ignore[union-attr]
     signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
     other = "context" if has_c else "question"
@@ -344,6 +354,12 @@ def run_benchmark(
                 claims_path(claims),
                 "Claims dev ({file}), {{n}} rows, {{grounded}} grounded; correct paraphrases "
                 "beside answers that keep the source's words and change one fact",
+            ),
+            (
+                None if claims else claims_path(None, CLAIMS_V2_FILE),
+                "Claims v2 dev ({file}), {{n}} rows, {{grounded}} grounded; answers worded as an assistant "
+                "would, beside answers with one unsupported element (a value, a name, a polarity, a dropped "
+                "condition, an added claim)",
             ),
         )
         for path, name in found:

@@ -328,7 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--claims",
         default=None,
-        help="a claim set with a kind column, flag rates by kind (default: claims_dev.csv in $GROUNDLENS_SHARED_DATA)",
+        help="a claim set with a kind column, flag rates by kind "
+        "(default: claims_dev.csv and claims_v2_dev.csv in $GROUNDLENS_SHARED_DATA)",
     )
     s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
     s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")

@@ -509,13 +509,17 @@ def _qualified(fact: Fact, text: str, offset: int) -> Fact:
             if before.endswith(" " + phrase) or (phrase == "~" and before.endswith("~")):
                 if op in (">", "<") and before.endswith((" no " + phrase, " not " + phrase)):
                     continue  # "no more than" is a "<=" bound, found first
-                if op in ("<=", "<") and _BEFORE_EVENT.match(text, fact.end - offset):
-                    # "up to 48 hours before arrival" leaves at least 48 hours: the bound faces the other way
-                    op = ">=" if op == "<=" else ">"
+                if phrase in _DEADLINE_PHRASES and _BEFORE_EVENT.match(text, fact.end - offset):
+                    # "up to 48 hours before arrival", "no later than ten days before" leave at least
+                    # that long: the bound faces the other way ("no more than 8 weeks before" is still
+                    # at most 8 weeks)
+                    op = ">="
                 return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, op, fact.rate)
     return fact
 
 
+#: bounds that, before an event, set a deadline rather than a length
+_DEADLINE_PHRASES = frozenset({"up to", "no later than", "not later than"})
 _BEFORE_EVENT = re.compile(r"\s*(?:before|ahead|prior|in advance|earlier)\b", re.I)
 
 

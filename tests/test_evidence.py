@@ -246,8 +246,8 @@ def test_benchmark_on_a_users_file_publishes_every_signal_with_intervals(tmp_pat
     report = json.loads(capsys.readouterr().out)
     (s,) = report["sets"]
     assert s["rows"] == 6 and s["grounded"] == 3 and s["errors"] == 0 and s["rows_per_second"] > 0
-    assert set(s["auroc"]) == {"sgi", "dgi", "support", "triage ranking", "baseline: shorter response",
-                               "baseline: word overlap with context"}
+    assert set(s["auroc"]) == {"sgi", "dgi", "support", "facts (fewer failed findings)", "triage ranking",
+                               "baseline: shorter response", "baseline: word overlap with context"}
     for v in s["auroc"].values():
         assert 0.0 <= v["low"] <= v["auroc"] <= v["high"] <= 1.0
     assert s["auroc"]["support"]["auroc"] == 1.0 and s["auroc"]["support"]["rows"] == 6

@@ -1,0 +1,154 @@
+"""Claims without a number, values the question states, and quantities written in two units: what a
+new user tries first. Each case names the finding the explanation must carry."""
+
+import pytest
+
+import groundlens_core as gl
+from groundlens_core.claims import FAMILIES
+from groundlens_core.evidence import plan_evidence
+from groundlens_core.factcheck import check_facts, context_facts
+from groundlens_core.facts import extract_facts
+
+
+def findings(response, context, question=None):
+    plan = plan_evidence(response, context)
+    return check_facts(plan.response_spans, context_facts(context, plan.context_spans), question)
+
+
+def failed(response, context, question=None):
+    return [f.describe() for f in findings(response, context, question) if f.failed]
+
+
+@pytest.mark.parametrize(
+    "context, wrong, said",
+    [
+        ("The museum is closed on Mondays.", "Yes, it is open on Mondays.", "The museum is closed on Mondays"),
+        ("Dogs are not permitted in the building.", "Yes, dogs are allowed in the building.", "Dogs are not permitted"),
+        ("Parking costs £3 per day.", "Yes, parking is free.", "Parking costs £3 per day"),
+        ("Installation is charged separately.", "Yes, installation is included.", "charged separately"),
+        ("Your claim has not yet been approved.", "Your claim has been approved.", "not yet been approved"),
+        ("Version 2.0 adds a Postgres sink. The Kafka sink is deprecated.", "Version 2.0 adds a Kafka sink.", "deprecated"),
+        ("Do not bathe or swim until the wounds have healed.", "Baths and swimming are fine.", "Do not bathe"),
+        ("Parking is free on Sundays.", "Parking on Sundays is charged at the usual rate.", "Parking is free on Sundays"),
+    ],
+)  # fmt: skip
+def test_a_polarity_flipped_in_other_words_is_contradicted_with_what_the_source_says(context, wrong, said):
+    (polarity,) = [f for f in findings(wrong, context) if f.kind == "polarity"]
+    assert polarity.status == "contradicted" and said in polarity.describe()
+
+
+@pytest.mark.parametrize(
+    "context, right",
+    [
+        ("Refunds are available unless the ticket was used.", "Refunds are available unless you have used the ticket."),
+        ("Entry is free of charge for children.", "Children get in free of charge."),
+        ("Blue Badge holders may park free of charge with no time limit.", "Blue Badge holders park free."),
+        ("Do not bathe or swim until the wounds have healed.", "But no baths or swimming until the wounds have healed."),
+        ("The fixed rate is available only if the loan completes by 30 November.",
+         "Completing on 12 December, the fixed rate would not be available to you."),
+        ("Later cancellations and no-shows are charged the first night.", "After that you pay for the first night."),
+    ],
+)  # fmt: skip
+def test_the_same_polarity_in_other_words_is_not_a_contradiction(context, right):
+    assert not [f for f in findings(right, context) if f.kind == "polarity"]
+
+
+def test_a_dropped_condition_names_the_condition():
+    context = "Refunds are given only for cancellations made 48 hours ahead."
+    assert failed("Yes, you can get a refund.", context) == [
+        "you can get a refund \u2014 the source adds a condition: only for cancellations made 48 hours ahead"
+    ]
+    assert not failed("Yes, if you cancel 48 hours ahead you get a refund.", context)
+    assert not failed("No, you cannot get a refund.", context)
+
+
+def test_an_added_claim_is_not_in_the_source():
+    context = "The price covers the dishwasher and delivery."
+    assert failed("The price covers the dishwasher and delivery. Installation is included.", context) == [
+        "not in the source: Installation is included"
+    ]
+    assert failed("The price covers delivery, and it also works offline with the cloud app.", context)
+    # new words beside a value the source bears out are a paraphrase, not a claim
+    policy = "Refunds are issued to the original payment method within 5 business days."
+    assert not failed("Your refund goes back to the card you paid with, usually within five business days.", policy)
+
+
+@pytest.mark.parametrize(
+    "context, wrong, said",
+    [
+        ("Full-time staff get 30 days of paid leave a year; interns get 10 days.", "Interns get 30 days of paid leave.",
+         "30 days \u2014 the source says 10 days"),
+        ("Revenue grew 9% in Asia and 4% in Europe.", "Revenue grew 9% in Europe.", "9% \u2014 the source says 4%"),
+    ],
+)  # fmt: skip
+def test_a_value_the_source_attaches_to_something_else_is_contradicted(context, wrong, said):
+    assert said in failed(wrong, context)
+
+
+def test_a_value_the_question_states_is_the_users_situation():
+    context = "The early-bird price applies to arrivals on or before 1 June."
+    q = "I arrive on 9 June; can I still get the 1 June early-bird price?"
+    answer = "No: arriving on 9 June is after the 1 June early-bird deadline."
+    assert not failed(answer, context, q)
+    assert [f.status for f in findings(answer, context, q) if f.kind == "date"] == ["question", "supported"]
+    assert failed(answer, context)  # without the question, 9 June is a claim about the source
+    pool = "The pool is suspended from Monday to Thursday for maintenance."
+    assert not failed("No, on Tuesday the pool is suspended.", pool, "Is the pool open on Tuesday?")
+    # a value taken from the question in place of the source's own is still wrong
+    fee = "The fee is 15% of the balance."
+    assert failed("Yes, the fee is 25%.", fee, "Is the fee 25%?") == ["25% \u2014 the source says 15%"]
+
+
+@pytest.mark.parametrize(
+    "a, b",
+    [
+        ("135 minutes", "2 hours 15 minutes"),
+        ("45 minutes", "three quarters of an hour"),
+        ("15 minutes", "a quarter of an hour"),
+        ("30 months", "two and a half years"),
+        ("18 months", "1 year and 6 months"),
+    ],
+)
+def test_a_quantity_in_two_units_is_one_value(a, b):
+    assert [(f.dim, f.value) for f in extract_facts(f"It is {a}.")] == [
+        (f.dim, f.value) for f in extract_facts(f"It is {b}.")
+    ]
+
+
+def test_ranges_bounds_and_abbreviations():
+    assert not failed("It is open from 10:00 to 14:00.", "The office opens at 10:00 and closes at 14:00.")
+    assert not failed("Staff with over a year of service qualify.", "Staff with at least 13 months of service qualify.")
+    assert not failed(
+        "With more than a year of service you qualify.", "With at least 12 months of service you qualify."
+    )
+    assert failed("Send it no more than 8 weeks before.", "Send it at least 8 weeks before.")
+    assert not failed("The MD signs the contract.", "The contract is signed by the Managing Director.")
+    assert not failed("Enter your PIN and the IBAN.", "Enter your code and the account number.")
+    assert [f.status for f in findings("Pay the VAT.", "Prices include value added tax.") if f.kind == "name"] == [
+        "supported"
+    ]
+
+
+def test_the_reason_names_the_finding_and_never_says_the_facts_are_in_the_source():
+    r = gl.evaluate(question="Is the museum open on Mondays?", response="Yes, it is open on Mondays.",
+                    context="The museum is closed on Mondays. It opens at 10:00 on other days.")  # fmt: skip
+    assert r.triage == "flagged"
+    assert "it is open on Mondays \u2014 the source says The museum is closed on Mondays" in r.explanation
+    assert "the facts it states are in the source" not in r.explanation
+
+
+def test_a_summary_is_not_flagged_for_an_added_clause_but_ranks_below_a_faithful_one():
+    source = "The council approved the budget of $2 million on Monday. The vote was 7 to 2."
+    faithful = gl.evaluate(response="The council approved the $2 million budget on Monday, 7 to 2.", context=source)
+    added = gl.evaluate(
+        response="The council approved the $2 million budget on Monday. Residents celebrated downtown.",
+        context=source,
+    )
+    assert added.triage == "review" and "not in the source" in added.explanation
+    assert added.rank < faithful.rank
+    wrong = gl.evaluate(response="The council approved the $3 million budget on Monday.", context=source)
+    assert wrong.triage == "flagged"
+
+
+def test_every_family_has_two_sides():
+    assert all(yes and no and not set(yes) & set(no) for yes, no in FAMILIES.values())
