@@ -3,7 +3,10 @@
 The band is decided from the evidence, in this order:
 
 - **flagged** ("review first"): a specific fact of the response (an amount, a duration, a date, a
-  name ...) is contradicted by its source or absent from it; or the response ignores its source:
+  name ...) is contradicted by its source or absent from it, or a claim without a number is (a
+  polarity the source states the other way, a condition of the source dropped, a clause the source
+  never makes: :mod:`groundlens_core.claims`); without a question, only the findings that mark
+  summaries (see :func:`_loose_in_a_summary`); or the response ignores its source:
   SGI below 0.95 (no closer to its context than to the question) with one content word in three
   absent from the source (``support < 2/3``) and no value of the source stated, or, with no
   question, half its content words absent (``support < 0.50``). Without a context: DGI at or below
