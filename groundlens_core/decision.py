@@ -24,11 +24,24 @@ higher score than a trusted one, and sorting by the score is sorting by the band
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
 
 from groundlens_core.bands import Triage, normalize, triage
-from groundlens_core.results import Evidence
 
-__all__ = ["Decision", "decide_sgi", "decide_support", "decide_dgi", "band_of_score", "SCORE_EDGES"]
+if TYPE_CHECKING:  # results.py holds a Decision in every score, so this module imports it only for types
+    from groundlens_core.results import Evidence, FactFinding
+
+__all__ = [
+    "Decision",
+    "RULES",
+    "decide_sgi",
+    "decide_support",
+    "decide_dgi",
+    "band_of_score",
+    "grounded_in_unverified",
+    "opening",
+    "SCORE_EDGES",
+]
 
 #: scores below the first edge are flagged, below the second review, the rest trusted
 SCORE_EDGES = (1 / 3, 2 / 3)
@@ -41,11 +54,105 @@ MAX_FACTS_SHOWN = 3
 _NOT_VALUES = frozenset({"name", "label", "polarity", "count", "year"})
 
 
+#: every rule a decision can come from: its code and why it gives its band, in a few words (the
+#: explanation's first clause). ``{facts}``, ``{absent}``, ``{total}`` and ``{origin}`` are filled in
+#: from the decision's own data (:meth:`Decision.reason`).
+RULES: dict[str, str] = {
+    "sgi_low": "SGI is below 0.95: the response is no closer to its context than to the question",
+    "sgi_weak": "SGI leans only weakly toward the context",
+    "sgi_strong": "SGI is a strong pass",
+    "restates_question": "the response restates the question",
+    "facts": "{facts_are} not supported by the source{facts}",
+    "ignores_source_sgi": (
+        "{absent} of its {total} content words are not in the source; it may ignore its source, and SGI is below 0.95"
+    ),
+    "ignores_source": "{absent} of its {total} content words are not in the source; it may ignore its source",
+    "grounded": "every fact it states is in the source",
+    "facts_in_source_not_closer": (
+        "the facts it states are in the source, but it is no closer to its context than to the question"
+    ),
+    "facts_in_source_weak": "the facts it states are in the source, but it leans only weakly toward its context",
+    "facts_in_source_wording": "the facts it states are in the source, but much of its wording is not",
+    "no_content_words": "it has no content words to check",
+    "grounded_words": "its facts and nearly all its words are in the source",
+    "facts_in_source_some_words": "its facts are in the source, but some of its words are not",
+    "dgi_low": "no context, and DGI is at or below its pass mark",
+    "dgi_weak": "no context: a weak signal",
+    "grounded_in_flagged": "grounded in the flagged output of #{origin}{facts}",
+    "grounded_in_error": "grounded in the output of #{origin}, which could not be scored",
+}
+
+
 @dataclass(frozen=True)
 class Decision:
+    """Why a result has its band, as data: every explanation, report row, ledger record and export
+    renders its text from this, so none of them reads text back.
+
+    ``findings`` are the facts that decided the band (the failed ones, each with ``status`` and what
+    the source says in ``source``); for ``grounded_in_flagged`` they are the origin step's findings.
+    ``unsupported_words`` / ``content_words`` are the word counts a word rule names; ``origin`` is the
+    index of the step whose unverified output the response is grounded in."""
+
     band: Triage
     score: float  # in the band's third of [0, 1]
-    reason: str  # why the band, in a few words (the explanation's first clause)
+    rule: str  # a key of RULES
+    findings: tuple[FactFinding, ...] = ()
+    unsupported_words: int = 0
+    content_words: int = 0
+    origin: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why the band, in a few words, with the failed facts and what the source says."""
+        return self.render(values=True)
+
+    def render(self, *, values: bool = True) -> str:
+        """The reason; with ``values=False`` without any of the caller's text (the facts and the
+        source's values are left out; counts and step numbers stay): what a ledger keeps by default."""
+        failed = self.findings
+        shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
+        more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
+        facts = f": {shown}{more}" if values and failed else ""
+        what = "a specific fact is" if len(failed) == 1 else f"{len(failed)} specific facts are"
+        template = RULES.get(self.rule, "{rule}")
+        return template.format(
+            facts=facts,
+            facts_are=what,
+            absent=self.unsupported_words,
+            total=self.content_words,
+            origin=self.origin,
+            rule=self.rule,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], finding: Any) -> Decision:
+        """A decision from its JSON form; ``finding`` builds one finding from its dict. Keys it does
+        not know (the rendered ``reason``) are dropped."""
+        return cls(
+            band=data["band"],
+            score=data["score"],
+            rule=data["rule"],
+            findings=tuple(f if not isinstance(f, Mapping) else finding(**f) for f in data.get("findings", ())),
+            unsupported_words=int(data.get("unsupported_words", 0)),
+            content_words=int(data.get("content_words", 0)),
+            origin=data.get("origin"),
+        )
+
+
+def opening(decision: Decision) -> str:
+    """The explanation's first clause: the score that is ranked, its band and why."""
+    return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
+
+
+def grounded_in_unverified(decision: Decision, origin: int, origin_band: str, findings: tuple = ()) -> Decision:
+    """``decision`` for a response whose support comes from the output of step ``#origin``, which was
+    flagged (or could not be scored): at most ``review``. A trusted score moves down into the review
+    third, keeping its place within the band; a flagged decision stays as it is (its own facts fail)."""
+    if decision.band == "flagged":
+        return decision
+    score = decision.score - (SCORE_EDGES[1] - SCORE_EDGES[0]) if decision.band == "trusted" else decision.score
+    rule = "grounded_in_error" if origin_band == "error" else "grounded_in_flagged"
+    return Decision("review", score, rule, tuple(findings) if rule == "grounded_in_flagged" else (), origin=origin)
 
 
 def band_of_score(score: float) -> Triage:
@@ -60,48 +167,39 @@ def _score(band: Triage, evidence_value: float, failed: int = 0) -> float:
     return _BAND_START[band] + min(inner, 0.999) / 3.0
 
 
-def _facts_reason(ev: Evidence) -> str:
-    failed = ev.failed_facts()
-    shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
-    more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
-    what = "a specific fact is" if len(failed) == 1 else f"{len(failed)} specific facts are"
-    return f"{what} not supported by the source: {shown}{more}"
+def _facts(ev: Evidence) -> dict[str, Any]:
+    return {"findings": tuple(ev.failed_facts())}
 
 
-def _words_reason(ev: Evidence) -> str:
-    absent, total = ev.unsupported_tokens, ev.content_tokens
-    return f"{absent} of its {total} content words are not in the source; it may ignore its source"
+def _words(ev: Evidence) -> dict[str, Any]:
+    return {"unsupported_words": ev.unsupported_tokens, "content_words": ev.content_tokens}
 
 
 def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     """SGI with (or, with ``evidence=False``, without) sentence evidence."""
     sgi_band = triage("sgi", raw)
     if ev is None:  # SGI alone: the method's own bands
-        reason = {
-            "flagged": "SGI is below 0.95: the response is no closer to its context than to the question",
-            "review": "SGI leans only weakly toward the context",
-            "trusted": "SGI is a strong pass",
-        }[sgi_band]
+        reason = {"flagged": "sgi_low", "review": "sgi_weak", "trusted": "sgi_strong"}[sgi_band]
         return Decision(sgi_band, _score(sgi_band, normalize("sgi", raw)), reason)
     base = (normalize("sgi", raw) + normalize("support", ev.support)) / 2.0
     if raw == 0.0:  # the response embeds like the question: it restates it, whatever its words
-        return Decision("flagged", _score("flagged", base), "the response restates the question")
+        return Decision("flagged", _score("flagged", base), "restates_question")
     failed = len(ev.failed_facts())
     if failed:
-        return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
+        return Decision("flagged", _score("flagged", base, failed), "facts", **_facts(ev))
     # it states a value of its source with its unit (an amount, a duration, a date ...); a name or a
     # bare number ("Aurora-7") only echoes the topic
     supported = any(f.status == "supported" and f.kind not in _NOT_VALUES for f in ev.facts)
     if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged" and not supported:
-        return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
+        return Decision("flagged", _score("flagged", base), "ignores_source_sgi", **_words(ev))
     if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
-        return Decision("trusted", _score("trusted", base), "every fact it states is in the source")
+        return Decision("trusted", _score("trusted", base), "grounded")
     if sgi_band == "flagged":
-        why = "the facts it states are in the source, but it is no closer to its context than to the question"
+        why = "facts_in_source_not_closer"
     elif sgi_band == "review":
-        why = "the facts it states are in the source, but it leans only weakly toward its context"
+        why = "facts_in_source_weak"
     else:
-        why = "the facts it states are in the source, but much of its wording is not"
+        why = "facts_in_source_wording"
     return Decision("review", _score("review", base), why)
 
 
@@ -109,24 +207,18 @@ def decide_support(ev: Evidence) -> Decision:
     """No question: the response against its context alone."""
     failed = len(ev.failed_facts())
     if failed:
-        return Decision("flagged", _score("flagged", ev.support, failed), _facts_reason(ev))
+        return Decision("flagged", _score("flagged", ev.support, failed), "facts", **_facts(ev))
     if not ev.content_tokens:
-        return Decision("review", _score("review", ev.support), "it has no content words to check")
+        return Decision("review", _score("review", ev.support), "no_content_words")
     if ev.support < IGNORES_SOURCE:
-        return Decision("flagged", _score("flagged", ev.support), _words_reason(ev))
+        return Decision("flagged", _score("flagged", ev.support), "ignores_source", **_words(ev))
     if ev.support > STRONG_SUPPORT_ALONE:
-        return Decision(
-            "trusted", _score("trusted", ev.support), "its facts and nearly all its words are in the source"
-        )
-    return Decision(
-        "review", _score("review", ev.support), "its facts are in the source, but some of its words are not"
-    )
+        return Decision("trusted", _score("trusted", ev.support), "grounded_words")
+    return Decision("review", _score("review", ev.support), "facts_in_source_some_words")
 
 
 def decide_dgi(raw: float) -> Decision:
     """No context: DGI is a weak signal, so it can flag or ask for review, never trust."""
     if triage("dgi", raw) == "flagged":
-        return Decision(
-            "flagged", _score("flagged", normalize("dgi", raw)), "no context, and DGI is at or below its pass mark"
-        )
-    return Decision("review", _score("review", normalize("dgi", raw)), "no context: a weak signal")
+        return Decision("flagged", _score("flagged", normalize("dgi", raw)), "dgi_low")
+    return Decision("review", _score("review", normalize("dgi", raw)), "dgi_weak")
