@@ -79,7 +79,7 @@ class _TerminationTranslation(_AutoGenShell):
                 stop = _agentchat().StopMessage(
                     content=(
                         f"groundlens {score.triage} the answer of {record.node} "
-                        f"(score {score.score:.2f}, {score.method.upper()}={score.value:.2f}): {score.explanation}"
+                        f"({score.method.upper()}={score.value:.2f}): {score.explanation}"
                     ),
                     source="GroundlensFlaggedTermination",
                 )

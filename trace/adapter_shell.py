@@ -198,8 +198,7 @@ class GroundlensFlaggedError(Exception):
     ) -> GroundlensFlaggedError:
         where = f" of {node}" if node else ""
         message = (
-            f"groundlens flagged the answer{where} (score {score.score:.2f}, {score.method.upper()}={score.value:.2f}): "
-            f"{score.explanation}"
+            f"groundlens flagged the answer{where} ({score.method.upper()}={score.value:.2f}): {score.explanation}"
         )
         return cls(message, score=score, response=response, node=node, step_id=step_id)
 
