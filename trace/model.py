@@ -373,7 +373,9 @@ class Trace:
     def _cascade_clause(self) -> str:
         """``cascade: answer <- plan (flagged)``: the steps whose context carries an unverified step's output."""
         nodes = {s.id: f"{s.node} ({s.band})" for s in self.steps}
-        links = [f"{s.node} <- {', '.join(nodes.get(o, o) for o in s.cascade_from)}" for s in self.steps if s.cascade_from]
+        links = [
+            f"{s.node} <- {', '.join(nodes.get(o, o) for o in s.cascade_from)}" for s in self.steps if s.cascade_from
+        ]
         return f"cascade: {'; '.join(links)}" if links else ""
 
     # ------------------------------------------------------------ JSON
