@@ -19,6 +19,12 @@ scores lie in [0, 1/3), review in [1/3, 2/3), trusted in [2/3, 1]. Within a band
 word-level evidence (the mean of normalized SGI and support; support alone without a question;
 normalized DGI without a context), halved for each failed fact. So a flagged result never shows a
 higher score than a trusted one, and sorting by the score is sorting by the band, then the evidence.
+
+A decision is data (:class:`Decision`: band, score, the rule that gave the band, the failed facts
+with what the source says), because many readers need it: the explanation, the report row, the
+ledger record, the OTel attributes and an agent asked to revise all render their text from it, so
+none of them has to read text back. In a trace, a step whose support comes from a flagged output
+is at most review (:func:`grounded_in_unverified`, applied by the trace's lineage).
 """
 
 from __future__ import annotations
@@ -144,7 +150,9 @@ def opening(decision: Decision) -> str:
     return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
 
 
-def grounded_in_unverified(decision: Decision, origin: int, origin_band: str, findings: tuple = ()) -> Decision:
+def grounded_in_unverified(
+    decision: Decision, origin: int, origin_band: str, findings: tuple[FactFinding, ...] = ()
+) -> Decision:
     """``decision`` for a response whose support comes from the output of step ``#origin``, which was
     flagged (or could not be scored): at most ``review``. A trusted score moves down into the review
     third, keeping its place within the band; a flagged decision stays as it is (its own facts fail)."""

@@ -134,18 +134,22 @@ def _evidence(step: Step) -> list[list[Any]]:
 def _reason(step: Step) -> str:
     """Why the row has its band, in a few words, rendered from the step's decision: the first failed
     fact and what the source says, else the decision's reason; the error or why it was skipped; for
-    a score saved without a decision (an older version), the start of its explanation."""
+    a score saved without a decision (an older version), its first failed fact, else the start of its
+    explanation."""
     if step.method == "error":
         return str(step.error or "error")
     if step.method == "skipped":
         return str(step.skip_reason or "not scored")
     decision = step.decision
-    if decision is None:
-        return _preview(str(step.explanation or ""), 160)
+    if decision is None:  # a score saved by an older version: its failed facts, else its explanation
+        ev = getattr(step.score, "evidence", None)
+        failed = tuple(ev.failed_facts()) if ev is not None else ()
+        more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"fact: {failed[0].describe()}{more}" if failed else _preview(str(step.explanation or ""), 160)
     failed = decision.findings
     more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
     if decision.rule == "facts" and failed:
-        return _preview(f"fact: {failed[0].describe()}{more}", 160)
+        return f"fact: {failed[0].describe()}{more}"
     if failed:  # grounded in a flagged output: say where, and the origin's first failed fact
         head = decision.render(values=False)
         return _preview(f"{head}: {failed[0].describe()}{more}", 160)
