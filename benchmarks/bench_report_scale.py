@@ -40,7 +40,7 @@ def make_traces(n: int, per: int) -> list[Trace]:
                 ctx += (ContextPiece(steps[-1].response, "state:notes"),)
             steps.append(Step(id=f"t{t}s{i}", index=i, node=NODES[i % len(NODES)], kind="llm", method="sgi",
                               score={"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": band,
-                                     "flagged": band == "flagged", "rank": rank,
+                                     "flagged": band == "flagged", "score": rank,
                                      "explanation": f"Score {rank:.2f}, {band}: a reason for it. More.",
                                      "fingerprint": "fp", "version": "0"},
                               triage=band, question=f"Question {t}-{i}?", context=ctx, response=resp,

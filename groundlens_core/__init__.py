@@ -12,6 +12,7 @@ from groundlens_core import _offline  # noqa: F401  (must run before any Hugging
 from groundlens_core._version import __version__
 from groundlens_core.bands import BANDS, TRIAGE_NOTE, normalize, triage
 from groundlens_core.calibration import CalibrationResult, bundled_direction, calibrate
+from groundlens_core.decision import Decision
 from groundlens_core.embedding import get_embedder
 from groundlens_core.errors import (
     CalibrationMismatchError,
@@ -24,6 +25,7 @@ from groundlens_core.ledger import Ledger, LedgerVerdict, verify_ledger
 from groundlens_core.results import (
     DGIResult,
     Evidence,
+    FactFinding,
     GroundlensScore,
     ScoreError,
     SentenceEvidence,
@@ -41,7 +43,9 @@ __all__ = [
     "CalibrationMismatchError",
     "CalibrationResult",
     "DGIResult",
+    "Decision",
     "Evidence",
+    "FactFinding",
     "SentenceEvidence",
     "SupportResult",
     "UnsupportedToken",

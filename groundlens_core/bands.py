@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Triage = Literal["trusted", "review", "flagged"]
 Method = Literal["sgi", "dgi", "support"]
@@ -66,10 +66,11 @@ def risk_rank(band: str) -> int:
     return _RISK_RANK.get(band, len(STEP_BANDS))
 
 
-def risk_key(band: str, normalized: float | None) -> tuple[int, float]:
-    """Sort key, riskiest first: the band, then the lowest ranking value (a score's ``rank``;
-    unscored last in a band)."""
-    return (risk_rank(band), normalized if normalized is not None else 2.0)
+def risk_key(band: str, score: float | None, *order: Any) -> tuple[Any, ...]:
+    """The one sort key of the review order, riskiest first: the band, then the lowest score (a
+    score's ``score``; unscored last in a band), then ``order`` (trace and step order, say), which
+    breaks ties. Steps, report rows, node summaries and the rows of a scored file all sort by it."""
+    return (risk_rank(band), score if score is not None else 2.0, *order)
 
 
 def empty_counts() -> dict[str, int]:

@@ -245,7 +245,7 @@ def score_set(
             -float(len(x.evidence.failed_facts())) if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
             for x in res
         ]
-    signals["triage ranking"] = [x.rank if x.method != "error" else None for x in res]  # type: ignore[union-attr]
+    signals["triage ranking"] = [x.score if x.method != "error" else None for x in res]  # type: ignore[union-attr]
     signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
     other = "context" if has_c else "question"
     signals[f"baseline: word overlap with {other}"] = [

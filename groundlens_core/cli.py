@@ -63,7 +63,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if args.json:
         print(res.to_json())
     else:
-        line = f"score {res.rank:.3f}  {res.triage.upper()}" + (
+        line = f"score {res.score:.3f}  {res.triage.upper()}" + (
             "  (no context: weak signal)" if res.method == "dgi" else ""
         )
         line += f"  |  {res.method.upper()} {res.value:.4f}, normalized {res.normalized:.3f}"
@@ -216,8 +216,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line(
             status,
             "quick score",
-            f"a grounded answer scores {good.rank:.2f} ({good.triage}: its facts are in its source and it moves "
-            f"toward it, SGI {good.value:.2f}); one with a changed year scores {wrong.rank:.2f} ({wrong.triage}) "
+            f"a grounded answer scores {good.score:.2f} ({good.triage}: its facts are in its source and it moves "
+            f"toward it, SGI {good.value:.2f}); one with a changed year scores {wrong.score:.2f} ({wrong.triage}) "
             f"in {time.perf_counter() - t0:.2f}s",
         )
     except Exception as exc:  # noqa: BLE001

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from groundlens_core import bands
 from groundlens_core.bands import STEP_BANDS, risk_rank
+from groundlens_core.fields import score_fields
 
 #: the appended columns, in order
 OUT_COLUMNS: tuple[str, ...] = (
@@ -69,37 +71,27 @@ def unsupported_text(evidence: Any, limit: int = 50) -> str:
 
 
 def result_columns(res: Any) -> dict[str, Any]:
-    """The appended cells for one result (a score or a ScoreError), keys in :data:`OUT_COLUMNS` order."""
+    """The appended cells for one result (a score or a ScoreError), keys in :data:`OUT_COLUMNS` order;
+    a score's cells are its :func:`~groundlens_core.fields.score_fields`."""
     if res.method == "error":
-        return {
-            "groundlens_method": "error",
-            "groundlens_value": None,
-            "groundlens_normalized": None,
-            "groundlens_flagged": None,
-            "groundlens_triage": "error",
-            "groundlens_score": None,
-            "groundlens_error": res.error,
-            "groundlens_rank": None,
-            "groundlens_support": None,
-            "groundlens_weakest_sentence": None,
-            "groundlens_unsupported": None,
-            "groundlens_facts": None,
-        }
+        cells: dict[str, Any] = dict.fromkeys(OUT_COLUMNS)
+        cells.update({"groundlens_method": "error", "groundlens_triage": "error", "groundlens_error": res.error})
+        return cells
+    f = score_fields(res)
     ev = getattr(res, "evidence", None)
-    weakest = ev.weakest_sentence if ev is not None else None
     return {
-        "groundlens_method": res.method,
-        "groundlens_value": res.value,
-        "groundlens_normalized": res.normalized,
-        "groundlens_flagged": res.flagged,
-        "groundlens_triage": res.triage,
-        "groundlens_score": getattr(res, "rank", res.normalized),
+        "groundlens_method": f["method"],
+        "groundlens_value": f["value"],
+        "groundlens_normalized": f["normalized"],
+        "groundlens_flagged": f["flagged"],
+        "groundlens_triage": f["triage"],
+        "groundlens_score": f["score"],
         "groundlens_error": None,
-        "groundlens_rank": getattr(res, "rank", res.normalized),
-        "groundlens_support": None if ev is None else ev.support,
-        "groundlens_weakest_sentence": None if weakest is None else weakest.text,
+        "groundlens_rank": f["score"],
+        "groundlens_support": f["support"],
+        "groundlens_weakest_sentence": f["weakest_sentence"],
         "groundlens_unsupported": None if ev is None else unsupported_text(ev),
-        "groundlens_facts": None if ev is None else "; ".join(f.describe() for f in ev.failed_facts()),
+        "groundlens_facts": None if f["facts"] is None else "; ".join(f["facts"]),
     }
 
 
@@ -108,13 +100,13 @@ METHOD_CODES = {"error": 0, "sgi": 1, "dgi": 2, "support": 3}
 
 
 def risk_key(cells: Mapping[str, Any]) -> tuple[int, float]:
-    """Sort key of a row from its appended cells, riskiest first: band, then the lowest ranking value
-    (``groundlens_rank``, else ``groundlens_normalized``; ties keep input order). ``--sort``, the keys
-    file of a run and the HTML report of a batch all rank by this."""
-    rank = RISK_RANK.get(str(cells.get("groundlens_triage")), 4)
-    value = cells.get("groundlens_rank", cells.get("groundlens_normalized"))
+    """:func:`groundlens_core.bands.risk_key` of a row from its appended cells (``groundlens_score``,
+    else ``groundlens_rank`` or ``groundlens_normalized`` of a file written by an older version; ties
+    keep input order). ``--sort``, the keys file of a run and the HTML report of a batch all rank by this."""
+    value = cells.get("groundlens_score", cells.get("groundlens_rank", cells.get("groundlens_normalized")))
     try:
-        norm = float(value) if value not in (None, "") else 2.0
+        score = float(value) if value not in (None, "") else None
     except (TypeError, ValueError):
-        norm = 2.0
-    return rank, norm
+        score = None
+    band = str(cells.get("groundlens_triage"))
+    return bands.risk_key(band if band in RISK_RANK else "skipped", score)

@@ -22,17 +22,35 @@ scores lie in [0, 1/3), review in [1/3, 2/3), trusted in [2/3, 1]. Within a band
 word-level evidence (the mean of normalized SGI and support; support alone without a question;
 normalized DGI without a context), halved for each failed fact. So a flagged result never shows a
 higher score than a trusted one, and sorting by the score is sorting by the band, then the evidence.
+
+A decision is data (:class:`Decision`: band, score, the rule that gave the band, the failed facts
+with what the source says), because many readers need it: the explanation, the report row, the
+ledger record, the OTel attributes and an agent asked to revise all render their text from it, so
+none of them has to read text back. In a trace, a step whose support comes from a flagged output
+is at most review (:func:`grounded_in_unverified`, applied by the trace's lineage).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Mapping
 
 from groundlens_core.bands import Triage, normalize, triage
-from groundlens_core.results import Evidence, FactFinding
 
-__all__ = ["Decision", "decide_sgi", "decide_support", "decide_dgi", "band_of_score", "SCORE_EDGES"]
+if TYPE_CHECKING:  # results.py holds a Decision in every score, so this module imports it only for types
+    from groundlens_core.results import Evidence, FactFinding
+
+__all__ = [
+    "Decision",
+    "RULES",
+    "decide_sgi",
+    "decide_support",
+    "decide_dgi",
+    "band_of_score",
+    "grounded_in_unverified",
+    "opening",
+    "SCORE_EDGES",
+]
 
 #: scores below the first edge are flagged, below the second review, the rest trusted
 SCORE_EDGES = (1 / 3, 2 / 3)
@@ -42,14 +60,119 @@ IGNORES_SOURCE_WITH_SGI = 2 / 3  # with SGI below 0.95: a third of the content w
 STRONG_SUPPORT = 0.80  # with SGI > 1.20: trusted
 STRONG_SUPPORT_ALONE = 0.95  # no question: trusted on support alone
 MAX_FACTS_SHOWN = 3
-_NOT_VALUES = frozenset({"name", "label", "polarity", "count", "year"})
+_NOT_VALUES = frozenset({"name", "label", "polarity", "count", "year", "claim", "condition"})
+#: findings about a clause, not a value (:mod:`groundlens_core.claims`)
+CLAIM_KINDS = frozenset({"polarity", "claim", "condition"})
+
+
+#: every rule a decision can come from: its code and why it gives its band, in a few words (the
+#: explanation's first clause). ``{facts}``, ``{absent}``, ``{total}`` and ``{origin}`` are filled in
+#: from the decision's own data (:meth:`Decision.reason`).
+RULES: dict[str, str] = {
+    "sgi_low": "SGI is below 0.95: the response is no closer to its context than to the question",
+    "sgi_weak": "SGI leans only weakly toward the context",
+    "sgi_strong": "SGI is a strong pass",
+    "restates_question": "the response restates the question",
+    "facts": "{facts_are} not supported by the source{facts}",
+    "facts_in_summary": (
+        "{facts_are} not supported by the source, which in a text without a question ranks it lower{facts}"
+    ),
+    "ignores_source_sgi": (
+        "{absent} of its {total} content words are not in the source; it may ignore its source, and SGI is below 0.95"
+    ),
+    "ignores_source": "{absent} of its {total} content words are not in the source; it may ignore its source",
+    "grounded": "every fact it states is in the source",
+    "facts_in_source_not_closer": (
+        "the facts it states are in the source, but it is no closer to its context than to the question"
+    ),
+    "facts_in_source_weak": "the facts it states are in the source, but it leans only weakly toward its context",
+    "facts_in_source_wording": "the facts it states are in the source, but much of its wording is not",
+    "no_content_words": "it has no content words to check",
+    "grounded_words": "its facts and nearly all its words are in the source",
+    "facts_in_source_some_words": "its facts are in the source, but some of its words are not",
+    "dgi_low": "no context, and DGI is at or below its pass mark",
+    "dgi_weak": "no context: a weak signal",
+    "grounded_in_flagged": "grounded in the flagged output of #{origin}{facts}",
+    "grounded_in_error": "grounded in the output of #{origin}, which could not be scored",
+}
 
 
 @dataclass(frozen=True)
 class Decision:
+    """Why a result has its band, as data: every explanation, report row, ledger record and export
+    renders its text from this, so none of them reads text back.
+
+    ``findings`` are the facts that decided the band (the failed ones, each with ``status`` and what
+    the source says in ``source``); for ``grounded_in_flagged`` they are the origin step's findings.
+    ``unsupported_words`` / ``content_words`` are the word counts a word rule names; ``origin`` is the
+    index of the step whose unverified output the response is grounded in."""
+
     band: Triage
     score: float  # in the band's third of [0, 1]
-    reason: str  # why the band, in a few words (the explanation's first clause)
+    rule: str  # a key of RULES
+    findings: tuple[FactFinding, ...] = ()
+    unsupported_words: int = 0
+    content_words: int = 0
+    origin: int | None = None
+
+    @property
+    def reason(self) -> str:
+        """Why the band, in a few words, with the failed facts and what the source says."""
+        return self.render(values=True)
+
+    def render(self, *, values: bool = True) -> str:
+        """The reason; with ``values=False`` without any of the caller's text (the facts and the
+        source's values are left out; counts and step numbers stay): what a ledger keeps by default."""
+        failed = self.findings
+        shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
+        more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
+        facts = f": {shown}{more}" if values and failed else ""
+        claims = any(f.kind in CLAIM_KINDS for f in failed)
+        if len(failed) == 1:
+            what = "a claim is" if claims else "a specific fact is"
+        else:
+            what = f"{len(failed)} findings are" if claims else f"{len(failed)} specific facts are"
+        template = RULES.get(self.rule, "{rule}")
+        return template.format(
+            facts=facts,
+            facts_are=what,
+            absent=self.unsupported_words,
+            total=self.content_words,
+            origin=self.origin,
+            rule=self.rule,
+        )
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], finding: Any) -> Decision:
+        """A decision from its JSON form; ``finding`` builds one finding from its dict. Keys it does
+        not know (the rendered ``reason``) are dropped."""
+        return cls(
+            band=data["band"],
+            score=data["score"],
+            rule=data["rule"],
+            findings=tuple(f if not isinstance(f, Mapping) else finding(**f) for f in data.get("findings", ())),
+            unsupported_words=int(data.get("unsupported_words", 0)),
+            content_words=int(data.get("content_words", 0)),
+            origin=data.get("origin"),
+        )
+
+
+def opening(decision: Decision) -> str:
+    """The explanation's first clause: the score that is ranked, its band and why."""
+    return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
+
+
+def grounded_in_unverified(
+    decision: Decision, origin: int, origin_band: str, findings: tuple[FactFinding, ...] = ()
+) -> Decision:
+    """``decision`` for a response whose support comes from the output of step ``#origin``, which was
+    flagged (or could not be scored): at most ``review``. A trusted score moves down into the review
+    third, keeping its place within the band; a flagged decision stays as it is (its own facts fail)."""
+    if decision.band == "flagged":
+        return decision
+    score = decision.score - (SCORE_EDGES[1] - SCORE_EDGES[0]) if decision.band == "trusted" else decision.score
+    rule = "grounded_in_error" if origin_band == "error" else "grounded_in_flagged"
+    return Decision("review", score, rule, tuple(findings) if rule == "grounded_in_flagged" else (), origin=origin)
 
 
 def band_of_score(score: float) -> Triage:
@@ -64,57 +187,39 @@ def _score(band: Triage, evidence_value: float, failed: int = 0) -> float:
     return _BAND_START[band] + min(inner, 0.999) / 3.0
 
 
-#: findings about a clause, not a value
-CLAIM_KINDS = frozenset({"polarity", "claim", "condition"})
+def _facts(ev: Evidence) -> dict[str, Any]:
+    return {"findings": tuple(ev.failed_facts())}
 
 
-def _facts_reason(ev: Evidence, failed: Sequence[FactFinding] | None = None, flags: bool = True) -> str:
-    failed = ev.failed_facts() if failed is None else list(failed)
-    shown = "; ".join(f.describe() for f in failed[:MAX_FACTS_SHOWN])
-    more = f" (and {len(failed) - MAX_FACTS_SHOWN} more)" if len(failed) > MAX_FACTS_SHOWN else ""
-    if len(failed) > 1:
-        what = f"{len(failed)} findings are"
-    else:
-        what = "a claim is" if failed[0].kind in CLAIM_KINDS else "a specific fact is"
-    if not flags:
-        return f"{what} not supported by the source, which in a text without a question ranks it lower: {shown}{more}"
-    return f"{what} not supported by the source: {shown}{more}"
-
-
-def _words_reason(ev: Evidence) -> str:
-    absent, total = ev.unsupported_tokens, ev.content_tokens
-    return f"{absent} of its {total} content words are not in the source; it may ignore its source"
+def _words(ev: Evidence) -> dict[str, Any]:
+    return {"unsupported_words": ev.unsupported_tokens, "content_words": ev.content_tokens}
 
 
 def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     """SGI with (or, with ``evidence=False``, without) sentence evidence."""
     sgi_band = triage("sgi", raw)
     if ev is None:  # SGI alone: the method's own bands
-        reason = {
-            "flagged": "SGI is below 0.95: the response is no closer to its context than to the question",
-            "review": "SGI leans only weakly toward the context",
-            "trusted": "SGI is a strong pass",
-        }[sgi_band]
+        reason = {"flagged": "sgi_low", "review": "sgi_weak", "trusted": "sgi_strong"}[sgi_band]
         return Decision(sgi_band, _score(sgi_band, normalize("sgi", raw)), reason)
     base = (normalize("sgi", raw) + normalize("support", ev.support)) / 2.0
     if raw == 0.0:  # the response embeds like the question: it restates it, whatever its words
-        return Decision("flagged", _score("flagged", base), "the response restates the question")
+        return Decision("flagged", _score("flagged", base), "restates_question")
     failed = len(ev.failed_facts())
     if failed:
-        return Decision("flagged", _score("flagged", base, failed), _facts_reason(ev))
+        return Decision("flagged", _score("flagged", base, failed), "facts", **_facts(ev))
     # it states a value of its source with its unit (an amount, a duration, a date ...); a name or a
     # bare number ("Aurora-7") only echoes the topic
     supported = any(f.status == "supported" and f.kind not in _NOT_VALUES for f in ev.facts)
     if ev.content_tokens and ev.support < IGNORES_SOURCE_WITH_SGI and sgi_band == "flagged" and not supported:
-        return Decision("flagged", _score("flagged", base), _words_reason(ev) + ", and SGI is below 0.95")
+        return Decision("flagged", _score("flagged", base), "ignores_source_sgi", **_words(ev))
     if sgi_band == "trusted" and ev.support >= STRONG_SUPPORT:
-        return Decision("trusted", _score("trusted", base), "every fact it states is in the source")
+        return Decision("trusted", _score("trusted", base), "grounded")
     if sgi_band == "flagged":
-        why = "the facts it states are in the source, but it is no closer to its context than to the question"
+        why = "facts_in_source_not_closer"
     elif sgi_band == "review":
-        why = "the facts it states are in the source, but it leans only weakly toward its context"
+        why = "facts_in_source_weak"
     else:
-        why = "the facts it states are in the source, but much of its wording is not"
+        why = "facts_in_source_wording"
     return Decision("review", _score("review", base), why)
 
 
@@ -132,28 +237,22 @@ def _loose_in_a_summary(f: FactFinding) -> bool:
 def decide_support(ev: Evidence) -> Decision:
     """No question: the response against its context alone."""
     failed = ev.failed_facts()
-    hard = [f for f in failed if not _loose_in_a_summary(f)]
+    hard = tuple(f for f in failed if not _loose_in_a_summary(f))
     if hard:
-        return Decision("flagged", _score("flagged", ev.support, len(hard)), _facts_reason(ev, hard))
+        return Decision("flagged", _score("flagged", ev.support, len(hard)), "facts", findings=hard)
     if failed:
-        return Decision("review", _score("review", ev.support), _facts_reason(ev, failed, flags=False))
+        return Decision("review", _score("review", ev.support), "facts_in_summary", findings=tuple(failed))
     if not ev.content_tokens:
-        return Decision("review", _score("review", ev.support), "it has no content words to check")
+        return Decision("review", _score("review", ev.support), "no_content_words")
     if ev.support < IGNORES_SOURCE:
-        return Decision("flagged", _score("flagged", ev.support), _words_reason(ev))
+        return Decision("flagged", _score("flagged", ev.support), "ignores_source", **_words(ev))
     if ev.support > STRONG_SUPPORT_ALONE:
-        return Decision(
-            "trusted", _score("trusted", ev.support), "its facts and nearly all its words are in the source"
-        )
-    return Decision(
-        "review", _score("review", ev.support), "its facts are in the source, but some of its words are not"
-    )
+        return Decision("trusted", _score("trusted", ev.support), "grounded_words")
+    return Decision("review", _score("review", ev.support), "facts_in_source_some_words")
 
 
 def decide_dgi(raw: float) -> Decision:
     """No context: DGI is a weak signal, so it can flag or ask for review, never trust."""
     if triage("dgi", raw) == "flagged":
-        return Decision(
-            "flagged", _score("flagged", normalize("dgi", raw)), "no context, and DGI is at or below its pass mark"
-        )
-    return Decision("review", _score("review", normalize("dgi", raw)), "no context: a weak signal")
+        return Decision("flagged", _score("flagged", normalize("dgi", raw)), "dgi_low")
+    return Decision("review", _score("review", normalize("dgi", raw)), "dgi_weak")

@@ -6,6 +6,9 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
+from warnings import warn
+
+from groundlens_core.decision import Decision
 
 
 def canonical_json(data: Any) -> str:
@@ -25,11 +28,18 @@ def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
     """A score dict without any of the caller's text: evidence sentences, passages, unsupported
     tokens and facts become ``[redacted]`` (offsets, counts and numbers stay), and the explanation
     stops quoting the weakest sentence and the facts."""
-    ev = score.get("evidence")
-    if not isinstance(ev, dict):
-        return score
     out = dict(score)
     expl = out.get("explanation")
+    decision = out.get("decision")
+    if isinstance(decision, dict):  # its findings may be another step's (grounded in a flagged output)
+        for f in decision.get("findings", ()):
+            if isinstance(expl, str) and isinstance(f.get("text"), str):
+                expl = expl.replace(FactFinding(**f).describe(), REDACTED)
+        out["decision"] = redact_decision_dict(decision)
+        out["explanation"] = expl
+    ev = score.get("evidence")
+    if not isinstance(ev, dict):
+        return out
     sentences = []
     for s in ev.get("sentences", ()):
         if isinstance(expl, str) and isinstance(s.get("text"), str):
@@ -49,6 +59,19 @@ def redact_score_dict(score: dict[str, Any]) -> dict[str, Any]:
         facts.append({**f, "text": REDACTED, "source": None if f.get("source") is None else REDACTED})
     out["evidence"] = {**ev, "sentences": sentences, "facts": facts}
     out["explanation"] = expl
+    return out
+
+
+def redact_decision_dict(decision: dict[str, Any]) -> dict[str, Any]:
+    """A decision dict without the caller's text: its findings' texts and the source's values become
+    ``[redacted]``, and its reason is rendered again from what is left."""
+    findings = [
+        {**f, "text": REDACTED, "source": None if f.get("source") is None else REDACTED}
+        for f in decision.get("findings", ())
+    ]
+    out = {**decision, "findings": findings}
+    if "reason" in out:
+        out["reason"] = Decision.from_dict(out, FactFinding).reason
     return out
 
 
@@ -180,11 +203,28 @@ class GroundlensScore:
     fingerprint: str  # embedder model id + SHA-256 of its weights
     backend: str  # embedding backend that produced the vectors
     version: str  # groundlens-core version
-    # the value triage sorts by (lower = review first), in [0, 1]; see ``rank_score`` in scoring.py
-    rank: float = field(default=0.0, kw_only=True)
+    #: the score: in [0, 1], higher = better grounded, the value shown everywhere and ranked by (lower
+    #: = review first); the band is a function of it (see decision.py)
+    score: float = field(default=0.0, kw_only=True)
+    #: why the band, as data (rule, failed facts with what the source says); None in an older saved score
+    decision: Decision | None = field(default=None, kw_only=True)
+
+    @property
+    def rank(self) -> float:
+        """Deprecated name of :attr:`score`."""
+        warn("GroundlensScore.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
+        return self.score
+
+    @property
+    def reason(self) -> str | None:
+        """Why the band, in a few words (the explanation's first clause), rendered from :attr:`decision`."""
+        return None if self.decision is None else self.decision.reason
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))
+        out = _plain(dataclasses.asdict(self))
+        if self.decision is not None:  # the rendered reason too, for readers of the JSON
+            out["decision"]["reason"] = self.decision.reason
+        return out
 
     def to_json(self) -> str:
         return canonical_json(self.to_dict())
@@ -251,11 +291,22 @@ def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
         raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
     names = {f.name for f in dataclasses.fields(kind)}
     kwargs = {k: v for k, v in data.items() if k in names}
-    if isinstance(kwargs.get("evidence"), dict):
-        kwargs["evidence"] = Evidence.from_dict(kwargs["evidence"])
-    if kind is not ScoreError and "rank" not in kwargs:  # a score saved before ``rank`` existed
-        kwargs["rank"] = kwargs.get("normalized", 0.0)
+    if kind is not ScoreError:
+        _read_older(data, kwargs)
     return kind(**kwargs)
+
+
+def _read_older(data: dict[str, Any], values: dict[str, Any]) -> None:
+    """The score of a dict written by an older version (``rank`` before ``score``, ``normalized``
+    before both), its evidence and decision rebuilt from their dicts."""
+    if "score" not in data:
+        old = data.get("rank", data.get("normalized"))
+        if isinstance(old, (int, float)):
+            values["score"] = old
+    if isinstance(values.get("evidence"), dict):
+        values["evidence"] = Evidence.from_dict(values["evidence"])
+    if isinstance(values.get("decision"), dict):
+        values["decision"] = Decision.from_dict(values["decision"], FactFinding)
 
 
 def as_score(data: Any) -> GroundlensScore | None:
@@ -263,7 +314,7 @@ def as_score(data: Any) -> GroundlensScore | None:
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
     field the dict lacks (a hand-built or older trace) is None unless the field has a default
-    (``rank`` of an older score is its ``normalized``). ``None`` stays None; anything else that is
+    (``score`` of an older score is its ``rank``, else its ``normalized``). ``None`` stays None; anything else that is
     not an SGI/DGI/support score is a ``ValueError``.
     """
     if data is None or isinstance(data, GroundlensScore):
@@ -279,8 +330,5 @@ def as_score(data: Any) -> GroundlensScore | None:
             values[f.name] = data[f.name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
-    if isinstance(values.get("evidence"), dict):
-        values["evidence"] = Evidence.from_dict(values["evidence"])
-    if "rank" not in data and isinstance(data.get("normalized"), (int, float)):
-        values["rank"] = data["normalized"]
+    _read_older(data, values)
     return kind(**values)

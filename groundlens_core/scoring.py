@@ -31,7 +31,7 @@ from groundlens_core.bands import (
     triage,
 )
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
-from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support
+from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support, opening
 from groundlens_core.embedding.plan import embed_many, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
@@ -184,11 +184,6 @@ def _weakest_text(ev: Evidence) -> str | None:
     return None if s is None else quote_sentence(s.text)
 
 
-def _opening(decision: Decision) -> str:
-    """The explanation's first clause: the score that is ranked, its band and why."""
-    return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
-
-
 def _sgi_result(
     raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item, ev: Evidence | None
 ) -> SGIResult:
@@ -199,7 +194,7 @@ def _sgi_result(
     elif raw == 0.0 and d_rq < EPSILON:
         detail = _same_point(item.response, item.question or "", "the question")
     decision = decide_sgi(raw, ev)
-    text = _opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
+    text = opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
     if ev is not None:
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     return SGIResult(
@@ -218,7 +213,7 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
     decision = decide_dgi(raw)
     return DGIResult(
-        **_score_fields("dgi", raw, decision, f"{_opening(decision)} {explain('dgi', raw, band, detail)}", emb),
+        **_score_fields("dgi", raw, decision, f"{opening(decision)} {explain('dgi', raw, band, detail)}", emb),
         displacement_norm=norm,
         direction=cal.direction_id,
     )
@@ -227,7 +222,7 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
 def _support_result(ev: Evidence, emb) -> SupportResult:
     decision = decide_support(ev)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
-    explanation = f"{_opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
+    explanation = f"{opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
     return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb), evidence=ev)
 
 
@@ -243,7 +238,8 @@ def _score_fields(method: str, value: float, decision: Decision, explanation: st
         "fingerprint": emb.fingerprint,
         "backend": emb.backend,
         "version": __version__,
-        "rank": decision.score,
+        "score": decision.score,
+        "decision": decision,
     }
 
 

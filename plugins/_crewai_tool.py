@@ -134,10 +134,15 @@ def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
     else:
         basis = "without source text (no tool results or context to compare with)"
     head = (
-        f"groundlens self-check: {triage.upper()} ({method.upper()}={result.value:.2f}, "
-        f"normalized {result.normalized:.2f}, scored {basis})."
+        f"groundlens self-check: {triage.upper()} (score {result.score:.2f} of 1, scored {basis}; "
+        f"{method.upper()}={result.value:.2f})."
     )
     lines = [head, _instruction(method, triage)]
+    decision = result.decision
+    if decision is not None and decision.findings:  # name each fact to fix and the value the source gives
+        lines.append("Facts to fix: " + "; ".join(f.describe() for f in decision.findings) + ".")
+    elif decision is not None and triage != "trusted":
+        lines.append(f"Why: {decision.reason}.")
     weakest = getattr(getattr(result, "evidence", None), "weakest_sentence", None)
     if weakest is not None:  # name what to fix: the sentence stating most that the source lacks
         missing = ", ".join(dict.fromkeys(u.text for u in weakest.unsupported))

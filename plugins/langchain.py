@@ -7,6 +7,7 @@ import logging
 from typing import Any, Mapping, Sequence
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.fields import score_fields
 from groundlens_core.plugins._langchain_common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
@@ -68,7 +69,8 @@ def _find(mapping: Any, keys: Sequence[str], read) -> tuple[str | None, str | No
 class GroundlensEvaluator:
     """Scores a run's answer for grounding (SGI against the context when one is found, else DGI),
     called LangSmith/openevals style, with :meth:`evaluate_run`, or as a string evaluator. The score
-    is the normalised value in [0, 1]: a triage signal for review order, not a verdict of truth."""
+    is the result's ``score`` in [0, 1], the value every report ranks by (a wrong fact scores below a
+    correct paraphrase): a triage signal for review order, not a verdict of truth."""
 
     def __init__(
         self,
@@ -129,27 +131,10 @@ class GroundlensEvaluator:
                 "comment": f"groundlens: could not score: {describe_exception(exc)}",
                 "metadata": {"method": "error", **found},
             }
-        meta = {
-            "method": res.method,
-            "value": res.value,
-            "normalized": res.normalized,
-            "triage": res.triage,
-            "flagged": res.flagged,
-            "rank": res.rank,
-            "fingerprint": res.fingerprint,
-            **found,
-        }
-        ev = getattr(res, "evidence", None)
-        if ev is not None:
-            weakest = ev.weakest_sentence
-            meta.update(
-                {
-                    "support": ev.support,
-                    "weakest_sentence": None if weakest is None else weakest.text,
-                    "unsupported": list(dict.fromkeys(u.text for u in ev.unsupported())),
-                }
-            )
-        return {"score": res.normalized, "comment": res.explanation, "metadata": meta}
+        fields = score_fields(res)  # the one projection of a score: the same names as the CSV and OTel
+        meta = {k: list(v) if isinstance(v, tuple) else v for k, v in fields.items() if v is not None}
+        meta.update(found)
+        return {"score": res.score, "comment": res.explanation, "metadata": meta}
 
     def __call__(
         self, *, inputs: Any = None, outputs: Any = None, reference_outputs: Any = None, **kwargs: Any

@@ -230,14 +230,31 @@ def test_self_check_names_the_weakest_sentence_and_works_without_a_question(cali
     wrong = "The Eiffel Tower is about 330 metres tall. It was designed by Leonardo da Vinci in 1750."
     reply = self_check(wrong, None, SOURCE, calibration=calibration)  # a source and no question: support
     lines = reply.splitlines()
-    assert lines[0].startswith("groundlens self-check: FLAGGED (SUPPORT=") and "against 1 source" in lines[0]
+    assert lines[0].startswith("groundlens self-check: FLAGGED (score ") and "against 1 source" in lines[0]
+    assert "SUPPORT=" in lines[0]
     assert lines[1].startswith("FLAGGED: your answer states things the source does not")
-    assert lines[2] == ('Weakest sentence: "It was designed by Leonardo da Vinci in 1750." '
+    assert lines[2].startswith("Facts to fix: ") and "1750 \u2014 the source says 1889" in lines[2]
+    assert lines[3] == ('Weakest sentence: "It was designed by Leonardo da Vinci in 1750." '
                         "(not in the source: designed, Leonardo, da, Vinci, 1750).")
     with_q = self_check(wrong, QUESTION, SOURCE, calibration=calibration)
     assert "SGI=" in with_q and 'Weakest sentence: "It was designed by Leonardo da Vinci in 1750."' in with_q
     assert "Weakest sentence" not in self_check(REVISED.replace("counting", "including"), QUESTION, SOURCE,
                                                  calibration=calibration)
+
+
+def test_self_check_carries_the_score_and_names_the_value_the_source_gives(calibration):
+    from groundlens_core import evaluate
+
+    question, source = "How long does the contract run?", "The contract runs for a 2-year term and renews each year."
+    draft = "The contract runs for a 5-year term."
+    reply = self_check(draft, question, source, calibration=calibration)
+    res = evaluate(question, draft, source)
+    assert reply.splitlines()[0].startswith(f"groundlens self-check: FLAGGED (score {res.score:.2f} of 1, ")
+    assert "normalized" not in reply  # one value: the score, beside SGI under its own name
+    assert f"SGI={res.value:.2f}" in reply
+    assert "Facts to fix: 5-year \u2014 the source says 2-year." in reply.splitlines()
+    fixed = self_check("The contract runs for a 2-year term.", question, source, calibration=calibration)
+    assert "Facts to fix" not in fixed and "the source says" not in fixed
 
 
 # ------------------------------------------------------------------ the self-check loop

@@ -103,15 +103,15 @@ def test_sgi_with_evidence_bands_on_facts_and_shows_the_ranked_score():
     plain = gl.evaluate(q, wrong, SOURCE, evidence=False)
     assert res.method == plain.method == "sgi" and res.value == plain.value  # SGI itself is unchanged
     assert plain.evidence is None and plain.support is None and plain.normalized == res.normalized
-    assert band_of_score(plain.rank) == plain.triage == triage("sgi", plain.value)  # without evidence: SGI's bands
+    assert band_of_score(plain.score) == plain.triage == triage("sgi", plain.value)  # without evidence: SGI's bands
     failed = [f.describe() for f in res.evidence.failed_facts()]
     assert any(d.startswith("$95 million \u2014 the source says $") and "181,674,817" in d for d in failed)
-    assert res.triage == "flagged" and res.rank < 1 / 3  # a wrong amount flags, whatever SGI says
-    assert res.explanation.startswith(f"Score {res.rank:.2f}, flagged: ")  # the first clause is the ranked score
+    assert res.triage == "flagged" and res.score < 1 / 3  # a wrong amount flags, whatever SGI says
+    assert res.explanation.startswith(f"Score {res.score:.2f}, flagged: ")  # the first clause is the ranked score
     assert "$95 million" in res.explanation.split(".")[0] + res.explanation
     paraphrase = gl.evaluate(q, "Poseidon earned $181,674,817 at the worldwide box office.", SOURCE)
     assert all(not f.failed for f in paraphrase.evidence.facts) and paraphrase.triage != "flagged"
-    assert paraphrase.rank > res.rank and band_of_score(paraphrase.rank) == paraphrase.triage
+    assert paraphrase.score > res.score and band_of_score(paraphrase.score) == paraphrase.triage
     assert "SGI" in res.explanation and "Support" in res.explanation
 
 

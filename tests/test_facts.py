@@ -109,9 +109,9 @@ def test_words_rank_facts_flag():
     assert wrong.triage == "flagged" and "25% \u2014 the source says 15%" in wrong.explanation.split(" SGI ")[0]
     assert paraphrase.triage == "review"  # word choice alone never flags
     assert copy.triage == "trusted"
-    assert wrong.rank < SCORE_EDGES[0] <= paraphrase.rank < SCORE_EDGES[1] <= copy.rank
+    assert wrong.score < SCORE_EDGES[0] <= paraphrase.score < SCORE_EDGES[1] <= copy.score
     for res in (wrong, paraphrase, copy):
-        assert band_of_score(res.rank) == res.triage and res.explanation.startswith(f"Score {res.rank:.2f}, {res.triage}:")
+        assert band_of_score(res.score) == res.triage and res.explanation.startswith(f"Score {res.score:.2f}, {res.triage}:")
 
 
 def test_without_context_a_step_is_never_trusted():
@@ -138,8 +138,8 @@ def test_claim_set_wrong_facts_flagged_paraphrases_not_and_no_flagged_row_above_
     wrong = [x.flagged for r, x in zip(rows, res) if r["label"] == "0"]
     right = [x.flagged for r, x in zip(rows, res) if r["label"] == "1"]
     assert sum(wrong) / len(wrong) >= 0.85 and sum(right) / len(right) <= 0.15
-    flagged = [x.rank for x in res if x.triage == "flagged"]
-    trusted = [x.rank for x in res if x.triage == "trusted"]
+    flagged = [x.score for x in res if x.triage == "flagged"]
+    trusted = [x.score for x in res if x.triage == "trusted"]
     assert not trusted or max(flagged) < min(trusted)
 
 
@@ -223,7 +223,7 @@ def test_sorted_by_the_score_wrong_facts_come_first_and_correct_paraphrases_are_
         ("Can I return an opened laptop?", "Opened electronics can be returned within 30 days and are subject to a 15% restocking fee.", False),
     ]
     res = gl.evaluate_batch([{"question": q, "response": r, "context": POLICY} for q, r, _ in items])
-    ranked = sorted(zip(res, items), key=lambda p: p[0].rank)
+    ranked = sorted(zip(res, items), key=lambda p: p[0].score)
     assert [ok for _, (_, _, ok) in ranked] == [False] * 3 + [True] * 3  # every wrong answer ranks first
     assert all(x.triage == "flagged" for x, (_, _, ok) in ranked if not ok)
     assert all(x.triage != "flagged" for x, (_, _, ok) in ranked if ok)

@@ -1,5 +1,6 @@
 """Cascade lineage: a flagged step's output carried into a later step's context is marked in the
-trace JSON, the summary, the ranking, the HTML report and OpenTelemetry; the band is left alone."""
+trace JSON, the summary, the ranking, the HTML report and OpenTelemetry; a step whose support comes
+from a flagged (or error) output is at most review."""
 
 from __future__ import annotations
 
@@ -86,7 +87,8 @@ def test_langgraph_cascade_in_json_summary_and_ranking(run):
     assert research.band == "flagged" and "90 days" in research.explanation
     assert write.cascade_from == (research.id,)
     assert plan.cascade_from == () and research.cascade_from == ()
-    assert write.band != "flagged"  # the band is not changed by the cascade
+    assert write.band == "review"  # grounded in the flagged research notes: at most review
+    assert write.decision.rule == "grounded_in_flagged" and write.decision.origin == research.index
     data = json.loads(trace.to_json())
     jsonschema.validate(data, json_schema())
     assert data["schema_version"] == SCHEMA_VERSION == "1.1"
@@ -243,3 +245,137 @@ def test_files_of_schema_1_0_still_read(tmp_path):
     assert json.loads(t.to_json())["schema_version"] == "1.1"
     with pytest.raises(ValueError, match="cascade_from"):
         Trace.from_dict({**old, "steps": [{**old["steps"][0], "cascade_from": "s9"}]})
+
+
+# ---------------------------------------------------------------- trust flows through the lineage
+
+CONTRACT = "Ending the contract early costs an early-termination fee of 15 % of the remaining contract value."
+FEE_QUESTION = "What does it cost to end the contract early?"
+FEE_REPLIES = {
+    # the wrong fee: the contract says 15 %
+    "answer": "Ending the contract early costs an early-termination fee of 25 % of the remaining contract value.",
+    # repeats the wrong answer to the customer, from that answer alone
+    "email": "Dear customer, ending the contract early costs an early-termination fee of 25 % of the remaining "
+    "contract value.",
+    # from the contract, with the flagged answer beside it in its context
+    "check": "The contract says an early-termination fee of 15 % of the remaining contract value applies.",
+}
+
+
+class F(TypedDict, total=False):
+    question: str
+    contract: str  # not a context key: each node names its own context
+    answer: str
+    email: str
+    check: str
+
+
+def _ask(reply: str, question: str, context: list[str]) -> str:
+    """The scripted model, told its context as a caller tells groundlens (``groundlens_context``)."""
+    msg = scripted(reply).invoke(
+        [SystemMessage("Answer from the context."), HumanMessage(question)],
+        config={"metadata": {"groundlens_context": context}},
+    )
+    return msg.content
+
+
+def fee_graph():
+    def answer(state: F):
+        return {"answer": _ask(FEE_REPLIES["answer"], state["question"], [state["contract"]])}
+
+    def email(state: F):  # grounded only in the answer
+        return {"email": _ask(FEE_REPLIES["email"], "Write the customer an email about the fee.", [state["answer"]])}
+
+    def check(state: F):  # the contract and the flagged answer, as two pieces
+        return {"check": _ask(FEE_REPLIES["check"], state["question"], [state["contract"], state["answer"]])}
+
+    g = StateGraph(F)
+    g.add_node("answer", answer)
+    g.add_node("email", email)
+    g.add_node("check", check)
+    g.add_edge(START, "answer")
+    g.add_edge("answer", "email")
+    g.add_edge("email", "check")
+    g.add_edge("check", END)
+    return g.compile()
+
+
+@pytest.fixture(scope="module")
+def fee_run():
+    spans = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    cb = GroundlensLangGraphCallback(listeners=[OTelExporter(provider)])
+    fee_graph().invoke({"question": FEE_QUESTION, "contract": CONTRACT}, config={"callbacks": [cb]})
+    return cb.get_trace(), spans.get_finished_spans()
+
+
+def test_a_step_grounded_only_in_a_flagged_output_is_not_trusted(fee_run):
+    from groundlens_core import evaluate
+
+    trace, _ = fee_run
+    answer, email, check = trace.steps
+    assert answer.band == "flagged" and answer.decision.findings[0].describe() == "25 % \u2014 the source says 15 %"
+    # on its own context alone the email would be trusted: every fact it states is in that context
+    alone = evaluate(email.question, email.response, [p.text for p in email.context])
+    assert alone.triage == "trusted"
+    assert email.cascade_from == (answer.id,)
+    assert email.band == email.triage == email.score.triage == "review" and not email.score.flagged
+    d = email.decision
+    assert (d.rule, d.origin, d.band) == ("grounded_in_flagged", answer.index, "review")
+    assert d.findings == answer.decision.findings  # the origin's findings, with what the source says
+    assert email.score.score == pytest.approx(alone.score - 1 / 3) and 1 / 3 <= email.score.score < 2 / 3
+    assert email.explanation.startswith(
+        f"Score {email.score.score:.2f}, review: grounded in the flagged output of #{answer.index}: "
+        "25 % \u2014 the source says 15 %."
+    )
+    assert email.explanation.removeprefix(f"Score {email.score.score:.2f}, review: ").count("Score ") == 0
+    assert "email <- answer (flagged)" in trace.summary()
+    rows = parse(render_html(trace)).rows
+    row = next(r for r in rows if r["data-id"] == email.id)
+    assert row["reason"].startswith(f"grounded in the flagged output of #{answer.index}: 25 %")
+    assert row["data-band"] == "review"
+
+
+def test_a_step_with_a_real_source_beside_the_flagged_output_keeps_its_band_when_it_leans_on_the_source(fee_run):
+    from groundlens_core import evaluate
+
+    trace, _ = fee_run
+    answer, email, check = trace.steps
+    assert answer.id in check.cascade_from  # the mark stays: its context carries the flagged answer
+    alone = evaluate(check.question, check.response, [p.text for p in check.context])
+    assert check.triage == alone.triage and check.score.score == alone.score
+    assert check.decision.rule == alone.decision.rule != "grounded_in_flagged"
+
+
+def test_the_cap_survives_the_json_round_trip_and_reaches_otel(fee_run):
+    trace, spans = fee_run
+    email = trace.steps[1]
+    again = Trace.from_json(trace.to_json())
+    assert again.steps[1].decision == email.decision and again.steps[1].triage == "review"
+    jsonschema.validate(json.loads(trace.to_json()), json_schema())
+    chats = {s.attributes["groundlens.step.id"]: s for s in spans if s.name.startswith("chat")}
+    for s in trace.steps:
+        attrs = chats[s.id].attributes
+        assert attrs["gen_ai.evaluation.score.value"] == attrs["groundlens.score"] == s.score.score
+        assert attrs["groundlens.sgi"] == attrs["groundlens.value"] == s.value
+        assert attrs["groundlens.rule"] == s.decision.rule
+    assert chats[email.id].attributes["gen_ai.evaluation.score.label"] == "review"
+    redacted = trace.to_json(redact=True)
+    assert "25 %" not in redacted and "15 %" not in redacted
+
+
+def test_an_error_step_output_caps_a_step_grounded_in_it():
+    from groundlens_core import evaluate
+
+    res = evaluate(FEE_QUESTION, FEE_REPLIES["check"], CONTRACT)
+    assert res.triage == "trusted"
+    t = Trace(id="t", name="n", framework="test", started_at="2025-01-01T00:00:00Z")
+    t.add_step(Step(id="e0", index=0, node="draft", kind="llm", method="error", triage="error",
+                    response=CONTRACT, error="groundlens could not score this call: EmbeddingError: x"))  # fmt: skip
+    later = t.add_step(Step(id="s1", index=1, node="final", kind="llm", method="sgi", score=res, triage=res.triage,
+                            question=FEE_QUESTION, response=FEE_REPLIES["check"],
+                            context=(ContextPiece(CONTRACT, "state:draft"),)))  # fmt: skip
+    assert later.cascade_from == ("e0",) and later.triage == "review"
+    assert later.decision.rule == "grounded_in_error" and later.decision.findings == ()
+    assert "grounded in the output of #0, which could not be scored" in later.explanation

@@ -69,7 +69,8 @@ def test_evaluator_openevals_shape_and_grounded_beats_ungrounded():
     for res in (good, bad):
         assert set(res) == {"key", "score", "comment", "metadata"} and res["key"] == "groundlens"
         assert res["metadata"]["method"] == "sgi" and res["metadata"]["context_from"] == "reference_outputs.context"
-        assert 0.0 <= res["score"] <= 1.0 and res["score"] == res["metadata"]["normalized"]
+        assert 0.0 <= res["score"] <= 1.0 and res["score"] == res["metadata"]["score"]  # the ranked value
+        assert res["metadata"]["normalized"] != res["score"]  # tanh(SGI) keeps its own name
         assert res["metadata"]["triage"] in ("trusted", "review", "flagged")
         assert res["metadata"]["fingerprint"] and "not a verdict of truth" in res["comment"]
     assert good["score"] > bad["score"] and good["metadata"]["value"] > bad["metadata"]["value"]

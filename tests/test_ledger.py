@@ -447,7 +447,7 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     quoting = [(rec, s) for rec, (_, s) in zip(recs, steps) if '"' + s.response + '"' in s.explanation]
     assert quoting
     for rec, (_, step) in zip(recs, steps):
-        assert step.explanation.startswith(f"Score {step.score.rank:.2f}, {step.band}: {rec['reason']}")
+        assert step.explanation.startswith(f"Score {step.score.score:.2f}, {step.band}: {rec['reason']}")
         assert '"' not in rec["reason"] and step.response not in rec["reason"]
     text = path.read_text()
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):

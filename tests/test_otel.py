@@ -140,7 +140,10 @@ def test_live_evaluation_attributes_match_the_trace(calibration):
     for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
         a, step = nodes[node].attributes, steps[node]
         assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
-        assert a["gen_ai.evaluation.score.value"] == pytest.approx(step.value)
+        # the evaluation's value is the score (the value ranked), never the raw SGI/DGI
+        assert a["gen_ai.evaluation.score.value"] == a["groundlens.score"] == pytest.approx(step.score.score)
+        assert a[f"groundlens.{method}"] == a["groundlens.value"] == pytest.approx(step.value)
+        assert a["groundlens.rule"] == step.decision.rule
         assert a["gen_ai.evaluation.score.label"] == step.triage
         assert a["gen_ai.evaluation.score.label"] in ("trusted", "review", "flagged")
         assert "not a verdict" in a["gen_ai.evaluation.explanation"]

@@ -92,7 +92,8 @@ def check_phoenix_spans(spans: list[dict], trace: Trace) -> None:
     for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
         a = by_node[node]["attributes"]
         assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
-        assert a["gen_ai.evaluation.score.value"] == pytest.approx(steps[node].value)
+        assert a["gen_ai.evaluation.score.value"] == pytest.approx(steps[node].score.score)
+        assert a["gen_ai.evaluation.score.value"] == pytest.approx(a["groundlens.score"])
         assert a["gen_ai.evaluation.score.label"] == steps[node].triage
         assert "not a verdict" in a["gen_ai.evaluation.explanation"]
         assert a["groundlens.normalized"] == pytest.approx(steps[node].normalized)

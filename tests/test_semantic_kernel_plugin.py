@@ -132,6 +132,9 @@ async def test_grounded_answer_outranks_ungrounded_with_tool_result_as_context(c
     assert good_score["method"] == bad_score["method"] == "sgi"
     assert good_score["value"] > bad_score["value"]
     assert good_score["triage"] == "trusted"
+    # the metadata carries the score that is ranked, and why, as data
+    assert good_score["score"] > bad_score["score"] and "rank" not in good_score
+    assert good_score["decision"]["rule"] == "grounded" and good_score["decision"]["score"] == good_score["score"]
 
     assert good_trace.id != bad_trace.id  # one trace per top-level invoke
     for trace, score in ((good_trace, good_score), (bad_trace, bad_score)):

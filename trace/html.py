@@ -39,7 +39,6 @@ from groundlens_core.trace.html_rows import (
     _preview,
     _producers,
     _reason,
-    _risk_key,
     _text_note,
     _tokens,
 )
@@ -167,7 +166,7 @@ def _build_context(
     producers: list[dict[str, list[Any]]] = []
     for ti, trace in enumerate(shown):
         for step in trace.steps:
-            entries.append((_risk_key(step, ti), ti, step))
+            entries.append((risk_key(step.band, _norm(step), ti, step.index), ti, step))
         producers.append(_producers(trace.steps))
     entries.sort(key=lambda e: e[0])
     # a step carrying a flagged step's output comes right after it (see lineage.cascade_order)
@@ -278,7 +277,7 @@ def _build_context(
                 "rate": f"{flagged / scored:.0%}" if scored else "-",
             }
         )
-    node_rows.sort(key=lambda n: (*risk_key(n["worst"], n["mean_value"]), n["name"]))
+    node_rows.sort(key=lambda n: risk_key(n["worst"], n["mean_value"], n["name"]))
     # "which node misbehaves most": the flagged share of each node's scored steps, across traces
     rate_rows = sorted(node_rows, key=lambda n: (-n["rate_value"], -n["flagged"], n["name"]))
 

@@ -7,7 +7,7 @@ import math
 from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
-from groundlens_core.bands import BAND_COLOURS, SCORED_METHODS, risk_key
+from groundlens_core.bands import BAND_COLOURS, SCORED_METHODS
 from groundlens_core.trace.model import Step, Trace
 
 PREVIEW_CHARS = 140
@@ -18,7 +18,7 @@ _SCORE_FACTS = (
     ("value", "raw score"),
     ("normalized", "normalized"),
     ("support", "support"),
-    ("rank", "ranking value"),
+    ("score", "score"),
     ("d_response_question", "d(response, question)"),
     ("d_response_context", "d(response, context)"),
     ("context_mode", "context mode"),
@@ -50,11 +50,6 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
 def _norm(step: Step) -> float | None:
     """The score a row shows: the risk value it is ranked by (never normalized SGI/DGI)."""
     return _num(step.rank) if step.method in SCORED_METHODS else None
-
-
-def _risk_key(step: Step, trace_index: int) -> tuple[int, float, int, int]:
-    """``Step.risk_key`` across traces: band, lowest ranking value first, then trace and step order."""
-    return (*risk_key(step.band, _norm(step)), trace_index, step.index)
 
 
 def _band_css() -> str:
@@ -137,25 +132,28 @@ def _evidence(step: Step) -> list[list[Any]]:
 
 
 def _reason(step: Step) -> str:
-    """Why the row has its band, in a few words: the failed fact, else the first clause of the
-    explanation (the signal that decided the band), else the error or why it was skipped."""
+    """Why the row has its band, in a few words, rendered from the step's decision: the first failed
+    fact and what the source says, else the decision's reason; the error or why it was skipped; for
+    a score saved without a decision (an older version), its first failed fact, else the start of its
+    explanation."""
     if step.method == "error":
         return str(step.error or "error")
     if step.method == "skipped":
         return str(step.skip_reason or "not scored")
-    ev = getattr(step.score, "evidence", None)
-    failed = ev.failed_facts() if ev is not None else []
-    if failed:
+    decision = step.decision
+    if decision is None:  # a score saved by an older version: its failed facts, else its explanation
+        ev = getattr(step.score, "evidence", None)
+        failed = tuple(ev.failed_facts()) if ev is not None else ()
         more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+        return f"fact: {failed[0].describe()}{more}" if failed else _preview(str(step.explanation or ""), 160)
+    failed = decision.findings
+    more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
+    if decision.rule == "facts" and failed:
         return f"fact: {failed[0].describe()}{more}"
-    text = str(step.explanation or "")
-    head, sep, rest = text.partition(": ")
-    if sep and head.startswith("Score "):
-        text = rest
-    first = text.split(". ", 1)[0].rstrip(".")
-    if not first and ev is not None and ev.weakest_sentence is not None:
-        first = f'weakest: "{_preview(ev.weakest_sentence.text, 80)}"'
-    return _preview(first, 160)
+    if failed:  # grounded in a flagged output: say where, and the origin's first failed fact
+        head = decision.render(values=False)
+        return _preview(f"{head}: {failed[0].describe()}{more}", 160)
+    return _preview(decision.reason, 160)
 
 
 def _tokens(step: Step) -> str:

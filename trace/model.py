@@ -144,8 +144,9 @@ class Step:
     error: str | None = None
     skip_reason: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: ids of earlier flagged steps of the trace whose output this step's context carries
-    #: (see ``groundlens_core.trace.lineage``); the band is not changed by it
+    #: ids of earlier unverified steps of the trace (flagged, error, or grounded in one) whose output
+    #: this step's context carries (see ``groundlens_core.trace.lineage``); a step whose support
+    #: comes from one is at most ``review``
     cascade_from: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -192,11 +193,18 @@ class Step:
 
     @property
     def rank(self) -> float | None:
-        """The step's score: the value triage sorts by and every report shows (the band is a function of it)."""
-        return None if self.score is None else self.score.rank
+        """The step's score (``score.score``): the value triage sorts by and every report shows (the
+        band is a function of it); None when the step was not scored."""
+        return None if self.score is None or self.method not in SCORED_METHODS else self.score.score
 
-    def risk_key(self) -> tuple[int, float, int]:
-        return (*risk_key(self.band, self.rank), self.index)
+    @property
+    def decision(self) -> Any:
+        """Why the step has its band, as data (:class:`~groundlens_core.decision.Decision`), or None."""
+        return None if self.score is None else self.score.decision
+
+    def risk_key(self, *order: Any) -> tuple[Any, ...]:
+        """:func:`groundlens_core.bands.risk_key` of this step, ties broken by ``order`` then its index."""
+        return risk_key(self.band, self.rank, *order, self.index)
 
     def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
         """This step as every export shows it: with ``redact`` each text becomes a keyed digest
@@ -363,12 +371,10 @@ class Trace:
         return " | ".join(x for x in (head, ", ".join(parts), unscored, self._cascade_clause(), ", ".join(items)) if x)
 
     def _cascade_clause(self) -> str:
-        """``cascade: answer <- plan (flagged)``: the steps whose context carries a flagged step's output."""
-        nodes = {s.id: s.node for s in self.steps}
+        """``cascade: answer <- plan (flagged)``: the steps whose context carries an unverified step's output."""
+        nodes = {s.id: f"{s.node} ({s.band})" for s in self.steps}
         links = [
-            f"{s.node} <- {', '.join(nodes.get(o, o) for o in s.cascade_from)} (flagged)"
-            for s in self.steps
-            if s.cascade_from
+            f"{s.node} <- {', '.join(nodes.get(o, o) for o in s.cascade_from)}" for s in self.steps if s.cascade_from
         ]
         return f"cascade: {'; '.join(links)}" if links else ""
 

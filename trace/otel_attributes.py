@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Mapping
 
 from groundlens_core.bands import SCORED_METHODS
+from groundlens_core.fields import score_fields
 from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace, redaction_digest
 
@@ -245,30 +246,38 @@ def _score_attributes(step: Step, max_text_chars: int | None) -> dict[str, Any]:
 
 
 def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict[str, Any]:
-    """gen_ai.evaluation.* plus the evidence: the ranking value, support, the weakest sentence and
-    the unsupported tokens. ``step`` is a view, so under redaction its evidence texts are already
-    ``[redacted]`` and the explanation no longer quotes the weakest sentence; evidence texts are
-    cut to ``EVIDENCE_ATTR_MAX_CHARS`` (or ``max_text_chars`` when smaller)."""
+    """gen_ai.evaluation.* plus the decision and the evidence, from the score's one projection
+    (:func:`groundlens_core.fields.score_fields`): ``gen_ai.evaluation.score.value`` is the score (the
+    value ranked, = ``groundlens.score``); the method's raw value is ``groundlens.sgi`` /
+    ``groundlens.dgi`` / ``groundlens.support`` (and ``groundlens.value``). ``step`` is a view, so
+    under redaction its evidence and findings are already ``[redacted]`` and the explanation no longer
+    quotes them; evidence texts are cut to ``EVIDENCE_ATTR_MAX_CHARS`` (or ``max_text_chars`` when
+    smaller)."""
     out: dict[str, Any] = {sc.GEN_AI_EVALUATION_NAME: f"groundlens.{step.method}"}
-    if step.value is not None:
-        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = float(step.value)
+    if step.rank is not None:
+        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = out[sc.GL_SCORE] = out[sc.GL_RANK] = float(step.rank)
     if step.triage:
         out[sc.GEN_AI_EVALUATION_SCORE_LABEL] = step.triage
     if step.explanation:
         out[sc.GEN_AI_EVALUATION_EXPLANATION] = step.explanation
-    if step.rank is not None:
-        out[sc.GL_RANK] = out[sc.GL_SCORE] = float(step.rank)
     if step.method == "dgi":
         out[sc.GL_WEAK_SIGNAL] = True  # no context: DGI is a weak signal
-    ev = getattr(step.score, "evidence", None)
-    if ev is not None:
-        limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)
-        out[sc.GL_SUPPORT] = float(ev.support)
-        if ev.weakest_sentence is not None:
-            out[sc.GL_WEAKEST_SENTENCE] = render_text(ev.weakest_sentence.text, max_text_chars=limit)
-        words = list(dict.fromkeys(u.text for u in ev.unsupported()))
-        if words:
-            out[sc.GL_UNSUPPORTED] = render_text("; ".join(words), max_text_chars=limit)
+    if step.score is None:
+        return out
+    fields = score_fields(step.score)
+    if fields["value"] is not None:
+        out[sc.GL_METHOD_VALUE.format(method=step.method)] = float(fields["value"])
+    if fields["rule"]:
+        out[sc.GL_RULE] = fields["rule"]
+    limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)
+    if fields["facts"]:
+        out[sc.GL_FACTS] = render_text("; ".join(fields["facts"]), max_text_chars=limit)
+    if fields["support"] is not None:
+        out[sc.GL_SUPPORT] = float(fields["support"])
+    if fields["weakest_sentence"] is not None:
+        out[sc.GL_WEAKEST_SENTENCE] = render_text(fields["weakest_sentence"], max_text_chars=limit)
+    if fields["unsupported"]:
+        out[sc.GL_UNSUPPORTED] = render_text("; ".join(fields["unsupported"]), max_text_chars=limit)
     return out
 
 

@@ -54,8 +54,11 @@ GL_VALUE = "groundlens.value"
 GL_NORMALIZED = "groundlens.normalized"
 GL_FLAGGED = "groundlens.flagged"
 GL_NODE = "groundlens.node"
-GL_RANK = "groundlens.rank"  # the value triage sorts by (lower = review first); same as groundlens.score
+GL_RANK = "groundlens.rank"  # the older name of groundlens.score, for older dashboards
 GL_SCORE = "groundlens.score"  # the score shown and ranked by, in [0, 1]; the band is a function of it
+GL_METHOD_VALUE = "groundlens.{method}"  # the method's raw value: groundlens.sgi / groundlens.dgi / groundlens.support
+GL_RULE = "groundlens.rule"  # the decision's rule (decision.RULES): why the band
+GL_FACTS = "groundlens.facts"  # the failed facts with what the source says ("; "-joined)
 GL_WEAK_SIGNAL = "groundlens.weak_signal"  # true for a step scored without context (DGI)
 GL_SUPPORT = "groundlens.support"  # share of the response's content the context contains
 GL_WEAKEST_SENTENCE = "groundlens.weakest_sentence"  # the response sentence stating most that the context lacks

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from groundlens_core._version import __version__
+from groundlens_core.decision import Decision
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.outputs import mode_kind
+from groundlens_core.results import FactFinding
 
 FORMAT = "groundlens-ledger/1"
 #: what the first record of a ledger names as the record before it
@@ -88,12 +90,14 @@ def decision_record(
     out, or the error's message.
     """
     values = _score_values(score)
+    explained = values.pop("reason", None)
+    decision = values.pop("decision", None)
     if reason is None:
-        reason = values.pop("reason", None)
-    else:
-        values.pop("reason", None)
-    if not include_text:
-        reason = error_category(reason) if method == "error" else reason_category(reason)
+        reason = explained
+    if method == "error":
+        reason = reason if include_text else error_category(reason)
+    elif not include_text:  # the decision's rule, rendered without the caller's values
+        reason = None if decision is None else decision.render(values=False)
     rec: dict[str, Any] = {
         "type": "decision",
         "step_id": step_id,
@@ -102,7 +106,8 @@ def decision_record(
         "node": node,
         "method": method,
         "band": band,
-        "scores": {k: values.get(k) for k in ("value", "normalized", "rank", "support")},
+        "scores": {k: values.get(k) for k in ("value", "normalized", "score", "support")},
+        "rule": None if decision is None else decision.rule,
         "reason": reason,
         "fingerprint": values.get("fingerprint") or fingerprint,
         "version": __version__,
@@ -121,32 +126,7 @@ def decision_record(
     return rec
 
 
-_OPENING = re.compile(r"Score -?\d+(?:\.\d+)?, (?:flagged|review|trusted): ")
-_RULES_WITH_VALUES = (
-    re.compile(r"(?:a specific fact is|\d+ specific facts are) not supported by the source"),
-    re.compile(
-        r"\d+ of its \d+ content words are not in the source; it may ignore its source(?:, and SGI is below 0\.95)?"
-    ),
-)
 _ERROR_TYPE = re.compile(r"([A-Z][A-Za-z0-9_]*(?:Error|Exception|Interrupt|Exit|Timeout)):")
-
-
-def reason_category(explanation: str | None) -> str | None:
-    """The decision's rule from an explanation (``Score 0.12, flagged: <rule>. ...``), without any
-    value of the caller's: a failed fact's text and the source's value are left out. None when the
-    explanation does not open with a decision."""
-    if not isinstance(explanation, str):
-        return None
-    m = _OPENING.match(explanation)
-    if m is None:
-        return None
-    rest = explanation[m.end() :]
-    for rule in _RULES_WITH_VALUES:
-        found = rule.match(rest)
-        if found is not None:
-            return found.group(0)
-    first = rest.split(". ", 1)[0].rstrip(".")
-    return None if '"' in first or "\u2014" in first else first
 
 
 def error_category(message: str | None) -> str | None:
@@ -159,16 +139,16 @@ def error_category(message: str | None) -> str | None:
 
 
 def _score_values(score: Any) -> dict[str, Any]:
-    """value, normalized, rank, support, fingerprint and the reason of a score object, its dict or a
-    row's cells. A score object is read field by field: its ``to_dict()`` copies the whole evidence
-    and would be most of the ledger's cost on the worker."""
+    """value, normalized, score, support, fingerprint, the decision and the explanation (quotes taken
+    out) of a score object, its dict or a row's cells. A score object is read field by field: its
+    ``to_dict()`` copies the whole evidence and would be most of the ledger's cost on the worker."""
     if score is None:
         return {}
     if isinstance(score, Mapping) and "groundlens_method" in score:  # a row's cells (all a Ray worker sends)
         return {
             "value": _number(score.get("groundlens_value")),
             "normalized": _number(score.get("groundlens_normalized")),
-            "rank": _number(score.get("groundlens_rank")),
+            "score": _number(score.get("groundlens_score", score.get("groundlens_rank"))),
             "support": _number(score.get("groundlens_support")),
             "reason": score.get("groundlens_error") or None,
         }
@@ -177,12 +157,17 @@ def _score_values(score: Any) -> dict[str, Any]:
     evidence = get("evidence")
     if support is None and evidence is not None:  # a support score: its value is the support
         support = evidence.get("support") if isinstance(evidence, Mapping) else getattr(evidence, "support", None)
+    decision = get("decision")
+    if isinstance(decision, Mapping):
+        decision = Decision.from_dict(decision, FactFinding)
+    value = get("score")
     return {
         "value": _number(get("value")),
         "normalized": _number(get("normalized")),
-        "rank": _number(get("rank")),
+        "score": _number(value if value is not None else get("rank")),
         "support": _number(support),
         "fingerprint": get("fingerprint"),
+        "decision": decision,
         "reason": _reason(get("explanation"), evidence) if get("explanation") is not None else get("error"),
     }
 
