@@ -25,6 +25,11 @@ MAX_FINDINGS = 5
 #: unsupported words named when no single fact failed
 _MAX_WORDS = 8
 _CLOSING = "Answer again from the source: use its values and state nothing it does not support."
+#: a flagged answer scored without a source (DGI): there are no values to name
+_NO_SOURCE = (
+    "Your answer does not look grounded, and there was no source to check it against. "
+    "Look up a source if you can and answer again from it; state only what you can support."
+)
 
 
 def score_of(result: Any) -> float | None:
@@ -72,7 +77,7 @@ def render_feedback(result: Any) -> str:
             shown = ", ".join(words[:_MAX_WORDS]) + (", ..." if len(words) > _MAX_WORDS else "")
             lines.append(f'The source does not support "{quote_sentence(weakest.text)}" (not in the source: {shown}).')
         elif evidence is None and getattr(result, "method", None) == "dgi":
-            lines.append("There was no source to check it against; answer only what you can support.")
+            return _NO_SOURCE
         else:
             lines.append("Your answer is not supported by the source.")
     lines.append(_CLOSING)
