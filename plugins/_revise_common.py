@@ -56,7 +56,11 @@ def check_max_revisions(value: Any) -> int:
 
 
 def _mark_of(message: Any) -> int | None:
-    extra = message.get("additional_kwargs") if isinstance(message, Mapping) else getattr(message, "additional_kwargs", None)
+    extra = (
+        message.get("additional_kwargs")
+        if isinstance(message, Mapping)
+        else getattr(message, "additional_kwargs", None)
+    )
     value = extra.get(REVISION_KEY) if isinstance(extra, Mapping) else None
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
@@ -133,10 +137,14 @@ class InlineChecker:
 
     def __init__(self, adapter: AdapterShell | None = None, *, embedder: Any = None, calibration: Any = None):
         if adapter is not None and not isinstance(adapter, AdapterShell):
-            raise TypeError(f"adapter must be a groundlens adapter (a callback or listener), got {type(adapter).__name__}")
+            raise TypeError(
+                f"adapter must be a groundlens adapter (a callback or listener), got {type(adapter).__name__}"
+            )
         if adapter is not None and (embedder is not None or calibration is not None):
             raise ValueError("give either adapter= or embedder=/calibration=, not both (the adapter's are used)")
-        self.adapter: AdapterShell = adapter if adapter is not None else _LoopScorer(embedder=embedder, calibration=calibration)
+        self.adapter: AdapterShell = (
+            adapter if adapter is not None else _LoopScorer(embedder=embedder, calibration=calibration)
+        )
         self._lock = threading.Lock()
         self._cache: OrderedDict[tuple[Any, ...], InlineScore] = OrderedDict()
 

@@ -144,7 +144,8 @@ class GroundlensGuardrail:
         retries = getattr(found.task, "guardrail_max_retries", None) if found is not None else None
         if isinstance(retries, int) and retries < limit:
             limit = retries  # crewai fails the task once its retries are spent: accept before that
-        return self.checker.check(self._question(output, found), text, self._context(output, found), revisions, limit), found, key
+        question, context = self._question(output, found), self._context(output, found)
+        return self.checker.check(question, text, context, revisions, limit), found, key
 
     def __call__(self, output):  # no annotations: crewai checks a guardrail's signature at run time
         return self.validate(output)

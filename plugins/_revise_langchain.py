@@ -65,10 +65,8 @@ class RevisionReader:
             return last_user_question(without_feedback(list(value)))
         if isinstance(value, Mapping):
             for key in self.question_keys:
-                item = value.get(key)
-                text = (
-                    last_user_question(without_feedback(list(item))) if _is_messages(item) else _stripped(item)
-                )
+                item: Any = value.get(key)
+                text = last_user_question(without_feedback(list(item))) if _is_messages(item) else _stripped(item)
                 if text:
                     return text
         return None
@@ -95,7 +93,7 @@ class RevisionReader:
                         return text
             return None
         if hasattr(output, "content"):
-            return _stripped(getattr(output, "content"))
+            return _stripped(output.content)
         return None
 
     def next_input(self, value: Any, answer: str, feedback: str, revision: int) -> Any:
@@ -172,9 +170,8 @@ def build_revising_runnable() -> type:
                 answer = self.reader.answer(output)
                 if answer is None:
                     return None, None
-                found = self.checker.check(
-                    self.reader.question(original), answer, self.reader.context_of(original), revision, self.max_revisions
-                )
+                question, context = self.reader.question(original), self.reader.context_of(original)
+                found = self.checker.check(question, answer, context, revision, self.max_revisions)
                 return found, answer
             except Exception as exc:
                 log.warning("groundlens: the revising runnable could not check an answer, accepted: %s", exc)

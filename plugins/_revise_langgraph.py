@@ -118,9 +118,7 @@ class GroundlensReviser:
         if found is None:
             return ACCEPT
         if found.flagged and found.decision == ACCEPT:
-            log.info(
-                "groundlens: the answer is still flagged after %d revision(s); accepted as it is", found.revisions
-            )
+            log.info("groundlens: the answer is still flagged after %d revision(s); accepted as it is", found.revisions)
         return found.decision
 
     def revise(self, state: Any) -> dict[str, Any]:
@@ -144,4 +142,3 @@ class GroundlensReviser:
         except Exception as exc:
             log.warning("groundlens: the revision node failed, the state is left as it is: %s", exc)
             return {}
-

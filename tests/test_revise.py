@@ -26,10 +26,7 @@ from groundlens_core.plugins.langgraph import (
 from groundlens_core.trace import Trace
 from groundlens_core.trace.model import json_schema
 
-SOURCE = (
-    "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining "
-    "contract value."
-)
+SOURCE = "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining contract value."
 QUESTION = "What does it cost to cancel my contract early?"
 WRONG = "You pay an early-termination fee of 25 % of the remaining contract value."
 RIGHT = "You pay an early-termination fee of 15 % of the remaining contract value."

@@ -15,8 +15,12 @@ import pytest
 # test_crewai_plugin.py); OTEL_SDK_DISABLED is deliberately left alone.
 _CREWAI_HOME = tempfile.mkdtemp(prefix="groundlens-crewai-home-")
 atexit.register(shutil.rmtree, _CREWAI_HOME, True)
-for _k, _v in {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false",
-               "CREWAI_DISABLE_VERSION_CHECK": "true", "CREWAI_STORAGE_DIR": "groundlens-tests"}.items():
+for _k, _v in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+    "CREWAI_STORAGE_DIR": "groundlens-tests",
+}.items():
     os.environ[_k] = _v
 _REAL_HOME = os.environ.get("HOME")
 os.environ["HOME"] = _CREWAI_HOME
@@ -38,10 +42,7 @@ from groundlens_core.plugins.crewai import (  # noqa: E402
 )
 
 QUESTION = "What does it cost to cancel my contract early?"
-SOURCE = (
-    "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining "
-    "contract value."
-)
+SOURCE = "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining contract value."
 WRONG = "You pay an early-termination fee of 25 % of the remaining contract value."
 RIGHT = "You pay an early-termination fee of 15 % of the remaining contract value."
 
@@ -63,8 +64,16 @@ class ScriptedLLM(BaseLLM):
     script: list = []
     calls: list = []
 
-    def call(self, messages, tools=None, callbacks=None, available_functions=None, from_task=None,
-             from_agent=None, response_model=None):
+    def call(
+        self,
+        messages,
+        tools=None,
+        callbacks=None,
+        available_functions=None,
+        from_task=None,
+        from_agent=None,
+        response_model=None,
+    ):
         self.calls.append(messages if isinstance(messages, str) else json.dumps(messages, default=str))
         if not self.script:
             raise AssertionError("scripted LLM ran out of replies")
@@ -95,10 +104,21 @@ def contract_terms(topic: str) -> str:
 
 def run_crew(listener, guardrail, *replies, retries=3):
     llm = ScriptedLLM(model="scripted-test-model", script=[LOOKUP, *replies], calls=[])
-    agent = Agent(role="Support", goal="Answer customers from their contract.", backstory="Careful.",
-                  llm=llm, tools=[contract_terms], verbose=False)
-    task = Task(description=QUESTION, expected_output="The fee.", agent=agent, guardrail=guardrail,
-                guardrail_max_retries=retries)
+    agent = Agent(
+        role="Support",
+        goal="Answer customers from their contract.",
+        backstory="Careful.",
+        llm=llm,
+        tools=[contract_terms],
+        verbose=False,
+    )
+    task = Task(
+        description=QUESTION,
+        expected_output="The fee.",
+        agent=agent,
+        guardrail=guardrail,
+        guardrail_max_retries=retries,
+    )
     out = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
     listener.flush()
     return out, llm, listener.get_trace()
@@ -138,8 +158,9 @@ def test_repeated_error_stops_at_the_bound_without_failing_the_crew(listener):
 
 
 def test_the_task_retries_bound_the_loop_too(listener):
-    out, llm, trace = run_crew(listener, GroundlensGuardrail(listener, max_revisions=5), final(WRONG),
-                               final(WRONG), final("never"), retries=1)
+    out, llm, trace = run_crew(
+        listener, GroundlensGuardrail(listener, max_revisions=5), final(WRONG), final(WRONG), final("never"), retries=1
+    )
     assert out.raw == WRONG and llm.script == [final("never")]  # accepted before crewai would fail the task
 
 
