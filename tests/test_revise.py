@@ -14,6 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langgraph.graph import END, START, MessagesState, StateGraph
+from test_html_report import parse
 
 from groundlens_core import evaluate
 from groundlens_core.feedback import feedback_for, findings_of, render_feedback, score_of
@@ -139,7 +140,12 @@ def test_langgraph_wrong_answer_is_revised_once_then_accepted(callback):
     jsonschema.validate(data, json_schema())
     assert [s["revision_of"] for s in data["steps"] if s["kind"] == "llm"] == [None, first.id]
     assert Trace.from_json(trace.to_json()).steps[-1].revision_of == first.id
-    assert "revision of" in trace.to_html()  # the report marks the revision (report.js)
+    # the report's row of the revision points at the flagged row (report.js draws the mark)
+    doc = trace.to_html()
+    [data] = [body for attrs, body in parse(doc).scripts if attrs.get("type") == "application/json"]
+    rows = json.loads(data)["rows"]
+    pos = {r["id"]: k for k, r in enumerate(rows)}
+    assert rows[pos[second.id]]["rev"] == pos[first.id] and rows[pos[first.id]]["rev"] is None
 
 
 def test_langgraph_repeated_error_stops_at_the_bound_and_stays_flagged(callback):
