@@ -4,6 +4,7 @@ when the node first runs."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -40,6 +41,8 @@ class GroundlensReviser:
     """The revision loop of a LangGraph graph: :meth:`route` for the conditional edge after the
     answering node (``"revise"`` for a flagged answer while revisions are left, else ``"accept"``)
     and :meth:`revise`, the node that appends the feedback message and goes back to the answering node.
+    In an async graph use :meth:`aroute` and :meth:`arevise`: they score in a worker thread, so the
+    event loop keeps running.
 
     The answer is the last AI message of ``messages_key`` (or the text at ``answer_key``); the
     question the last user message (or ``question_key``); the context the state's
@@ -142,3 +145,11 @@ class GroundlensReviser:
         except Exception as exc:
             log.warning("groundlens: the revision node failed, the state is left as it is: %s", exc)
             return {}
+
+    async def aroute(self, state: Any) -> str:
+        """:meth:`route` in a worker thread."""
+        return await asyncio.to_thread(self.route, state)
+
+    async def arevise(self, state: Any) -> dict[str, Any]:
+        """:meth:`revise` in a worker thread."""
+        return await asyncio.to_thread(self.revise, state)

@@ -160,6 +160,28 @@ def test_langgraph_repeated_error_stops_at_the_bound_and_stays_flagged(callback)
     assert [s.revision_of for s in steps] == [None, steps[0].id, steps[1].id]
 
 
+def test_langgraph_async_graph_with_the_async_router(callback):
+    import asyncio
+
+    llm = model(WRONG, RIGHT)
+    reviser = GroundlensReviser(callback)
+
+    async def answer(state: FeeState) -> dict:
+        return {"messages": [await llm.ainvoke([SystemMessage(state["context"]), *state["messages"]])]}
+
+    g = StateGraph(FeeState)
+    g.add_node("answer", answer)
+    g.add_node("revise", reviser.arevise)
+    g.add_edge(START, "answer")
+    g.add_conditional_edges("answer", reviser.aroute, {"revise": "revise", "accept": END})
+    g.add_edge("revise", "answer")
+    value = {"messages": [HumanMessage(QUESTION)], "context": SOURCE}
+    out = asyncio.run(g.compile().ainvoke(value, config={"callbacks": [callback]}))
+    assert out["messages"][-1].content == RIGHT
+    first, second = llm_steps(callback.get_trace())
+    assert second.revision_of == first.id and first.triage == "flagged"
+
+
 def test_langgraph_zero_revisions_only_scores(callback):
     llm = model(WRONG)
     out, trace = run_fee_graph(callback, llm, max_revisions=0)
