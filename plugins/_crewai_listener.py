@@ -24,6 +24,8 @@ from groundlens_core.plugins._crewai_names import (
     task_label,
     task_question,
 )
+from groundlens_core.plugins._revise_common import REVISION_KEY
+from groundlens_core.plugins._revise_crewai import RevisionLinks
 from groundlens_core.trace.adapter_helpers import AI_ROLES, as_json, first_user_question, message_role
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, require
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
@@ -87,6 +89,8 @@ class GroundlensCrewListener(AdapterShell):
         super().__init__(**{**shell, "name": shell.get("name") or "crew"})
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()
+        #: final answers and the revisions a ``GroundlensGuardrail`` asked for (docs/revise.md)
+        self.revisions = RevisionLinks()
         self._lock = threading.Lock()
         self._kickoffs: dict[int, str] = {}  # id(crew) -> trace key of its running kickoff
         self._standalone: dict[int, str] = {}  # id(agent) -> trace key of its task-less Agent.kickoff()
@@ -278,10 +282,16 @@ class GroundlensCrewListener(AdapterShell):
         fields.setdefault("parent_id", agent_scope(agent, task))
         if kind != "tool":
             fields["started_at"] = self.context_store.swap(agent, task, llm_started=None).llm_started
+        revising = self.revisions.take(agent, task) if kind == "llm" else None
+        if revising is not None:  # a guardrail sent the last answer back: this one answers again
+            fields["revision_of"] = revising[0]
+            fields["metadata"] = {**fields.get("metadata", {}), REVISION_KEY: revising[1]}
         key = self._trace_key(getattr(ctx, "crew", None), agent, task)
         step_id = self.recorder.record(CallRecord(trace_key=key, kind=kind, ended_at=time.time(), **fields))
         if kind == "tool_call":
             self.context_store.swap(agent, task, call_step=step_id)
+        elif kind == "llm":
+            self.revisions.answered(agent, task, fields.get("response"), step_id)
 
     @_hook
     def _on_before_llm(self, ctx: Any) -> None:

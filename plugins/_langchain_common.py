@@ -26,6 +26,7 @@ from groundlens_core.plugins._langchain_runs import (
     tool_output_text,
     usage_of,
 )
+from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark, without_feedback
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
 from groundlens_core.trace.model import META_TOOL
@@ -236,8 +237,15 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
             collected = collected_context(self._roots.get(run.root), run.ns, ancestors)
+        revision = revision_mark(md, message_lists[0] if message_lists else ())
+        if revision is not None:  # a revision loop sent this node's last answer back (docs/revise.md)
+            with self._lock:
+                root = self._roots.get(run.root)
+                run.revision_of = root.last_llm.get(run.node) if root is not None else None
+            run.metadata[REVISION_KEY] = revision
         if message_lists is not None:
-            lists = [list(messages or ()) for messages in message_lists]
+            # the loops' feedback messages are neither the question nor the end of the user's turn
+            lists = [without_feedback(list(messages or ())) for messages in message_lists]
             calls = [(read_messages(m), context_from(override_ctx, tool_message_pieces(m), collected)) for m in lists]
         else:
             texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
@@ -318,10 +326,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                             root.tool_call_steps.update({str(c["id"]): step_id for c in tool_calls if c.get("id")})
                 if len(generations) > 1 or len(gens) > 1:
                     meta["generation"] = [i, j]
+                kind = "tool_call" if tool_calls and not text.strip() else "llm"
+                if kind == "llm" and text.strip() and (i, j) == (0, 0):
+                    with self._lock:
+                        root = self._roots.get(run.root)
+                        if root is not None:
+                            root.last_llm[run.node] = step_id
                 yield self._step(
                     run,
                     step_id,
-                    "tool_call" if tool_calls and not text.strip() else "llm",
+                    kind,
                     question=question,
                     context=tuple(context),
                     response=text if text.strip() else None,
@@ -330,6 +344,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     usage=usage_of(message, llm_output),
                     ended_at=ended,
                     metadata=meta,
+                    revision_of=run.revision_of if (i, j) == (0, 0) else None,
                 )
 
     @_guarded

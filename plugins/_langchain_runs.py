@@ -50,6 +50,7 @@ class Root:
     # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
     retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
     tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
+    last_llm: dict[str, str] = field(default_factory=dict)  # node -> its latest LLM step with text (revision_of)
 
     def tick(self) -> int:
         self.seq += 1
@@ -84,6 +85,7 @@ class Run:
     input_text: str | None = None
     tool_call_id: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    revision_of: str | None = None  # an LLM run answering again after a revision loop's feedback
 
 
 def md_str(metadata: Mapping[str, Any], key: str) -> str | None:

@@ -1,4 +1,5 @@
-"""CrewAI adapter: the crew listener and the grounding self-check tool (docs/integrations/crewai.md)."""
+"""CrewAI adapter: the crew listener, the grounding self-check tool (docs/integrations/crewai.md) and
+the guardrail that sends a flagged answer back with its findings (docs/revise.md)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from groundlens_core.plugins._crewai_names import (
     task_question,
 )
 from groundlens_core.plugins._crewai_tool import SELF_CHECK_DESCRIPTION, _build_tool, self_check
+from groundlens_core.plugins._revise_common import REVISION_KEY
+from groundlens_core.plugins._revise_crewai import GroundlensGuardrail
 from groundlens_core.trace.adapter_shell import lazy_classes
 
 __getattr__ = lazy_classes(__name__, {"GroundlensTool": _build_tool})
@@ -19,8 +22,10 @@ __getattr__ = lazy_classes(__name__, {"GroundlensTool": _build_tool})
 __all__ = [
     "SELF_CHECK_DESCRIPTION",
     "SELF_CHECK_TOOL_NAME",
+    "REVISION_KEY",
     "ContextStore",
     "GroundlensCrewListener",
+    "GroundlensGuardrail",
     "GroundlensTool",  # noqa: F822 - built on first access (lazy_classes)
     "agent_scope",
     "node_name",

@@ -1,5 +1,6 @@
-"""LangChain: an evaluator for LangSmith / openevals-style experiments (needs no LangChain) and a
-callback for runnables. Usage: docs/integrations/langchain.md."""
+"""LangChain: an evaluator for LangSmith / openevals-style experiments (needs no LangChain), a
+callback for runnables and a runnable that revises a flagged answer. Usage:
+docs/integrations/langchain.md, docs/revise.md."""
 
 from __future__ import annotations
 
@@ -14,14 +15,22 @@ from groundlens_core.plugins._langchain_common import (
     QUESTION_OVERRIDE_KEY,
     GroundlensCallbackBase,
 )
+from groundlens_core.plugins._revise_common import REVISION_KEY
+from groundlens_core.plugins._revise_langchain import DEFAULT_FEEDBACK_KEY, build_revising_runnable
 from groundlens_core.trace.adapter_helpers import as_text, context_from, last_ai_text, last_user_question, message_role
+from groundlens_core.trace.adapter_shell import lazy_classes
+
+__getattr__ = lazy_classes(__name__, {"GroundlensRevisingRunnable": build_revising_runnable})
 
 __all__ = [
     "CONTEXT_OVERRIDE_KEY",
     "DEFAULT_CONTEXT_KEYS",
+    "DEFAULT_FEEDBACK_KEY",
     "QUESTION_OVERRIDE_KEY",
+    "REVISION_KEY",
     "GroundlensCallback",
     "GroundlensEvaluator",
+    "GroundlensRevisingRunnable",  # noqa: F822 - built on first access (lazy_classes)
 ]
 
 log = logging.getLogger("groundlens.langchain")

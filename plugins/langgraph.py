@@ -1,5 +1,6 @@
 """LangGraph: a callback that scores every LLM call of a graph run in the background, one trace per
-invocation. Usage: docs/integrations/langgraph.md."""
+invocation, and the revision loop that sends a flagged answer back with its findings. Usage:
+docs/integrations/langgraph.md, docs/revise.md."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from groundlens_core.plugins._langchain_common import (
     QUESTION_OVERRIDE_KEY,
     GroundlensCallbackBase,
 )
+from groundlens_core.plugins._revise_common import ACCEPT, REVISE, REVISION_KEY
+from groundlens_core.plugins._revise_langgraph import GroundlensReviser
 
-__all__ = ["CONTEXT_OVERRIDE_KEY", "DEFAULT_CONTEXT_KEYS", "QUESTION_OVERRIDE_KEY", "GroundlensLangGraphCallback"]
+__all__ = [
+    "ACCEPT",
+    "CONTEXT_OVERRIDE_KEY",
+    "DEFAULT_CONTEXT_KEYS",
+    "QUESTION_OVERRIDE_KEY",
+    "REVISE",
+    "REVISION_KEY",
+    "GroundlensLangGraphCallback",
+    "GroundlensReviser",
+]
 
 
 class GroundlensLangGraphCallback(GroundlensCallbackBase):

@@ -61,6 +61,18 @@
     return box;
   }
 
+  // the flagged step a revision loop sent back, answered again by this one
+  function revisionMark(r) {
+    var box = el("div", "gl-casc-line");
+    box.appendChild(el("span", "gl-rev", "\u21bb revision of"));
+    var o = ROWS[r.rev];
+    var b = linkTo(r.rev, "#" + o.rank + " " + o.node);
+    b.title = "Go to the flagged answer this step answers again";
+    box.appendChild(document.createTextNode(" "));
+    box.appendChild(b);
+    return box;
+  }
+
   function makeRow(it) {
     var r = it.r;
     var tr = el("tr", "gl-row gl-row-" + r.band);
@@ -94,6 +106,7 @@
     td = el("td");
     td.appendChild(el("div", "gl-why gl-why-" + r.band, r.reason));
     if (r.casc.length) td.appendChild(cascadeMark(r));
+    if (r.rev !== null && r.rev !== undefined) td.appendChild(revisionMark(r));
     td.appendChild(el("div", "gl-resp", r.response || ""));
     if (r.question) td.appendChild(el("div", "gl-q", "Q: " + r.question));
     if (r.note) td.appendChild(el("span", "gl-pill", r.note));

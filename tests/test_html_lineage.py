@@ -91,7 +91,7 @@ def test_langgraph_cascade_in_json_summary_and_ranking(run):
     assert write.decision.rule == "grounded_in_flagged" and write.decision.origin == research.index
     data = json.loads(trace.to_json())
     jsonschema.validate(data, json_schema())
-    assert data["schema_version"] == SCHEMA_VERSION == "1.1"
+    assert data["schema_version"] == SCHEMA_VERSION == "1.2"
     assert data["steps"][2]["cascade_from"] == [research.id]
     assert Trace.from_json(trace.to_json()).steps[2].cascade_from == (research.id,)
     assert "cascade: write <- research (flagged)" in trace.summary()
@@ -242,7 +242,7 @@ def test_files_of_schema_1_0_still_read(tmp_path):
     path.write_text(json.dumps(old))
     t = Trace.load(path)
     assert t.schema_version == "1.0" and t.steps[0].cascade_from == ()
-    assert json.loads(t.to_json())["schema_version"] == "1.1"
+    assert json.loads(t.to_json())["schema_version"] == SCHEMA_VERSION
     with pytest.raises(ValueError, match="cascade_from"):
         Trace.from_dict({**old, "steps": [{**old["steps"][0], "cascade_from": "s9"}]})
 

@@ -45,6 +45,7 @@ class CallRecord:
     # here so the recorder keeps it instead of scoring the same call a second time.
     score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
+    revision_of: str | None = None  # the earlier flagged step this call answers again (a revision loop)
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -186,4 +187,5 @@ def make_step(
         error=reason if method == "error" else None,
         skip_reason=reason if method == "skipped" else None,
         metadata=dict(call.metadata),
+        revision_of=call.revision_of,
     )

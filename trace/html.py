@@ -229,6 +229,7 @@ def _build_context(
                 "tok": _tokens(step),
                 "parent": parent,
                 "casc": [position[(ti, o)] for o in step.cascade_from if (ti, o) in position],
+                "rev": position.get((ti, str(step.revision_of))) if step.revision_of else None,
             }
         )
         prod = producers[ti].get(str(step.id), [])

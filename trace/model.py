@@ -23,8 +23,8 @@ from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, ris
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.results import GroundlensScore, as_score
 
-#: 1.1 added ``cascade_from`` to steps; files of 1.0 read as steps without it
-SCHEMA_VERSION = "1.1"
+#: 1.1 added ``cascade_from`` to steps, 1.2 ``revision_of``; older files read as steps without them
+SCHEMA_VERSION = "1.2"
 STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
 STEP_METHODS = (*SCORED_METHODS, "skipped", "error")
 
@@ -148,6 +148,9 @@ class Step:
     #: this step's context carries (see ``groundlens_core.trace.lineage``); a step whose support
     #: comes from one is at most ``review``
     cascade_from: tuple[str, ...] = ()
+    #: the id of the earlier flagged step of the trace this step answers again, after a revision
+    #: loop sent that answer back with its findings (docs/revise.md)
+    revision_of: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.cascade_from, tuple):
@@ -254,6 +257,7 @@ class Step:
             "skip_reason": self.skip_reason,
             "metadata": self.metadata,
             "cascade_from": list(self.cascade_from),
+            "revision_of": self.revision_of,
         }
 
     @classmethod
@@ -269,6 +273,9 @@ class Step:
         cascade = d.get("cascade_from") or ()
         if not isinstance(cascade, (list, tuple)) or not all(isinstance(c, str) for c in cascade):
             raise GroundlensInputError(f"{where}: cascade_from must be a list of step ids, got {_kind(cascade)}")
+        revision_of = d.get("revision_of")
+        if revision_of is not None and not isinstance(revision_of, str):
+            raise GroundlensInputError(f"{where}: revision_of must be a step id or null, got {_kind(revision_of)}")
         try:
             index = int(_required(d, "index", where))
             pieces = tuple(ContextPiece.from_dict(c) for c in context)
@@ -299,6 +306,7 @@ class Step:
             skip_reason=d.get("skip_reason"),
             metadata=_mapping(d, "metadata", where),
             cascade_from=tuple(cascade),
+            revision_of=revision_of,
         )
 
 

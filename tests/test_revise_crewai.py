@@ -1,0 +1,172 @@
+"""The CrewAI revision guardrail on real crews, offline: crewai's own guardrail retry sends a flagged
+answer back with its findings; a scripted BaseLLM plays the agent, the real embedder scores."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import tempfile
+
+import pytest
+
+# CrewAI phones home and writes under $HOME: switched off BEFORE crewai is imported (as in
+# test_crewai_plugin.py); OTEL_SDK_DISABLED is deliberately left alone.
+_CREWAI_HOME = tempfile.mkdtemp(prefix="groundlens-crewai-home-")
+atexit.register(shutil.rmtree, _CREWAI_HOME, True)
+for _k, _v in {
+    "CREWAI_DISABLE_TELEMETRY": "true",
+    "CREWAI_TRACING_ENABLED": "false",
+    "CREWAI_DISABLE_VERSION_CHECK": "true",
+    "CREWAI_STORAGE_DIR": "groundlens-tests",
+}.items():
+    os.environ[_k] = _v
+_REAL_HOME = os.environ.get("HOME")
+os.environ["HOME"] = _CREWAI_HOME
+try:
+    crewai = pytest.importorskip("crewai")
+    from crewai import Agent, Crew, Task
+    from crewai.llms.base_llm import BaseLLM
+    from crewai.tools import tool
+finally:
+    if _REAL_HOME is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = _REAL_HOME
+
+from groundlens_core.plugins.crewai import (  # noqa: E402
+    REVISION_KEY,
+    GroundlensCrewListener,
+    GroundlensGuardrail,
+)
+
+QUESTION = "What does it cost to cancel my contract early?"
+SOURCE = "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining contract value."
+WRONG = "You pay an early-termination fee of 25 % of the remaining contract value."
+RIGHT = "You pay an early-termination fee of 15 % of the remaining contract value."
+
+
+@pytest.fixture(scope="module", autouse=True)
+def crewai_home():
+    old = os.environ.get("HOME")
+    os.environ["HOME"] = _CREWAI_HOME
+    yield
+    if old is None:
+        os.environ.pop("HOME", None)
+    else:
+        os.environ["HOME"] = old
+
+
+class ScriptedLLM(BaseLLM):
+    """Returns its scripted replies in order and keeps the messages of every call."""
+
+    script: list = []
+    calls: list = []
+
+    def call(
+        self,
+        messages,
+        tools=None,
+        callbacks=None,
+        available_functions=None,
+        from_task=None,
+        from_agent=None,
+        response_model=None,
+    ):
+        self.calls.append(messages if isinstance(messages, str) else json.dumps(messages, default=str))
+        if not self.script:
+            raise AssertionError("scripted LLM ran out of replies")
+        return self.script.pop(0)
+
+    def supports_function_calling(self) -> bool:
+        return False
+
+    def supports_stop_words(self) -> bool:
+        return True
+
+    def get_context_window_size(self) -> int:
+        return 16384
+
+
+def final(text: str) -> str:
+    return f"Thought: I now know the final answer\nFinal Answer: {text}"
+
+
+LOOKUP = 'Thought: I should read the contract terms.\nAction: contract_terms\nAction Input: {"topic": "cancel"}'
+
+
+@tool("contract_terms")
+def contract_terms(topic: str) -> str:
+    """The customer's contract terms about a topic (e.g. 'cancel')."""
+    return SOURCE
+
+
+def run_crew(listener, guardrail, *replies, retries=3):
+    llm = ScriptedLLM(model="scripted-test-model", script=[LOOKUP, *replies], calls=[])
+    agent = Agent(
+        role="Support",
+        goal="Answer customers from their contract.",
+        backstory="Careful.",
+        llm=llm,
+        tools=[contract_terms],
+        verbose=False,
+    )
+    task = Task(
+        description=QUESTION,
+        expected_output="The fee.",
+        agent=agent,
+        guardrail=guardrail,
+        guardrail_max_retries=retries,
+    )
+    out = Crew(agents=[agent], tasks=[task], verbose=False).kickoff()
+    listener.flush()
+    return out, llm, listener.get_trace()
+
+
+@pytest.fixture
+def listener(dgi_calibration):
+    with GroundlensCrewListener(calibration=dgi_calibration) as gl:
+        yield gl
+
+
+def answers(trace):
+    return [s for s in trace.steps if s.kind == "llm"]
+
+
+def test_flagged_answer_is_revised_once_then_accepted(listener):
+    out, llm, trace = run_crew(listener, GroundlensGuardrail(listener), final(WRONG), final(RIGHT))
+    assert out.raw == RIGHT
+    assert len(llm.calls) == 3 and "The source says 15 %, not 25 %" in llm.calls[2]
+    first, second = answers(trace)
+    assert first.triage == "flagged" and first.revision_of is None
+    assert second.triage == "trusted" and second.revision_of == first.id
+    assert second.metadata[REVISION_KEY] == 1
+    assert [c.text for c in second.context] == [SOURCE]  # the feedback is not context
+
+
+def test_repeated_error_stops_at_the_bound_without_failing_the_crew(listener):
+    guardrail = GroundlensGuardrail(listener, max_revisions=2)
+    out, llm, trace = run_crew(listener, guardrail, final(WRONG), final(WRONG), final(WRONG), final("never"))
+    assert out.raw == WRONG and llm.script == [final("never")]
+    steps = answers(trace)
+    assert [s.triage for s in steps] == ["flagged"] * 3
+    assert [s.revision_of for s in steps] == [None, steps[0].id, steps[1].id]
+    # the next kickoff starts counting again
+    out, llm, _ = run_crew(listener, guardrail, final(WRONG), final(RIGHT))
+    assert out.raw == RIGHT
+
+
+def test_the_task_retries_bound_the_loop_too(listener):
+    out, llm, trace = run_crew(
+        listener, GroundlensGuardrail(listener, max_revisions=5), final(WRONG), final(WRONG), final("never"), retries=1
+    )
+    assert out.raw == WRONG and llm.script == [final("never")]  # accepted before crewai would fail the task
+
+
+def test_without_a_listener_the_context_is_given(dgi_calibration, listener):
+    guardrail = GroundlensGuardrail(context=SOURCE, calibration=dgi_calibration)
+    out, llm, _ = run_crew(listener, guardrail, final(WRONG), final(RIGHT))
+    assert out.raw == RIGHT and "The source says 15 %, not 25 %" in llm.calls[2]
+    with pytest.raises(ValueError, match="max_revisions"):
+        GroundlensGuardrail(max_revisions=True)
