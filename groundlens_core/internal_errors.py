@@ -57,11 +57,20 @@ def raising() -> bool:
     return settings.flag(ENV)
 
 
-def internal_error(exc: BaseException, where: str, logger: logging.Logger | None, *, deferred: bool = False) -> None:
+def internal_error(
+    exc: BaseException,
+    where: str,
+    logger: logging.Logger | None,
+    *,
+    deferred: bool = False,
+    once: set[tuple[str, str, str]] | None = None,
+) -> None:
     """Hand one caught failure of ours to the policy; call it in the ``except`` block of a boundary.
 
     Normally: logged on ``logger`` (the first of its kind with the traceback, then one debug line;
-    ``None`` when the boundary logs in its own words) and returned from, for the boundary to go on.
+    ``None`` when the boundary logs in its own words; ``once``: the set that says what was logged
+    already, e.g. one per recorder, instead of the process's) and returned from, for the boundary to
+    go on.
     Under the setting: kept for :func:`take_seen` and raised (``deferred``: a background thread's
     failure, kept and logged only, raised on the caller's side by :func:`raise_seen`).
 
@@ -76,9 +85,10 @@ def internal_error(exc: BaseException, where: str, logger: logging.Logger | None
     if logger is None:
         return
     key = (logger.name, where, type(exc).__name__)
+    logged = _logged if once is None else once
     with _lock:
-        first = key not in _logged
-        _logged.add(key)
+        first = key not in logged
+        logged.add(key)
     if first:
         logger.warning("groundlens: %s failed: %s", where, describe_exception(exc), exc_info=exc)
     else:

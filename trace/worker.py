@@ -75,6 +75,7 @@ class Worker:
         self.wake = threading.Event()
         self.idle = True  # waiting for work: the next event wakes it
         self.parked = threading.Event()  # stopped for good (interpreter exit)
+        self.logged: set[tuple[str, str, str]] = set()  # failures logged with a traceback already
         self.loading = False  # importing torch before its first batch (holding no events)
         self.abandoned = False  # the exit recorded the queue itself while it was loading
 
@@ -299,4 +300,5 @@ class Worker:
             try:
                 fn(*args)
             except Exception as exc:  # the other listeners and the trace go on
-                internal_error(exc, f"listener {type(listener).__name__}.{method}", log, deferred=True)
+                where = f"listener {type(listener).__name__}.{method}"
+                internal_error(exc, where, log, deferred=True, once=self.logged)
