@@ -77,6 +77,23 @@ def seconds(name: str, default: float, *, minimum: float = 0.0) -> float:
     return s
 
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def flag(name: str, default: bool = False) -> bool:
+    """On or off: ``1`` / ``true`` / ``yes`` / ``on`` or ``0`` / ``false`` / ``no`` / ``off`` (any case)."""
+    value = raw(name)
+    if value is None:
+        return default
+    if value.lower() in _TRUE:
+        return True
+    if value.lower() in _FALSE:
+        return False
+    _bad(name, value, "1 or 0 (true/false, yes/no, on/off)", default)
+    return default
+
+
 def choice(name: str, choices: Sequence[str], what: str) -> str | None:
     """One of ``choices``, or None when unset; any other value is a one-line
     :class:`GroundlensInputError` (for choices that change the scores, see the module docstring)."""

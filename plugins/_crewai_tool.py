@@ -7,6 +7,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.plugins._crewai_names import (
     _ACTIVE,
     _CURRENT_CALL,
@@ -109,6 +110,7 @@ def self_check(
         )
         inline = scorer.score_inline(question=q, response=text, context=sources)
     except Exception as exc:
+        internal_error(exc, "the CrewAI self-check", None)
         inline = InlineScore(None, error=describe_exception(exc))
         log.warning("groundlens: self-check failed: %s", inline.error)
     if inline.score is None:

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.fields import score_fields
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.plugins._langchain_common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
@@ -134,6 +135,7 @@ class GroundlensEvaluator:
                 question, response, context=context or None, calibration=self.calibration, embedder=self.embedder
             )
         except Exception as exc:
+            internal_error(exc, "the LangChain evaluator", None)
             log.warning("groundlens: evaluator could not score: %s", describe_exception(exc))
             return {
                 "score": None,
@@ -161,6 +163,7 @@ class GroundlensEvaluator:
             }
             out = self._score(question, response, context, found)
         except Exception as exc:  # odd inputs must not break an experiment
+            internal_error(exc, "the LangChain evaluator", None)
             log.warning("groundlens: evaluator failed: %s", describe_exception(exc))
             out = {
                 "score": None,
@@ -185,6 +188,7 @@ class GroundlensEvaluator:
             context = [p.text for p in context_from(reference, source="reference")]
             out = self._score(_stripped(input), _stripped(prediction), context, {"context_pieces": len(context)})
         except Exception as exc:
+            internal_error(exc, "the LangChain evaluator", None)
             out = {"score": None, "comment": f"groundlens: could not score: {describe_exception(exc)}", "metadata": {}}
         meta = out.get("metadata") or {}
         return {

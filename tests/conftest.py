@@ -9,6 +9,10 @@ os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 os.environ.setdefault("CREWAI_DISABLE_VERSION_CHECK", "true")
 os.environ.setdefault("GROUNDLENS_TEST_HOME", tempfile.mkdtemp(prefix="groundlens-home-"))
+# our own failures at the boundaries (an exporter, a listener, an adapter) are raised, not logged
+# (groundlens_core/internal_errors.py); a test that injects one on purpose asks for
+# ``internal_errors_logged``. Subprocesses the tests start inherit it.
+os.environ["GROUNDLENS_RAISE_INTERNAL_ERRORS"] = "1"
 
 
 import pytest  # noqa: E402
@@ -23,6 +27,28 @@ GROUNDED_PAIRS = [
     ("What is the largest ocean?", "The Pacific Ocean is the largest ocean on Earth."),
     ("How long is a marathon?", "A marathon is 42.195 kilometres long."),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _no_internal_error_left():
+    """Fail a test whose code hit an internal error that nothing raised to it: a failure on the
+    recorder's worker that no flush reported, or one a framework swallowed (LangChain logs what a
+    callback raises)."""
+    from groundlens_core import internal_errors
+
+    internal_errors.take_seen()  # a late one from the test before belongs to it, not to this one
+    yield
+    seen = internal_errors.take_seen()
+    if seen:
+        where, exc = seen[0]
+        pytest.fail(f"internal error in {where}: {type(exc).__name__}: {exc} ({len(seen)} in all)", pytrace=False)
+
+
+@pytest.fixture
+def internal_errors_logged(monkeypatch):
+    """For a test that injects a failure of ours on purpose: logged and recovered from, as in a
+    user's program, instead of raised."""
+    monkeypatch.setenv("GROUNDLENS_RAISE_INTERNAL_ERRORS", "0")
 
 
 @pytest.fixture(scope="session")

@@ -339,7 +339,7 @@ async def test_termination_refuses_unknown_bands_and_raises_once_terminated(cali
 # ---------------------------------------------------------------- failures
 
 
-async def test_internal_failures_never_break_the_team(monkeypatch, caplog):
+async def test_internal_failures_never_break_the_team(internal_errors_logged, monkeypatch, caplog):
     recorder = Recorder("autogen", embedder=BrokenEmbedder())
     client_r = GroundlensChatCompletionClient(replay(tool_call(), UNGROUNDED), agent_name="researcher", recorder=recorder)
     client_w = GroundlensChatCompletionClient(replay(SUMMARY), agent_name="writer", recorder=recorder)

@@ -566,7 +566,7 @@ def test_llm_error_is_an_error_step():
     assert step.question == "Anyone there?" and step.node == "answer"
 
 
-def test_internal_failure_never_reaches_the_graph(monkeypatch, caplog, cal):
+def test_internal_failure_never_reaches_the_graph(internal_errors_logged, monkeypatch, caplog, cal):
     def boom(*args, **kwargs):
         raise ValueError("simulated groundlens bug")
 

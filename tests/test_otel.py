@@ -233,7 +233,7 @@ def test_steps_of_a_trace_that_never_ends_are_still_exported(calibration):
     assert root.end_time >= max(s.end_time for s in spans)
 
 
-def test_listener_added_later_and_a_failing_provider_never_reach_the_agent(calibration, caplog):
+def test_listener_added_later_and_a_failing_provider_never_reach_the_agent(internal_errors_logged, calibration, caplog):
     class Broken:
         def get_tracer(self, *a, **k):
             return self

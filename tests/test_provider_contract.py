@@ -306,7 +306,7 @@ def test_guard_modes(sdk, client, fake_llm_server, dgi_calibration):
     assert not strict.complete(QUESTION, context=CONTEXT).flagged  # a grounded answer passes
 
 
-def test_a_scoring_failure_is_kept_on_the_response_and_never_raised(sdk, client, fake_llm_server, caplog):
+def test_a_scoring_failure_is_kept_on_the_response_and_never_raised(internal_errors_logged, sdk, client, fake_llm_server, caplog):
     fake_llm_server.add(sdk.reply(GROUNDED))
     guard = sdk.provider(model="m", client=client, embedder=BrokenEmbedder(), mode="raise")
     with caplog.at_level(logging.WARNING, logger="groundlens"):
@@ -728,7 +728,7 @@ def test_scoring_of_instrumented_calls_runs_off_the_callers_thread(sdk, client, 
     assert threads and threading.current_thread().name not in threads  # the recorder's worker embedded
 
 
-def test_our_failure_never_breaks_an_instrumented_call(sdk, client, fake_llm_server, caplog):
+def test_our_failure_never_breaks_an_instrumented_call(internal_errors_logged, sdk, client, fake_llm_server, caplog):
     fake_llm_server.default = sdk.says(GROUNDED)
     guard = sdk.provider(client=client)
     guard.instrument(client)

@@ -297,7 +297,7 @@ def test_unknown_mode_is_refused():
 
 
 @pytest.mark.parametrize("mode", ["annotate", "replace", "raise"])
-async def test_internal_failure_never_breaks_the_kernel(mode, caplog):
+async def test_internal_failure_never_breaks_the_kernel(internal_errors_logged, mode, caplog):
     guard = GroundlensFilter(embedder=BrokenEmbedder(), mode=mode)
     result = await run_answer(UNGROUNDED, guard)  # would be flagged if scoring worked
     assert str(result) == UNGROUNDED  # passes through untouched, no exception, in every mode

@@ -145,7 +145,7 @@ def test_tracer_provider_exports_live_spans():
 # ---------------------------------------------------------------- the error guard
 
 
-def test_the_guard_swallows_logs_once_and_records_an_error_step(caplog):
+def test_the_guard_swallows_logs_once_and_records_an_error_step(internal_errors_logged, caplog):
     adapter = DemoAdapter()
     with caplog.at_level("DEBUG", logger="groundlens.shelltest"):
         assert adapter.on_event("run-1") == "ok"
@@ -160,7 +160,7 @@ def test_the_guard_swallows_logs_once_and_records_an_error_step(caplog):
     assert "simulated adapter bug" in steps[0].error and steps[0].metadata["internal_error"] is True
 
 
-def test_the_guard_as_context_manager_and_on_coroutines(caplog):
+def test_the_guard_as_context_manager_and_on_coroutines(internal_errors_logged, caplog):
     adapter = DemoAdapter()
     with caplog.at_level("WARNING", logger="groundlens.shelltest"):
         with handle_internal_errors(adapter, "after_call", trace_key="run-2", node="n2"):
@@ -180,7 +180,7 @@ def test_the_guard_as_context_manager_and_on_coroutines(caplog):
     assert adapter.get_trace("groundlens-internal").steps[0].error.count("simulated async bug") == 1
 
 
-def test_the_guard_never_swallows_base_exceptions_or_the_users_errors():
+def test_the_guard_never_swallows_base_exceptions_or_the_users_errors(internal_errors_logged):
     adapter = DemoAdapter()
     with pytest.raises(KeyboardInterrupt):
         with handle_internal_errors(adapter, "x"):
@@ -213,7 +213,7 @@ def test_score_inline_decides_like_the_recorder(adapter, dgi_calibration):
     assert adapter.get_trace("same").steps[0].value == sgi.score.value
 
 
-def test_score_inline_never_raises_and_its_score_is_kept_not_rescored(adapter):
+def test_score_inline_never_raises_and_its_score_is_kept_not_rescored(internal_errors_logged, adapter):
     broken = DemoAdapter(embedder=BrokenEmbedder())
     failed = broken.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
     assert failed.score is None and "embedder exploded" in failed.error

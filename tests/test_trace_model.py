@@ -165,7 +165,7 @@ def test_scoring_failure_becomes_error_steps_not_exceptions():
     assert step.method == "error" and "embedder exploded" in step.error
 
 
-def test_listener_failure_is_contained(caplog):
+def test_listener_failure_is_contained(internal_errors_logged, caplog):
     class Bad:
         def on_step(self, trace, step):
             raise ValueError("listener bug")

@@ -18,6 +18,7 @@ from typing import Any, ClassVar, TypeVar
 
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.errors import describe_exception
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore
 from groundlens_core.trace.adapter_helpers import context_from
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
@@ -311,7 +312,8 @@ def handle_internal_errors(
     framework: str | None = None,
 ) -> Any:
     """The one error guard: our exceptions never reach the user's agent, request or batch; they are
-    logged once and recorded as an ``error`` step.
+    logged once and recorded as an ``error`` step (the adapters' side of the internal-error policy,
+    :mod:`groundlens_core.internal_errors`: raised instead under ``GROUNDLENS_RAISE_INTERNAL_ERRORS``).
 
     A decorator on an adapter method (bare, or with keywords) or a context manager (``with`` or
     ``async with``). ``trace_key`` is a key or a callable given the method's arguments, returning a
@@ -329,7 +331,10 @@ _SEEN: set[tuple[str, str, str]] = set()
 def _report(
     adapter: Any, framework: str | None, where: str, exc: BaseException, trace_key: Any, node: str | None
 ) -> None:
-    """Log once and record an error step. Never raises."""
+    """Log once and record an error step. Never raises (but under GROUNDLENS_RAISE_INTERNAL_ERRORS,
+    as every boundary does: see groundlens_core.internal_errors)."""
+    owner_name = type(adapter).__name__ if adapter is not None else (framework or "plugins")
+    internal_error(exc, f"{owner_name} inside {where}", None)
     try:
         if isinstance(trace_key, tuple):  # a trace_key callable may name the node too: (key, node)
             trace_key, node = trace_key[0], trace_key[1] if len(trace_key) > 1 and trace_key[1] else node
@@ -478,6 +483,7 @@ class AdapterShell:
             score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
             return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:
+            internal_error(exc, f"{type(self).__name__}.score_inline", None)
             self.log.warning("groundlens: %s could not score in line: %s", type(self).__name__, describe_exception(exc))
             return InlineScore(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from groundlens_core.embedding import first_load
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Usage, to_iso
@@ -137,8 +138,8 @@ def score_calls(calls: list[CallRecord], options: Callable[[], dict[str, Any]]) 
             for i in todo
         ]
         results: list[Any] = list(evaluate_batch(items, **kwargs))
-    except Exception as exc:
-        log.warning("groundlens: scoring failed: %s", exc)
+    except Exception as exc:  # every call of the batch becomes an error step
+        internal_error(exc, "scoring", log, deferred=True)
         results = [exc] * len(todo)
     ms = (time.perf_counter() - t0) * 1000.0 / len(todo)
     for i, res in zip(todo, results):

@@ -25,8 +25,9 @@ from groundlens_core.embedding import first_load, lanes  # noqa: F401  (lanes: i
 #: how long the exit waits for the workers to score what is queued (``GROUNDLENS_EXIT_FLUSH_SECONDS``);
 #: what they have not reached by then is recorded unscored (``skip_reason="pending"``), never dropped
 EXIT_FLUSH_SECONDS = settings.seconds("GROUNDLENS_EXIT_FLUSH_SECONDS", 10.0)
-#: when the exit flush runs out: how long the exit then waits for a worker to end the batch in hand
-EXIT_STOP_SECONDS = 60.0
+#: when the exit flush runs out: how long the exit then waits, at most, for a worker to end the batch
+#: in hand (``GROUNDLENS_EXIT_STOP_SECONDS``); a worker still importing torch is not waited for
+EXIT_STOP_SECONDS = settings.seconds("GROUNDLENS_EXIT_STOP_SECONDS", 60.0)
 EXITING = threading.Event()  # set at exit once the flush ran out: workers stop between batches
 # weakref.finalize registers its exit hook on first use; torch's import creates finalizers, and one
 # created during the exit flush would come too late (its finalizers then run at module teardown).
@@ -67,17 +68,20 @@ def started(recorder: Hooked) -> None:
 def _flush_at_exit() -> None:
     """Let the workers finish what is queued before the interpreter tears down. When the backlog
     outlasts ``EXIT_FLUSH_SECONDS``, each busy worker ends the batch in hand, puts what is still
-    queued on its traces unscored and stops; the exit waits for that (at most ``EXIT_STOP_SECONDS``)."""
+    queued on its traces unscored and stops; the exit waits for that (at most ``EXIT_STOP_SECONDS``).
+    A worker still importing torch holds no batch: the exit puts its queue on the traces itself and
+    does not wait for the import (``Worker.stop_at_exit``)."""
     deadline = time.monotonic() + EXIT_FLUSH_SECONDS
     late = []
     for recorder in list(_LIVE):
         try:
             # late also when calls came in after the flush's marker (a daemon thread still recording):
             # the worker must not be left scoring them while the interpreter finalizes
-            if not recorder.flush(max(0.0, deadline - time.monotonic())) or not recorder.idle():
-                late.append(recorder)
-        except Exception:  # pragma: no cover - never block or fail the exit
-            pass
+            done = recorder.flush(max(0.0, deadline - time.monotonic())) and recorder.idle()
+        except Exception:  # never fail the exit (a flush raises the worker's failures in our tests)
+            done = False
+        if not done:
+            late.append(recorder)
     if not late:
         return
     EXITING.set()

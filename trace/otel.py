@@ -25,6 +25,7 @@ from typing import Any
 
 from groundlens_core._version import __version__
 from groundlens_core.bands import SCORED_METHODS
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace import lineage
 from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import Step, Trace
@@ -250,7 +251,8 @@ class OTelExporter:
     def _guard(self, fn, *args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except Exception as exc:  # the agent must never see an exporter failure
+        except Exception as exc:  # the agent must never see an exporter failure (raised in our tests)
+            internal_error(exc, "the OpenTelemetry export", None, deferred=True)
             self._failures += 1
             if self._failures == 1 or self._failures % 100 == 0:
                 log.warning(

@@ -13,7 +13,7 @@ import logging
 import threading
 from typing import Any, Sequence
 
-from groundlens_core import settings
+from groundlens_core import internal_errors, settings
 from groundlens_core.embedding.lanes import usable_cpus
 from groundlens_core.trace import lifecycle
 from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
@@ -216,8 +216,8 @@ class Recorder:
                 self._submit(self._backlog.call(Call(call, index, step_id, heavy, size)))
             self._warn_if_due()
             return step_id
-        except Exception:  # pragma: no cover - defensive: the agent must not see our bugs
-            log.exception("groundlens: could not record a call")
+        except Exception as exc:  # the agent must not see our bugs (raised in our tests: internal_errors)
+            internal_errors.internal_error(exc, "Recorder.record", log)
             return ""
 
     def end_trace(self, key: str, *, error: str | None = None) -> None:
@@ -254,15 +254,16 @@ class Recorder:
         keep recording (other agents on a server), the recorder is never idle."""
         with self._lock:
             busy = self._backlog.pending > 0
-        if not busy:
-            return True
         if threading.current_thread() is self._worker.thread:
             # a listener (they run on the worker's thread) asking for a trace: the worker cannot wait
             # for itself; the caller gets what is there now (get_trace lists the rest as pending)
-            return False
+            return not busy
         done = threading.Event()
-        self._submit(FlushMarker(done))  # score what is queued now, without waiting for quiet
-        return done.wait(timeout)
+        if busy:
+            self._submit(FlushMarker(done))  # score what is queued now, without waiting for quiet
+        finished = done.wait(timeout) if busy else True
+        internal_errors.raise_seen()  # under GROUNDLENS_RAISE_INTERNAL_ERRORS: the worker's failures, here
+        return finished
 
     def get_trace(self, key: str | None = None, *, wait: bool = True, timeout: float | None = 120.0) -> Trace | None:
         """The trace of root run ``key`` (default: the latest), after pending scores are done.
@@ -316,8 +317,9 @@ class Recorder:
     # ------------------------------------------------------------ process lifecycle (lifecycle.py)
 
     def _stopped(self, timeout: float) -> bool:
-        """At exit: whether the worker parked (waiting up to ``timeout``) or nothing is pending."""
-        return self._worker.parked.wait(timeout) or self._backlog.pending <= 0
+        """At exit: whether the worker is out of the way (waiting up to ``timeout``: see
+        ``Worker.stop_at_exit``) or nothing is pending."""
+        return self._worker.stop_at_exit(timeout) or self._backlog.pending <= 0
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new lock, no worker (the next event starts one), and the batch the

@@ -11,10 +11,11 @@ import dataclasses
 import logging
 import os
 import threading
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, NoReturn, Protocol
 
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import encode_lanes
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace import lifecycle
 from groundlens_core.trace.backlog import Backlog
 from groundlens_core.trace.calls import make_step, score_calls
@@ -74,6 +75,9 @@ class Worker:
         self.wake = threading.Event()
         self.idle = True  # waiting for work: the next event wakes it
         self.parked = threading.Event()  # stopped for good (interpreter exit)
+        self.logged: set[tuple[str, str, str]] = set()  # failures logged with a traceback already
+        self.loading = False  # importing torch before its first batch (holding no events)
+        self.abandoned = False  # the exit recorded the queue itself while it was loading
 
     # ------------------------------------------------------------ the agent's side (lock held)
 
@@ -100,6 +104,7 @@ class Worker:
         self.parked = threading.Event()
         self.thread = None
         self.idle = True
+        self.loading = self.abandoned = False
 
     # ------------------------------------------------------------ the thread
 
@@ -122,25 +127,75 @@ class Worker:
             log.debug("groundlens: could not set the worker's torch threads: %s", exc)
 
     def _run(self, nice: int | None) -> None:
-        self._lower_priority(nice)
-        self._limit_torch_threads()
+        # the priority is lowered once the first batch (torch's import, the model's load) is done: a
+        # thread of lower priority that the OS preempts while it holds the GIL keeps the agent's
+        # thread waiting for as long as it stays preempted, and the first load holds the GIL most of
+        # the time (first_load: the parts of it that can run without the GIL do)
+        lowered = False
         while True:
             if lifecycle.EXITING.is_set():  # the interpreter is exiting and the flush ran out: stop between batches
-                self._drain_unscored()
-                self.parked.set()
-                threading.Event().wait()  # for good (a daemon thread waiting here is harmless at exit)
-            items = self._take()
+                self._park()
+            self._wait_for_batch()
+            if not lowered and not self._first_load():
+                continue  # the exit came first: back to the top, which parks
+            with self.lock:
+                items = self.backlog.take(BATCH_MAX)
             try:
                 with encode_lanes(self.lanes):
                     self.process(items)
-            except Exception:  # pragma: no cover - last line of defence
-                log.exception("groundlens: worker failed on a batch")
+            except Exception as exc:  # the last line of defence: the batch is finished below all the same
+                internal_error(exc, "the recorder's worker, on a batch", log, deferred=True)
             finally:
                 self._finish(items)
+            if not lowered:
+                lowered = True
+                self._lower_priority(nice)
 
-    def _take(self) -> list[Event]:
+    def _park(self) -> NoReturn:
+        """Put what is queued on its traces unscored (unless the exit did it) and stop for good."""
+        if not self.abandoned:
+            self._drain_unscored()
+        self.parked.set()
+        while True:
+            threading.Event().wait()  # for good (a daemon thread waiting here is harmless at exit)
+
+    def _first_load(self) -> bool:
+        """Import torch before the first batch is taken, holding nothing: an exit meanwhile does not
+        wait for the import (seconds), it puts the queue on the traces itself (:meth:`stop_at_exit`).
+        False when the exit came first or took over meanwhile."""
+        with self.lock:
+            if lifecycle.EXITING.is_set():
+                return False
+            self.loading = True
+        try:
+            self._limit_torch_threads()
+        finally:
+            with self.lock:
+                self.loading = False
+                abandoned = self.abandoned
+        if abandoned:  # the exit drained the queue and went on without us
+            self.parked.set()
+            while True:
+                threading.Event().wait()
+        return not lifecycle.EXITING.is_set()
+
+    def stop_at_exit(self, timeout: float) -> bool:
+        """At exit, once the flush ran out (``lifecycle.EXITING`` is set): whether this worker is out
+        of the way, waiting up to ``timeout`` for it to park. A worker still importing torch holds
+        no batch and runs no native code that the interpreter's teardown could break, so the exit
+        does not wait for it: it records the queue unscored on this thread and goes on."""
+        with self.lock:
+            take_over = self.loading and not self.abandoned
+            if take_over:
+                self.abandoned = True
+        if take_over:
+            self._drain_unscored()
+            return True
+        return self.abandoned or self.parked.wait(timeout)
+
+    def _wait_for_batch(self) -> None:
         """Wait for work, then for a quiet spell (no new event for ``quiet`` seconds), a flush or a
-        full batch, and take the events in order up to (not past) a batch of calls to score."""
+        full batch (the events are taken after it, in order, up to a batch of calls to score)."""
         while True:
             with self.lock:
                 if self.backlog.items:
@@ -162,8 +217,6 @@ class Worker:
             with self.lock:
                 if len(self.backlog.items) == seen:
                     break
-        with self.lock:
-            return self.backlog.take(BATCH_MAX)
 
     def _finish(self, items: list[Event]) -> None:
         """The worker is done with ``items``: they leave the pending count, and each flush among them
@@ -198,7 +251,8 @@ class Worker:
                     lifecycle.EXIT_FLUSH_SECONDS,
                 )
             self.process(items)
-        except Exception:  # pragma: no cover - never block or fail the exit
+        except Exception as exc:  # pragma: no cover - never block or fail the exit
+            internal_error(exc, "recording the unscored steps at exit", None, deferred=True)
             log.debug("groundlens: could not record the unscored steps at exit", exc_info=True)
         finally:
             self._finish(items)
@@ -245,5 +299,6 @@ class Worker:
                 continue
             try:
                 fn(*args)
-            except Exception as exc:
-                log.warning("groundlens: listener %s.%s failed: %s", type(listener).__name__, method, exc)
+            except Exception as exc:  # the other listeners and the trace go on
+                where = f"listener {type(listener).__name__}.{method}"
+                internal_error(exc, where, log, deferred=True, once=self.logged)

@@ -68,7 +68,8 @@ def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | Non
         path, model_id = resolve_model_path(model)
         key = (str(path), backend)
         if key not in _shared:
-            _shared[key] = CachedEmbedder(_load(backend, path, model_id))
+            with first_load.heap_paused():  # a first load: see first_load
+                _shared[key] = CachedEmbedder(_load(backend, path, model_id))
         return _shared[key]
 
 
