@@ -117,8 +117,10 @@ class SentenceEvidence:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SentenceEvidence:
-        d = dict(d)
-        d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
+        d = typed_fields(cls, d, "an evidence sentence")
+        d["unsupported"] = tuple(
+            UnsupportedToken(**typed_fields(UnsupportedToken, u, "an unsupported token")) for u in d.get("unsupported", ())
+        )
         return cls(**d)
 
 
@@ -153,10 +155,76 @@ class Evidence:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Evidence:
-        d = dict(d)
+        d = typed_fields(cls, d, "the evidence")
         d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
-        d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
+        d["facts"] = tuple(FactFinding(**typed_fields(FactFinding, f, "a fact")) for f in d.get("facts", ()))
         return cls(**d)
+
+
+def typed_fields(cls: type, d: Any, what: str) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` in the JSON object ``d``, each checked against its type
+    (unknown keys dropped; a missing field is left to the constructor). Why: a saved trace is a
+    user's file, and a wrong type (``"evidence": "x"``, ``"support": "high"``) would otherwise
+    surface as a traceback wherever the value is first used, far from the file that held it."""
+    import typing
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{what} must be an object, got {_json_kind(d)}")
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in d:
+            value = d[f.name]
+            if not _fits(value, hints[f.name]):
+                raise ValueError(f"{what}: {f.name} must be {_expected(hints[f.name])}, got {_json_kind(value)}")
+            out[f.name] = value
+    return out
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    import math
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        return isinstance(value, (list, tuple))  # the items are read by their own type
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, (dict, hint))
+    return True
+
+
+def _expected(hint: Any) -> str:
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_expected(a) for a in typing.get_args(hint))
+    names = {type(None): "null", bool: "true/false", int: "a whole number", float: "a number", str: "text"}
+    if hint in names:
+        return names[hint]
+    return "a list" if typing.get_origin(hint) is tuple else "an object"
+
+
+def _json_kind(value: Any) -> str:
+    import math
+
+    names = {str: "text", bool: "true/false", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number that is not finite"
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -262,14 +330,15 @@ def as_score(data: Any) -> GroundlensScore | None:
         return data
     if not isinstance(data, dict):
         raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")
-    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(data.get("method", ""))
+    method = data.get("method")
+    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(method if isinstance(method, str) else "")
     if kind is None:
-        raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
-    values: dict[str, Any] = {}
+        raise ValueError(f"not a groundlens score: method={method!r}"[:120])
+    values = typed_fields(kind, data, "the score")
+    if values.get("triage", "trusted") not in ("trusted", "review", "flagged"):
+        raise ValueError(f"the score: triage must be trusted, review or flagged, got {str(values['triage'])[:40]!r}")
     for f in dataclasses.fields(kind):
-        if f.name in data:
-            values[f.name] = data[f.name]
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
     if isinstance(values.get("evidence"), dict):
         values["evidence"] = Evidence.from_dict(values["evidence"])
