@@ -175,6 +175,8 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
         if not _signature_ok(rec, pub, invalid_signature):
             if fits(nxt):
                 return bad(ln, "inserted", "a record this key did not sign (the chain goes around it)")
+            if not isinstance(rec.get("key"), str) or not isinstance(rec.get("sig"), str):
+                return bad(ln, "changed", "not a signed record (it has no key or no signature)")
             if rec.get("key") != expected_key:
                 return bad(ln, "other_key", f"signed by key {str(rec.get('key'))[:16]}…, not by {expected_key[:16]}…")
             return bad(ln, "changed", "the signature does not match the record's content")
