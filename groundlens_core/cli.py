@@ -115,7 +115,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             else f"the riskiest {summary.html_rows:,} of {summary.rows:,} rows"
         )
         report = f"; report {args.html} ({shown})"
-    print(printable(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}"), file=sys.stderr)
+    print(
+        printable(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}"),
+        file=sys.stderr,
+    )
     print(f"note: scores are {TRIAGE_NOTE}", file=sys.stderr)
     return 0
 

@@ -132,7 +132,8 @@ def _check_ledger(job: EvaluateJob) -> None:
     checkpoint is made). Its own files matter most: appending to the partial output mixes records
     into the rows, and the output's lock file is held by the run, so a ledger there waits for good."""
     path = job.ledger.path
-    own = [(job.input, f"the input file {job.input}"), (job.output, f"the output file {job.output}")]
+    own: list[tuple[Path | None, str]] = [(job.input, f"the input file {job.input}")]
+    own += [(job.output, f"the output file {job.output}")]
     own += [(job.html, f"the HTML report file {job.html}")]
     own += [(p, f"the {role} file of {job.output}") for p, role in PartialPaths.beside(job.output).roles()]
     own += [(job.ledger.writer.key.path, f"the signing key {job.ledger.writer.key.path}")]

@@ -60,7 +60,9 @@ def loads(text: str | bytes, *, name: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise GroundlensInputError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        raise GroundlensInputError(
+            f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
     except RecursionError:  # the bound above is well below the interpreter's; kept for a very deep caller
         raise GroundlensInputError(f"{name}: JSON nested too deeply") from None
     except UnicodeDecodeError:

@@ -116,11 +116,14 @@ class SentenceEvidence:
     passage: str
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SentenceEvidence:
+    def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> SentenceEvidence:
+        if not checked:
+            d = dict(d)
+            d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
+            return cls(**d)
         d = typed_fields(cls, d, "an evidence sentence")
-        d["unsupported"] = tuple(
-            UnsupportedToken(**typed_fields(UnsupportedToken, u, "an unsupported token")) for u in d.get("unsupported", ())
-        )
+        unsupported = d.get("unsupported", ())
+        d["unsupported"] = tuple(UnsupportedToken(**typed_fields(UnsupportedToken, u, "a token")) for u in unsupported)
         return cls(**d)
 
 
@@ -154,9 +157,16 @@ class Evidence:
         return [u for s in self.sentences for u in s.unsupported]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Evidence:
+    def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> Evidence:
+        """The evidence from its dict; ``checked=True`` (a file being read) refuses a field of the
+        wrong type with a ``ValueError`` naming it (:func:`typed_fields`)."""
+        if not checked:
+            d = dict(d)
+            d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
+            d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
+            return cls(**d)
         d = typed_fields(cls, d, "the evidence")
-        d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
+        d["sentences"] = tuple(SentenceEvidence.from_dict(s, checked=True) for s in d.get("sentences", ()))
         d["facts"] = tuple(FactFinding(**typed_fields(FactFinding, f, "a fact")) for f in d.get("facts", ()))
         return cls(**d)
 
@@ -202,7 +212,7 @@ def _fits(value: Any, hint: Any) -> bool:
     if origin is tuple:
         return isinstance(value, (list, tuple))  # the items are read by their own type
     if dataclasses.is_dataclass(hint):
-        return isinstance(value, (dict, hint))
+        return isinstance(value, dict) or (isinstance(hint, type) and isinstance(value, hint))
     return True
 
 
@@ -318,13 +328,14 @@ def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
     return kind(**kwargs)
 
 
-def as_score(data: Any) -> GroundlensScore | None:
+def as_score(data: Any, *, checked: bool = False) -> GroundlensScore | None:
     """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
     field the dict lacks (a hand-built or older trace) is None unless the field has a default
     (``rank`` of an older score is its ``normalized``). ``None`` stays None; anything else that is
-    not an SGI/DGI/support score is a ``ValueError``.
+    not an SGI/DGI/support score is a ``ValueError``. ``checked=True`` (a file being read) also
+    refuses a field of the wrong type (:func:`typed_fields`), a ``ValueError`` naming it.
     """
     if data is None or isinstance(data, GroundlensScore):
         return data
@@ -334,14 +345,17 @@ def as_score(data: Any) -> GroundlensScore | None:
     kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(method if isinstance(method, str) else "")
     if kind is None:
         raise ValueError(f"not a groundlens score: method={method!r}"[:120])
-    values = typed_fields(kind, data, "the score")
-    if values.get("triage", "trusted") not in ("trusted", "review", "flagged"):
+    if not checked:
+        values = {f.name: data[f.name] for f in dataclasses.fields(kind) if f.name in data}
+    else:
+        values = typed_fields(kind, data, "the score")
+    if checked and values.get("triage", "trusted") not in ("trusted", "review", "flagged"):
         raise ValueError(f"the score: triage must be trusted, review or flagged, got {str(values['triage'])[:40]!r}")
     for f in dataclasses.fields(kind):
         if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
     if isinstance(values.get("evidence"), dict):
-        values["evidence"] = Evidence.from_dict(values["evidence"])
+        values["evidence"] = Evidence.from_dict(values["evidence"], checked=checked)
     if "rank" not in data and isinstance(data.get("normalized"), (int, float)):
         values["rank"] = data["normalized"]
     return kind(**values)

@@ -263,19 +263,20 @@ class Step:
         cascade = d.get("cascade_from") or ()
         if not isinstance(cascade, (list, tuple)) or not all(isinstance(c, str) for c in cascade):
             raise GroundlensInputError(f"{where}: cascade_from must be a list of step ids, got {_kind(cascade)}")
-        _required(d, "index", where)
-        index = _count(d, "index", where)
+        index = _required(d, "index", where)
+        if not _is_count(index):
+            raise GroundlensInputError(f"{where}: index must be a whole number of at least 0, got {_kind(index)}")
         try:
             pieces = tuple(ContextPiece.from_dict(c) for c in context)
             usage = Usage.from_dict(d.get("usage"))
-            score = as_score(d.get("score"))
+            score = as_score(d.get("score"), checked=True)
         except (TypeError, ValueError) as exc:
             raise GroundlensInputError(f"{where}: {exc}") from None
         return cls(
-            id=_string(d, "id", where, required=True),
-            index=index,  # type: ignore[arg-type]
+            id=_name(d, "id", where),
+            index=index,
             parent_id=_string(d, "parent_id", where),
-            node=_string(d, "node", where, required=True),
+            node=_name(d, "node", where),
             kind=_choice(d, "kind", STEP_KINDS, where),
             method=_choice(d, "method", STEP_METHODS, where),
             score=score,
@@ -444,10 +445,10 @@ class Trace:
         _check_schema_version(d.get("schema_version", SCHEMA_VERSION))
         where = "the trace"
         return cls(
-            id=_string(d, "id", where, required=True),  # type: ignore[arg-type]
-            name=_string(d, "name", where, required=True),  # type: ignore[arg-type]
-            framework=_string(d, "framework", where, required=True),  # type: ignore[arg-type]
-            started_at=_string(d, "started_at", where, required=True),  # type: ignore[arg-type]
+            id=_name(d, "id", where),
+            name=_name(d, "name", where),
+            framework=_name(d, "framework", where),
+            started_at=_name(d, "started_at", where),
             ended_at=_string(d, "ended_at", where),
             metadata=_mapping(d, "metadata", where),
             steps=[Step.from_dict(s) for s in steps],
@@ -530,12 +531,20 @@ def _is_count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _string(d: Mapping[str, Any], key: str, where: str, *, required: bool = False) -> str | None:
-    """A text field that is never redacted (ids, names, times): text, or null when not required."""
-    value = _required(d, key, where) if required else d.get(key)
-    if isinstance(value, str) or (value is None and not required):
+def _string(d: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A text field that is never redacted (a model, a time, an error): text or null."""
+    value = d.get(key)
+    if value is None or isinstance(value, str):
         return value
-    raise GroundlensInputError(f"{where}: {key} must be text{'' if required else ' or null'}, got {_kind(value)}")
+    raise GroundlensInputError(f"{where}: {key} must be text or null, got {_kind(value)}")
+
+
+def _name(d: Mapping[str, Any], key: str, where: str) -> str:
+    """A required text field (an id, a name, the start time)."""
+    value = _required(d, key, where)
+    if isinstance(value, str):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be text, got {_kind(value)}")
 
 
 def _count(d: Mapping[str, Any], key: str, where: str) -> int | None:
