@@ -187,6 +187,21 @@ def test_a_ledger_another_key_signs_is_refused_naming_both_keys(tmp_path, keys, 
     assert verify_ledger(ledger, keys[1]).ok  # still one chain of one key
 
 
+def test_a_recorder_on_a_ledger_another_key_signs_fails_at_construction(tmp_path, keys):
+    """At the recorder the refusal came only on its worker, as 'records not written' warnings."""
+    from groundlens_core.trace import Recorder
+
+    ledger = tmp_path / "L.jsonl"
+    data = _ledger(ledger, keys[0])
+    with pytest.raises(GroundlensInputError, match="is signed by key"):
+        Recorder("agent", ledger=Ledger(ledger, keys[2]))
+    with open(ledger, "ab") as fh:
+        fh.write(b'{"seq":1000}\n')
+    with pytest.raises(GroundlensInputError, match="line 5 is not a groundlens record"):
+        Recorder("agent", ledger=Ledger(ledger, keys[0]))
+    assert ledger.read_bytes() == data + b'{"seq":1000}\n'
+
+
 def test_the_ledgers_own_key_still_continues_it(tmp_path, keys):
     ledger = tmp_path / "L.jsonl"
     _ledger(ledger, keys[0])
