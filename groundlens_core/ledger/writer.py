@@ -6,7 +6,8 @@ never interleave and keep one chain. A crash can leave a cut last line; the next
 and appends a ``segment`` record that names it (line number, length, SHA-256) and links to the last
 whole record. Only a proper start of a record counts as cut: a whole last record without its
 newline is verified (this writer's key, linked to the record before it) and then only has its line
-ended, or, when it does not verify, nothing is appended.
+ended, or, when it does not verify, nothing is appended. The chain goes on only from a record
+this writer's key signed: an unsigned or changed last line, or another key's record, is refused.
 """
 
 from __future__ import annotations
