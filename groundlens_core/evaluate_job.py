@@ -28,7 +28,7 @@ from groundlens_core.checkpoint import (
     write_checkpoint,
 )
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns
-from groundlens_core.errors import GroundlensInputError
+from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.final_output import finalize, risk_order
 from groundlens_core.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Sink
@@ -99,7 +99,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     """Score ``job.input`` into ``job.output`` in chunks; see the module docstring for the guarantees."""
     from groundlens_core.io_formats import arrow_schema, output_columns, scan_table, table_kind
 
-    log = log or (lambda msg: print(msg, file=sys.stderr))
+    log = log or (lambda msg: print(printable(msg), file=sys.stderr))
     # every check that can fail does so before the model loads or a row is scored
     out_kind, _ = table_kind(job.output, output=True)
     if same_file(job.input, job.output):
