@@ -171,11 +171,12 @@ class Evidence:
         return cls(**d)
 
 
-def typed_fields(cls: type, d: Any, what: str) -> dict[str, Any]:
+def typed_fields(cls: type, d: Any, what: str, *, nullable: bool = False) -> dict[str, Any]:
     """The fields of dataclass ``cls`` in the JSON object ``d``, each checked against its type
     (unknown keys dropped; a missing field is left to the constructor). Why: a saved trace is a
     user's file, and a wrong type (``"evidence": "x"``, ``"support": "high"``) would otherwise
-    surface as a traceback wherever the value is first used, far from the file that held it."""
+    surface as a traceback wherever the value is first used, far from the file that held it.
+    ``nullable``: null passes for any field (a score's missing fields are None, and saved so)."""
     import typing
 
     if not isinstance(d, dict):
@@ -185,7 +186,7 @@ def typed_fields(cls: type, d: Any, what: str) -> dict[str, Any]:
     for f in dataclasses.fields(cls):
         if f.name in d:
             value = d[f.name]
-            if not _fits(value, hints[f.name]):
+            if not (nullable and value is None) and not _fits(value, hints[f.name]):
                 raise ValueError(f"{what}: {f.name} must be {_expected(hints[f.name])}, got {_json_kind(value)}")
             out[f.name] = value
     return out
@@ -348,7 +349,7 @@ def as_score(data: Any, *, checked: bool = False) -> GroundlensScore | None:
     if not checked:
         values = {f.name: data[f.name] for f in dataclasses.fields(kind) if f.name in data}
     else:
-        values = typed_fields(kind, data, "the score")
+        values = typed_fields(kind, data, "the score", nullable=True)
     if checked and values.get("triage", "trusted") not in ("trusted", "review", "flagged"):
         raise ValueError(f"the score: triage must be trusted, review or flagged, got {str(values['triage'])[:40]!r}")
     for f in dataclasses.fields(kind):

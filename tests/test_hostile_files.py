@@ -188,3 +188,17 @@ def test_a_well_typed_trace_still_reads_and_renders(tmp_path, capsys):
     good.write_text(json.dumps(_trace()))
     assert main(["report", str(good), "-o", str(tmp_path / "r.html")]) == 0
     assert "1 steps from 1 trace(s)" in capsys.readouterr().out
+
+
+def test_a_saved_hand_built_score_with_missing_fields_still_reads(tmp_path):
+    """A score dict without some fields reads with them None and is saved so; it must read back."""
+    from groundlens_core.trace.model import Trace
+
+    data = _trace()
+    for name in ("backend", "d_response_question", "explanation"):
+        del data["steps"][0]["score"][name]
+    first = Trace.from_dict(data)
+    saved = tmp_path / "t.json"
+    first.save(saved)
+    again = Trace.load(saved)
+    assert again.steps[0].score.backend is None and again.steps[0].score.value == 1.2
