@@ -27,7 +27,6 @@ reads "label 1 (grounded) scores higher"; intervals are 95 % percentile bootstra
 from __future__ import annotations
 
 import csv
-import json
 import math
 import os
 import time
@@ -37,7 +36,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from groundlens_core import settings
+from groundlens_core import json_input, settings
 from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.metrics import auroc, length_baseline, overlap_baseline
@@ -95,8 +94,8 @@ def read_labelled(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
         spans = r.get("spans")
         if isinstance(spans, str) and spans.strip():
             try:
-                spans = json.loads(spans)
-            except json.JSONDecodeError:
+                spans = json_input.loads(spans, name=f"{path}: row {n}")
+            except GroundlensInputError:
                 raise GroundlensInputError(
                     f"{path}: row {n}: spans must be a JSON list of [start, end) pairs"
                 ) from None

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from groundlens_core import json_input
 from groundlens_core._version import __version__
 from groundlens_core.errors import CalibrationMismatchError, GroundlensInputError
 from groundlens_core.outputs import check_input_file
@@ -85,7 +86,7 @@ class CalibrationResult:
             }
         except KeyError as exc:
             raise GroundlensInputError(f"calibration file is missing the field {exc.args[0]!r}") from None
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise GroundlensInputError(f"calibration file has a malformed field: {exc}") from None
         if len(fields["direction"]) != fields["dim"] or not np.isfinite(fields["direction"]).all():
             raise GroundlensInputError("calibration direction is malformed (wrong length or non-finite values)")
@@ -95,12 +96,13 @@ class CalibrationResult:
     def load(cls, path: str | os.PathLike[str]) -> CalibrationResult:
         check_input_file(path, what="calibration file")
         try:
-            data = json.loads(Path(path).read_text(encoding="utf-8"))
+            data = json_input.loads(Path(path).read_bytes(), name=f"calibration file {path}")
         except FileNotFoundError:
             raise GroundlensInputError(f"calibration file not found: {path}") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise GroundlensInputError(f"calibration file {path} is not valid JSON: {exc}") from None
-        return cls.from_dict(data)
+        try:
+            return cls.from_dict(data)
+        except GroundlensInputError as exc:
+            raise GroundlensInputError(f"{path}: {exc}") from None
 
 
 def direction_from_vectors(q: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, float, int]:

@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from groundlens_core import json_input
+from groundlens_core.errors import GroundlensInputError
 from groundlens_core.outputs import with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Verified, fsync
 
@@ -70,10 +72,10 @@ def read_checkpoint(path: Path, out_kind: str) -> dict:
 
 def _checked_checkpoint(path: Path, out_kind: str) -> dict:
     try:
-        saved = json.loads(path.read_text(encoding="utf-8"))
+        saved = json_input.loads(path.read_bytes(), name=str(path))
     except OSError as exc:
         raise Unresumable(f"cannot be read ({exc.strerror or exc})") from None
-    except (UnicodeDecodeError, ValueError, RecursionError):
+    except GroundlensInputError:  # invalid, nested too deeply, a number too long
         raise Unresumable("is not valid JSON (damaged or cut short)") from None
     if not isinstance(saved, dict):
         raise Unresumable(f"is not a checkpoint (a JSON {type(saved).__name__}, not an object)")

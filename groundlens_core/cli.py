@@ -18,7 +18,7 @@ from groundlens_core._version import __version__
 from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
-from groundlens_core.errors import GroundlensError, GroundlensInputError
+from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
 from groundlens_core.extensions import command_adders
 from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
@@ -55,11 +55,11 @@ def evidence_lines(res: Any, response: str) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
+    from groundlens_core.calibration import CalibrationResult
     from groundlens_core.scoring import evaluate
 
-    res = evaluate(
-        args.question, args.response, args.context, calibration=args.calibration, long_context=args.long_context
-    )
+    cal = CalibrationResult.load(args.calibration) if args.calibration else None  # checked before the model loads
+    res = evaluate(args.question, args.response, args.context, calibration=cal, long_context=args.long_context)
     if args.json:
         print(res.to_json())
     else:
@@ -115,7 +115,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             else f"the riskiest {summary.html_rows:,} of {summary.rows:,} rows"
         )
         report = f"; report {args.html} ({shown})"
-    print(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}", file=sys.stderr)
+    print(
+        printable(f"scored {summary.rows - n_err}/{summary.rows} rows -> {args.output} ({parts}){report}"),
+        file=sys.stderr,
+    )
     print(f"note: scores are {TRIAGE_NOTE}", file=sys.stderr)
     return 0
 
@@ -231,7 +234,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _positive_int(value: str) -> int:
-    n = int(value)
+    try:
+        n = int(value)
+    except ValueError:  # argparse would name this function ("invalid _positive_int value")
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {value!r}") from None
     if n < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
     return n
@@ -349,10 +355,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except GroundlensError as exc:
-        print(f"groundlens: error: {exc}", file=sys.stderr)
+        print(f"groundlens: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except (OSError, ValueError) as exc:
-        print(f"groundlens: error: {exc}", file=sys.stderr)
+        print(f"groundlens: error: {printable(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

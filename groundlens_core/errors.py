@@ -1,4 +1,6 @@
-"""Exceptions with one-line messages: the CLI prints them as they are, without a traceback."""
+"""Exceptions with one-line messages: the CLI prints them without a traceback (:func:`printable`)."""
+
+import re
 
 
 class GroundlensError(Exception):
@@ -24,3 +26,13 @@ class EmbeddingError(GroundlensError):
 def describe_exception(exc: BaseException) -> str:
     """``"<ExceptionType>: <message>"``: how an error step, a log line or a trace end names a failure."""
     return f"{type(exc).__name__}: {exc}"
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1) shown as an escape (``\\x1b``, ``\\n``):
+    a message echoes paths and values from the user's files, and a raw escape sequence or line
+    break in one would rewrite the terminal or split the message's one line."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)

@@ -28,7 +28,7 @@ from groundlens_core.checkpoint import (
     write_checkpoint,
 )
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns
-from groundlens_core.errors import GroundlensInputError
+from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.final_output import finalize, risk_order
 from groundlens_core.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Sink
@@ -99,7 +99,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     """Score ``job.input`` into ``job.output`` in chunks; see the module docstring for the guarantees."""
     from groundlens_core.io_formats import arrow_schema, output_columns, scan_table, table_kind
 
-    log = log or (lambda msg: print(msg, file=sys.stderr))
+    log = log or (lambda msg: print(printable(msg), file=sys.stderr))
     # every check that can fail does so before the model loads or a row is scored
     out_kind, _ = table_kind(job.output, output=True)
     if same_file(job.input, job.output):
@@ -110,6 +110,8 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input)
+    if job.group_by and job.group_by not in info.columns:  # the report's grouping, known before any row is scored
+        raise GroundlensInputError(f"--group-by {job.group_by}: {job.input} has no such column")
     check_target(job.output, what="the output")  # the input was refused as the output above
     cal = _load_calibration(job.calibration)
     columns = output_columns(info.columns)
@@ -125,12 +127,21 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
 
 
 def _check_ledger(job: EvaluateJob) -> None:
-    """The ledger is appended to, never one of the run's data files, and its tail can be continued
-    (a blank or forged last line is refused here, before the model loads or a checkpoint is made)."""
+    """The ledger is appended to, never a file the run reads or writes itself, and its tail can be
+    continued (a blank, unsigned or foreign last line is refused here, before the model loads or a
+    checkpoint is made). Its own files matter most: appending to the partial output mixes records
+    into the rows, and the output's lock file is held by the run, so a ledger there waits for good."""
     path = job.ledger.path
-    for data, name in ((job.input, "the input"), (job.output, "the output"), (job.html, "the HTML report")):
+    own: list[tuple[Path | None, str]] = [(job.input, f"the input file {job.input}")]
+    own += [(job.output, f"the output file {job.output}")]
+    own += [(job.html, f"the HTML report file {job.html}")]
+    own += [(p, f"the {role} file of {job.output}") for p, role in PartialPaths.beside(job.output).roles()]
+    own += [(job.ledger.writer.key.path, f"the signing key {job.ledger.writer.key.path}")]
+    if isinstance(job.calibration, (str, os.PathLike)):
+        own.append((Path(job.calibration), f"the calibration file {job.calibration}"))
+    for data, name in own:
         if data is not None and same_file(path, data):
-            raise GroundlensInputError(f"the ledger {path} is {name} file {data}; give the ledger its own file")
+            raise GroundlensInputError(f"the ledger {path} is {name}; give the ledger its own file")
     job.ledger.check()
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from groundlens_core import json_input
 from groundlens_core.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
 from groundlens_core.errors import GroundlensInputError
 
@@ -151,10 +152,7 @@ def _scan_jsonl(path: Path, gz: bool) -> tuple[list[str], int]:
         for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GroundlensInputError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+            row = json_input.loads(line, name=f"{path}:{lineno}")
             if not isinstance(row, dict):
                 raise GroundlensInputError(f"{path}:{lineno}: each line must be a JSON object")
             columns.update(dict.fromkeys(row))
@@ -215,13 +213,13 @@ def _iter_csv(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
 def _iter_jsonl(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
     n = 0
     with _open_text(info.path, info.gz, "\n") as fh:
-        for line in fh:
+        for lineno, line in enumerate(fh, 1):
             if not line.strip():
                 continue
             n += 1
             if n <= skip:
                 continue
-            yield json.loads(line)
+            yield json_input.loads(line, name=f"{info.path}:{lineno}")
 
 
 def _iter_parquet(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:

@@ -11,7 +11,7 @@ import json
 import os
 from typing import Any
 
-from groundlens_core.errors import GroundlensInputError
+from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.ledger import (
     ENV_SIGNING_KEY,
     PRIVATE_KEY_NAME,
@@ -25,7 +25,7 @@ from groundlens_core.ledger import (
 
 def cmd_keygen(args: argparse.Namespace) -> int:
     private, public, kid = write_keypair(args.out)
-    print(f"wrote {private} (private, owner-only: keep it secret) and {public} (public: share it)")
+    print(printable(f"wrote {private} (private, owner-only: keep it secret) and {public} (public: share it)"))
     print(f"key id {kid}")
     return 0
 
@@ -40,7 +40,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(verdict.to_dict(), sort_keys=True))
     else:
-        print(verdict.message() if verdict.ok else f"{args.ledger}: {verdict.message()}")
+        print(printable(verdict.message() if verdict.ok else f"{args.ledger}: {verdict.message()}"))
         if verdict.ok and verdict.head:
             print(f"head {verdict.head}")
     return 0 if verdict.ok else 1

@@ -147,9 +147,14 @@ class SentenceEvidence:
     passage: str
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> SentenceEvidence:
-        d = dict(d)
-        d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
+    def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> SentenceEvidence:
+        if not checked:
+            d = dict(d)
+            d["unsupported"] = tuple(UnsupportedToken(**u) for u in d.get("unsupported", ()))
+            return cls(**d)
+        d = typed_fields(cls, d, "an evidence sentence")
+        unsupported = d.get("unsupported", ())
+        d["unsupported"] = tuple(UnsupportedToken(**typed_fields(UnsupportedToken, u, "a token")) for u in unsupported)
         return cls(**d)
 
 
@@ -183,11 +188,85 @@ class Evidence:
         return [u for s in self.sentences for u in s.unsupported]
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Evidence:
-        d = dict(d)
-        d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
-        d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
+    def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> Evidence:
+        """The evidence from its dict; ``checked=True`` (a file being read) refuses a field of the
+        wrong type with a ``ValueError`` naming it (:func:`typed_fields`)."""
+        if not checked:
+            d = dict(d)
+            d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
+            d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
+            return cls(**d)
+        d = typed_fields(cls, d, "the evidence")
+        d["sentences"] = tuple(SentenceEvidence.from_dict(s, checked=True) for s in d.get("sentences", ()))
+        d["facts"] = tuple(FactFinding(**typed_fields(FactFinding, f, "a fact")) for f in d.get("facts", ()))
         return cls(**d)
+
+
+def typed_fields(cls: type, d: Any, what: str, *, nullable: bool = False) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` in the JSON object ``d``, each checked against its type
+    (unknown keys dropped; a missing field is left to the constructor). Why: a saved trace is a
+    user's file, and a wrong type (``"evidence": "x"``, ``"support": "high"``) would otherwise
+    surface as a traceback wherever the value is first used, far from the file that held it.
+    ``nullable``: null passes for any field (a score's missing fields are None, and saved so)."""
+    import typing
+
+    if not isinstance(d, dict):
+        raise ValueError(f"{what} must be an object, got {_json_kind(d)}")
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for f in dataclasses.fields(cls):
+        if f.name in d:
+            value = d[f.name]
+            if not (nullable and value is None) and not _fits(value, hints[f.name]):
+                raise ValueError(f"{what}: {f.name} must be {_expected(hints[f.name])}, got {_json_kind(value)}")
+            out[f.name] = value
+    return out
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    import math
+    import types
+    import typing
+
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if origin is tuple:
+        return isinstance(value, (list, tuple))  # the items are read by their own type
+    if dataclasses.is_dataclass(hint):
+        return isinstance(value, dict) or (isinstance(hint, type) and isinstance(value, hint))
+    return True
+
+
+def _expected(hint: Any) -> str:
+    import types
+    import typing
+
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_expected(a) for a in typing.get_args(hint))
+    names = {type(None): "null", bool: "true/false", int: "a whole number", float: "a number", str: "text"}
+    if hint in names:
+        return names[hint]
+    return "a list" if typing.get_origin(hint) is tuple else "an object"
+
+
+def _json_kind(value: Any) -> str:
+    import math
+
+    names = {str: "text", bool: "true/false", int: "a number", float: "a number", list: "a list", dict: "an object"}
+    if isinstance(value, float) and not math.isfinite(value):
+        return "a number that is not finite"
+    return "null" if value is None else names.get(type(value), type(value).__name__)
 
 
 @dataclass(frozen=True)
@@ -296,7 +375,7 @@ def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
     return kind(**kwargs)
 
 
-def _read_older(data: dict[str, Any], values: dict[str, Any]) -> None:
+def _read_older(data: dict[str, Any], values: dict[str, Any], checked: bool = False) -> None:
     """The score of a dict written by an older version (``rank`` before ``score``, ``normalized``
     before both), its evidence and decision rebuilt from their dicts."""
     if "score" not in data:
@@ -304,31 +383,39 @@ def _read_older(data: dict[str, Any], values: dict[str, Any]) -> None:
         if isinstance(old, (int, float)):
             values["score"] = old
     if isinstance(values.get("evidence"), dict):
-        values["evidence"] = Evidence.from_dict(values["evidence"])
+        values["evidence"] = Evidence.from_dict(values["evidence"], checked=checked)
     if isinstance(values.get("decision"), dict):
-        values["decision"] = Decision.from_dict(values["decision"], FactFinding)
+        try:
+            values["decision"] = Decision.from_dict(values["decision"], FactFinding)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"the score: decision is not a decision ({type(exc).__name__})") from None
 
 
-def as_score(data: Any) -> GroundlensScore | None:
+def as_score(data: Any, *, checked: bool = False) -> GroundlensScore | None:
     """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
     field the dict lacks (a hand-built or older trace) is None unless the field has a default
     (``score`` of an older score is its ``rank``, else its ``normalized``). ``None`` stays None; anything else that is
-    not an SGI/DGI/support score is a ``ValueError``.
+    not an SGI/DGI/support score is a ``ValueError``. ``checked=True`` (a file being read) also
+    refuses a field of the wrong type (:func:`typed_fields`), a ``ValueError`` naming it.
     """
     if data is None or isinstance(data, GroundlensScore):
         return data
     if not isinstance(data, dict):
         raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")
-    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(data.get("method", ""))
+    method = data.get("method")
+    kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(method if isinstance(method, str) else "")
     if kind is None:
-        raise ValueError(f"not a groundlens score: method={data.get('method')!r}")
-    values: dict[str, Any] = {}
+        raise ValueError(f"not a groundlens score: method={method!r}"[:120])
+    if not checked:
+        values = {f.name: data[f.name] for f in dataclasses.fields(kind) if f.name in data}
+    else:
+        values = typed_fields(kind, data, "the score", nullable=True)
+    if checked and values.get("triage", "trusted") not in ("trusted", "review", "flagged"):
+        raise ValueError(f"the score: triage must be trusted, review or flagged, got {str(values['triage'])[:40]!r}")
     for f in dataclasses.fields(kind):
-        if f.name in data:
-            values[f.name] = data[f.name]
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             values[f.name] = None
-    _read_older(data, values)
+    _read_older(data, values, checked)
     return kind(**values)

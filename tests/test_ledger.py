@@ -314,10 +314,11 @@ def test_a_complete_last_line_without_newline_that_does_not_verify_is_never_bles
     if forge == "rewritten":
         data = _forged_last(lines)
     elif forge == "foreign":  # a record signed by another key, linked correctly
-        other = tmp_path / "o.jsonl"
-        _write(other, lines[:2])
-        Ledger(other, keys[2]).append(_bodies(1, "x"))
-        data = other.read_bytes()[:-1]
+        foreign = load_signing_key(keys[2])
+        rec = dict(_bodies(1, "x")[0], v="groundlens-ledger/1", id="f" * 32, seq=1, ts="2026-01-01T00:00:00Z",
+                   prev=hashlib.sha256(lines[1]).hexdigest(), key=foreign.key_id)
+        rec["sig"] = base64.b64encode(foreign.sign(canonical_bytes(rec))).decode()
+        data = b"".join(ln + b"\n" for ln in lines[:2]) + canonical_bytes(rec)
     else:
         data = b"".join(ln + b"\n" for ln in lines[:2]) + b"[1, 2]"
     path.write_bytes(data)
@@ -891,10 +892,12 @@ def test_a_resume_cannot_switch_ledgers_or_keys(tmp_path, keys, capsys, monkeypa
     base = ["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--signing-key", str(keys[0])]
     interrupt(monkeypatch, base + ["--ledger", str(first)], chunks=1)
     capsys.readouterr()
-    for other in (["--ledger", str(second)], ["--ledger", str(first), "--signing-key", str(keys[2])]):
+    # another key is refused by the ledger itself (its last record is not that key's), before the resume is looked at
+    for other, expected in ((["--ledger", str(second)], "cannot resume: ledger changed"),
+                            (["--ledger", str(first), "--signing-key", str(keys[2])], "is signed by key")):
         assert main(base + other + ["--resume"]) == 2
         err = capsys.readouterr().err
-        assert "cannot resume: ledger changed" in err, err
+        assert expected in err, err
     assert main(["evaluate", str(src), "-o", str(out), "--batch-size", "2", "--resume"]) == 2
     assert "ledger changed" in capsys.readouterr().err  # nor drop the ledger half way
     assert main(base + ["--ledger", str(first), "--resume"]) == 0

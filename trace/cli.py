@@ -7,11 +7,11 @@ without importing this package.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
-from groundlens_core.errors import GroundlensInputError
+from groundlens_core.errors import GroundlensInputError, printable
+from groundlens_core.json_input import loads
 
 
 def add_commands(sub: Any) -> None:
@@ -32,7 +32,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_html_target(args.output, what="the report")
     traces = [t for p in args.traces for t in read_traces(Path(p))]
     write_html(traces, args.output, title=args.title, redact=args.redact)
-    print(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))")
+    print(printable(f"wrote {args.output} ({sum(len(t.steps) for t in traces)} steps from {len(traces)} trace(s))"))
     return 0
 
 
@@ -46,12 +46,7 @@ def read_traces(path: Path) -> list[Any]:
         raise GroundlensInputError(f"trace file {path} is {kind}, not a JSON file")
     if not path.is_file():
         raise GroundlensInputError(f"trace file not found: {path}")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise GroundlensInputError(f"{path} is not a groundlens trace: JSON nested too deeply") from None
-    except ValueError as exc:  # not UTF-8, invalid JSON, or an integer too long to convert
-        raise GroundlensInputError(f"{path} is not a JSON trace: {exc}") from None
+    data = loads(path.read_bytes(), name=str(path))  # one line naming the file: deep, invalid, huge numbers
     items = data if isinstance(data, list) else [data]
     try:
         return [Trace.from_dict(d) for d in items]

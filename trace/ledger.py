@@ -114,7 +114,8 @@ if hasattr(os, "register_at_fork"):
 def ledger_listeners(ledger: Any) -> list[LedgerListener]:
     """The listeners for ``Recorder(ledger=...)``: a :class:`Ledger`, a ledger path (signed with the
     key ``GROUNDLENS_SIGNING_KEY`` names), None for ``GROUNDLENS_LEDGER`` (unset: none), False: none.
-    A missing or unreadable key raises a one-line error now, before anything is scored."""
+    A missing or unreadable key, or a ledger this key cannot continue (its last line is not a
+    record this key signed), raises a one-line error now, before anything is scored."""
     if ledger is None:
         ledger = Ledger.from_env()
     elif isinstance(ledger, (str, os.PathLike)):
@@ -123,4 +124,5 @@ def ledger_listeners(ledger: Any) -> list[LedgerListener]:
         return []
     if not isinstance(ledger, Ledger):
         raise TypeError(f"ledger must be a groundlens Ledger or a path, got {type(ledger).__name__}")
+    ledger.check()
     return [LedgerListener(ledger)]

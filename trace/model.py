@@ -12,6 +12,7 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import math
 import os
 import random
 from dataclasses import dataclass, field
@@ -19,7 +20,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, empty_counts, risk_key, step_band
+from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.results import GroundlensScore, as_score
 
@@ -95,7 +96,7 @@ class ContextPiece:
     def from_dict(cls, d: Mapping[str, Any]) -> ContextPiece:
         if not isinstance(d, Mapping):
             raise GroundlensInputError(f"a context piece must be an object with source and text, got {_kind(d)}")
-        return cls(text=_text(d, "text", "a context piece"), source=str(d.get("source", "")))
+        return cls(text=_text(d, "text", "a context piece"), source=_string(d, "source", "a context piece") or "")
 
 
 @dataclass(frozen=True)
@@ -113,7 +114,7 @@ class Usage:
             return None
         if not isinstance(d, Mapping):
             raise GroundlensInputError(f"usage must be an object of token counts, got {_kind(d)}")
-        return cls(d.get("input_tokens"), d.get("output_tokens"), d.get("total_tokens"))
+        return cls(*(_count(d, k, "usage") for k in ("input_tokens", "output_tokens", "total_tokens")))
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,8 @@ class Step:
         naming the step and the field."""
         if not isinstance(d, Mapping):
             raise GroundlensInputError(f"a step must be a JSON object, got {_kind(d)}")
-        where = f"step {d.get('index', d.get('id', '?'))}"
+        index, sid = d.get("index"), d.get("id")
+        where = f"step {index if _is_count(index) else sid if isinstance(sid, str) else '?'}"[:80]
         context = d.get("context") or ()
         if not isinstance(context, (list, tuple)):
             raise GroundlensInputError(f"{where}: context must be a list of pieces, got {_kind(context)}")
@@ -276,34 +278,36 @@ class Step:
         revision_of = d.get("revision_of")
         if revision_of is not None and not isinstance(revision_of, str):
             raise GroundlensInputError(f"{where}: revision_of must be a step id or null, got {_kind(revision_of)}")
+        index = _required(d, "index", where)
+        if not _is_count(index):
+            raise GroundlensInputError(f"{where}: index must be a whole number of at least 0, got {_kind(index)}")
         try:
-            index = int(_required(d, "index", where))
             pieces = tuple(ContextPiece.from_dict(c) for c in context)
             usage = Usage.from_dict(d.get("usage"))
-            score = as_score(d.get("score"))
+            score = as_score(d.get("score"), checked=True)
         except (TypeError, ValueError) as exc:
             raise GroundlensInputError(f"{where}: {exc}") from None
         return cls(
-            id=_required(d, "id", where),
+            id=_name(d, "id", where),
             index=index,
-            parent_id=d.get("parent_id"),
-            node=_required(d, "node", where),
-            kind=_required(d, "kind", where),
-            method=_required(d, "method", where),
+            parent_id=_string(d, "parent_id", where),
+            node=_name(d, "node", where),
+            kind=_choice(d, "kind", STEP_KINDS, where),
+            method=_choice(d, "method", STEP_METHODS, where),
             score=score,
-            triage=d.get("triage"),
+            triage=_choice(d, "triage", (*TRIAGE_ORDER, "error", None), where, required=False),
             question=_text(d, "question", where),
             context=pieces,
             response=_text(d, "response", where),
-            model=d.get("model"),
-            provider=d.get("provider"),
+            model=_string(d, "model", where),
+            provider=_string(d, "provider", where),
             usage=usage,
-            started_at=d.get("started_at"),
-            ended_at=d.get("ended_at"),
-            llm_latency_ms=d.get("llm_latency_ms"),
-            scoring_latency_ms=d.get("scoring_latency_ms"),
-            error=d.get("error"),
-            skip_reason=d.get("skip_reason"),
+            started_at=_string(d, "started_at", where),
+            ended_at=_string(d, "ended_at", where),
+            llm_latency_ms=_number(d, "llm_latency_ms", where),
+            scoring_latency_ms=_number(d, "scoring_latency_ms", where),
+            error=_string(d, "error", where),
+            skip_reason=_string(d, "skip_reason", where),
             metadata=_mapping(d, "metadata", where),
             cascade_from=tuple(cascade),
             revision_of=revision_of,
@@ -453,30 +457,33 @@ class Trace:
         if not isinstance(steps, (list, tuple)):
             raise GroundlensInputError(f"the trace's steps must be a list, got {_kind(steps)}")
         _check_schema_version(d.get("schema_version", SCHEMA_VERSION))
+        where = "the trace"
         return cls(
-            id=_required(d, "id", "the trace"),
-            name=_required(d, "name", "the trace"),
-            framework=_required(d, "framework", "the trace"),
-            started_at=_required(d, "started_at", "the trace"),
-            ended_at=d.get("ended_at"),
-            metadata=_mapping(d, "metadata", "the trace"),
+            id=_name(d, "id", where),
+            name=_name(d, "name", where),
+            framework=_name(d, "framework", where),
+            started_at=_name(d, "started_at", where),
+            ended_at=_string(d, "ended_at", where),
+            metadata=_mapping(d, "metadata", where),
             steps=[Step.from_dict(s) for s in steps],
-            fingerprint=d.get("fingerprint"),
-            status=d.get("status", "ok"),
-            error=d.get("error"),
-            schema_version=d.get("schema_version", SCHEMA_VERSION),
-            package_version=d.get("package_version", __version__),
+            fingerprint=_string(d, "fingerprint", where),
+            status=_choice(d, "status", ("ok", "error"), where, required=False) or "ok",
+            error=_string(d, "error", where),
+            schema_version=str(d.get("schema_version", SCHEMA_VERSION)),
+            package_version=_string(d, "package_version", where) or __version__,
         )
 
     @classmethod
-    def from_json(cls, text: str) -> Trace:
+    def from_json(cls, text: str | bytes, *, name: str = "the trace") -> Trace:
+        """A trace from its JSON text; anything malformed is a one-line :class:`GroundlensInputError`
+        starting with ``name`` (``load`` gives the file's path)."""
+        from groundlens_core.json_input import loads
+
+        data = loads(text, name=name)
         try:
-            data = json.loads(text)
-        except RecursionError:
-            raise GroundlensInputError("not a groundlens trace: JSON nested too deeply") from None
-        except ValueError as exc:  # invalid JSON, or an integer too long to convert
-            raise GroundlensInputError(f"not a JSON trace: {exc}") from None
-        return cls.from_dict(data)
+            return cls.from_dict(data)
+        except GroundlensInputError as exc:
+            raise GroundlensInputError(f"{name} is not a groundlens trace: {exc}") from None
 
     def save(self, path, **kwargs) -> None:
         """Write the JSON atomically: a failure never leaves a half-written or emptied file behind."""
@@ -486,7 +493,7 @@ class Trace:
     def load(cls, path) -> Trace:
         from groundlens_core.outputs import check_input_file
 
-        return cls.from_json(check_input_file(path, what="trace file").read_text(encoding="utf-8"))
+        return cls.from_json(check_input_file(path, what="trace file").read_bytes(), name=str(path))
 
 
 def _check_schema_version(value: Any) -> None:
@@ -517,11 +524,67 @@ def _required(d: Mapping[str, Any], key: str, where: str) -> Any:
 
 
 def _text(d: Mapping[str, Any], key: str, where: str) -> Text:
-    """A text field: text, null, or a redacted/cut object."""
+    """A text field: text, null, or a redacted/cut object (whose ``length`` is a count and whose
+    kept ``text`` and digests are text)."""
     value = d.get(key)
-    if value is None or isinstance(value, (str, Mapping)):
+    if value is None or isinstance(value, str):
         return value
-    raise GroundlensInputError(f"{where}: {key} must be text, null or a redacted/cut text object, got {_kind(value)}")
+    if not isinstance(value, Mapping):
+        raise GroundlensInputError(
+            f"{where}: {key} must be text, null or a redacted/cut text object, got {_kind(value)}"
+        )
+    if "length" in value and not _is_count(value["length"]):
+        raise GroundlensInputError(f"{where}: {key}'s length must be a whole number, got {_kind(value['length'])}")
+    for name in ("text", "hmac_sha256", "sha256"):
+        if name in value and not isinstance(value[name], str):
+            raise GroundlensInputError(f"{where}: {key}'s {name} must be text, got {_kind(value[name])}")
+    return dict(value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _string(d: Mapping[str, Any], key: str, where: str) -> str | None:
+    """A text field that is never redacted (a model, a time, an error): text or null."""
+    value = d.get(key)
+    if value is None or isinstance(value, str):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be text or null, got {_kind(value)}")
+
+
+def _name(d: Mapping[str, Any], key: str, where: str) -> str:
+    """A required text field (an id, a name, the start time)."""
+    value = _required(d, key, where)
+    if isinstance(value, str):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be text, got {_kind(value)}")
+
+
+def _count(d: Mapping[str, Any], key: str, where: str) -> int | None:
+    """A whole number of at least 0, or null."""
+    value = d.get(key)
+    if value is None or _is_count(value):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be a whole number of at least 0, got {_kind(value)}")
+
+
+def _number(d: Mapping[str, Any], key: str, where: str) -> float | None:
+    """A finite number, or null."""
+    value = d.get(key)
+    if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)):
+        return value
+    raise GroundlensInputError(f"{where}: {key} must be a number or null, got {_kind(value)}")
+
+
+def _choice(d: Mapping[str, Any], key: str, choices: tuple, where: str, *, required: bool = True) -> Any:
+    """One of ``choices`` (what the exporters and the report know how to show)."""
+    value = _required(d, key, where) if required else d.get(key)
+    if isinstance(value, (str, type(None))) and value in choices:
+        return value
+    shown = ", ".join("null" if c is None else c for c in choices)
+    got = repr(value)[:40] if isinstance(value, str) else _kind(value)
+    raise GroundlensInputError(f"{where}: {key} must be one of {shown}, got {got}")
 
 
 def _mapping(d: Mapping[str, Any], key: str, where: str) -> dict[str, Any]:

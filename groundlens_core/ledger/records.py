@@ -189,7 +189,9 @@ def _reason(explanation: Any, evidence: Any) -> str | None:
 def crash_cut(piece: bytes) -> bool:
     """A proper start of a record line (what a writer stopped mid-line leaves): an opening brace,
     and not JSON on its own."""
-    if not piece.startswith(b"{"):
+    from groundlens_core.json_input import too_deep
+
+    if not piece.startswith(b"{") or too_deep(piece):  # a record nests three levels, never hundreds
         return False
     try:
         json.loads(piece)

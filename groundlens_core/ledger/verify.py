@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from groundlens_core.errors import GroundlensInputError
+from groundlens_core.json_input import too_deep
 from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
 from groundlens_core.ledger.records import FORMAT, GENESIS, _not_regular, canonical_bytes, crash_cut, sha256_hex
 
@@ -66,6 +67,10 @@ class _Line:
 
 
 def _read_lines(path: Path) -> tuple[list[_Line], bool]:
+    """The ledger's lines, read under a shared ``flock``: a writer's batch is either all there or
+    not yet (never half of it, which would read as a line cut short)."""
+    import fcntl
+
     try:
         problem = _not_regular(path, os.stat(path).st_mode)  # a FIFO or device is never opened
         if problem is not None:
@@ -75,6 +80,7 @@ def _read_lines(path: Path) -> tuple[list[_Line], bool]:
             problem = _not_regular(path, os.fstat(fd).st_mode)
             if problem is not None:
                 raise problem
+            fcntl.flock(fd, fcntl.LOCK_SH)  # whole batches only: a writer appends under LOCK_EX
             with os.fdopen(os.dup(fd), "rb") as fh:
                 data = fh.read()
         finally:
@@ -91,9 +97,9 @@ def _read_lines(path: Path) -> tuple[list[_Line], bool]:
     for n, raw in enumerate(parts, 1):
         rec: dict[str, Any] | None
         try:
-            parsed = json.loads(raw)
+            parsed = None if too_deep(raw) else json.loads(raw)  # a record nests three levels
             rec = parsed if isinstance(parsed, dict) and canonical_bytes(parsed) == raw else None
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             parsed = rec = None
         lines.append(_Line(n, raw, rec, sha256_hex(raw), parsed))
     return lines, ends_whole
@@ -169,6 +175,8 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
         if not _signature_ok(rec, pub, invalid_signature):
             if fits(nxt):
                 return bad(ln, "inserted", "a record this key did not sign (the chain goes around it)")
+            if not isinstance(rec.get("key"), str) or not isinstance(rec.get("sig"), str):
+                return bad(ln, "changed", "not a signed record (it has no key or no signature)")
             if rec.get("key") != expected_key:
                 return bad(ln, "other_key", f"signed by key {str(rec.get('key'))[:16]}…, not by {expected_key[:16]}…")
             return bad(ln, "changed", "the signature does not match the record's content")

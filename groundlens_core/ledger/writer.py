@@ -6,7 +6,8 @@ never interleave and keep one chain. A crash can leave a cut last line; the next
 and appends a ``segment`` record that names it (line number, length, SHA-256) and links to the last
 whole record. Only a proper start of a record counts as cut: a whole last record without its
 newline is verified (this writer's key, linked to the record before it) and then only has its line
-ended, or, when it does not verify, nothing is appended.
+ended, or, when it does not verify, nothing is appended. The chain goes on only from a record
+this writer's key signed: an unsigned or changed last line, or another key's record, is refused.
 """
 
 from __future__ import annotations
@@ -196,6 +197,11 @@ def check_ledger_path(path: Path) -> None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
+        if os.path.islink(path):  # a new ledger is created without following a link (O_EXCL)
+            raise GroundlensInputError(
+                f"the ledger {path} is a symbolic link to {os.readlink(path)}, which does not exist; "
+                "give the name of the ledger file itself"
+            ) from None
         st = None
     except OSError as exc:
         raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
@@ -254,13 +260,10 @@ def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the le
     prev_hash, prev_seq = GENESIS, -1
     if lines:
         last = lines[-1]
-        try:
-            prev_seq = int(json.loads(last)["seq"])
-        except (ValueError, KeyError, TypeError):
-            what = "is blank" if not last.strip() else "is not a groundlens record"
-            raise GroundlensInputError(
-                f"{name} line {whole()} {what}; nothing was appended (check it with `groundlens verify`)"
-            ) from None
+        problem = _not_continued(last, public_key)
+        if problem is not None:
+            raise GroundlensInputError(f"{name} line {whole()} {problem}")
+        prev_seq = int(json.loads(last)["seq"])
         prev_hash = sha256_hex(last)
     if piece is None:
         return LedgerTail(prev_hash, prev_seq)
@@ -278,6 +281,46 @@ def read_tail(fd: int, size: int, public_key: Any = None, *, name: str = "the le
     return LedgerTail(sha256_hex(piece), int(rec["seq"]), close_line=True)
 
 
+def _not_continued(last: bytes, public_key: Any) -> str | None:
+    """Why the chain cannot go on from the whole last line ``last``, or None: it must be a record
+    in canonical form that ``public_key`` signed. A line anyone could have written (``{"seq": 1000}``,
+    a copy of the last record with its band changed) or a record another key signed is never
+    continued from: the records chained to it would fail verification with it."""
+    from groundlens_core.ledger.keys import _crypto, key_id
+    from groundlens_core.ledger.verify import _signature_ok
+
+    check = "; nothing was appended (check it with `groundlens verify`)"
+    if not last.strip():
+        return "is blank" + check
+    rec = _parsed_record(last)
+    if rec is None or not isinstance(rec.get("seq"), int) or isinstance(rec.get("seq"), bool):
+        return "is not a groundlens record" + check
+    if public_key is None or _signature_ok(rec, public_key, _crypto()[2]):
+        return None
+    mine = key_id(public_key)
+    if rec.get("key") != mine and isinstance(rec.get("key"), str):
+        return (
+            f"is signed by key {rec['key'][:16]}…, not by this signing key {mine[:16]}…; nothing was appended "
+            "(sign with the key of this ledger, or give a new ledger file to start another chain)"
+        )
+    return "is not a record this key signed (an unsigned or changed line)" + check
+
+
+def _parsed_record(line: bytes) -> dict[str, Any] | None:
+    """The record on ``line`` when it is a JSON object of this format in canonical form, else None."""
+    from groundlens_core.json_input import too_deep
+
+    if too_deep(line):
+        return None
+    try:
+        rec = json.loads(line)
+        if not isinstance(rec, dict) or canonical_bytes(rec) != line:
+            return None
+    except (ValueError, RecursionError):
+        return None
+    return rec if rec.get("v") == FORMAT else None
+
+
 def _whole_record(piece: bytes, public_key: Any, prev_hash: str, prev_seq: int) -> dict[str, Any] | None:
     """The record ``piece`` when it is one in canonical form, signed by ``public_key`` and linked
     to the record before it; otherwise None."""
@@ -286,13 +329,8 @@ def _whole_record(piece: bytes, public_key: Any, prev_hash: str, prev_seq: int) 
 
     if public_key is None:
         return None
-    try:
-        rec = json.loads(piece)
-    except Exception:
-        return None
-    if not isinstance(rec, dict) or canonical_bytes(rec) != piece:
-        return None
-    if rec.get("prev") != prev_hash or rec.get("seq") != prev_seq + 1 or rec.get("v") != FORMAT:
+    rec = _parsed_record(piece)
+    if rec is None or rec.get("prev") != prev_hash or rec.get("seq") != prev_seq + 1:
         return None
     return rec if _signature_ok(rec, public_key, _crypto()[2]) else None
 
