@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._instrumentor_spans import llm_span
 from groundlens_core.plugins._langchain_runs import (
     Root,
     Run,
@@ -230,6 +231,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
         run.model = model_name(kwargs.get("invocation_params"), serial_kwargs) or md_str(md, "ls_model_name")
         run.provider = md_str(md, "ls_provider")
+        run.otel_span = llm_span(run_id)  # an instrumentor that ran before us made it already
         override_q = md.get(QUESTION_OVERRIDE_KEY)
         question = override_q if isinstance(override_q, str) and override_q.strip() else None
         override_ctx = context_from(md.get(CONTEXT_OVERRIDE_KEY), source="override")
@@ -292,6 +294,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
         ended = time.time()
+        with self._lock:
+            run = self._runs.get(str(run_id))
+        if run is not None and run.otel_span is None:
+            run.otel_span = llm_span(run_id)  # an instrumentor that runs after us at the start: still open
         self._finish(run_id, lambda run: self._generation_steps(run, str(run_id), response, ended))
 
     def _generation_steps(self, run: Run, rid: str, response: Any, ended: float) -> Iterable[CallRecord]:
@@ -330,6 +336,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     usage=usage_of(message, llm_output),
                     ended_at=ended,
                     metadata=meta,
+                    otel_parent=run.otel_span,
                 )
 
     @_guarded

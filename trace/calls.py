@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 from groundlens_core.embedding import first_load
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
+from groundlens_core.trace.app_span import META_OTEL_PARENT
 from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Usage, to_iso
 
 log = logging.getLogger("groundlens.recorder")
@@ -45,6 +46,9 @@ class CallRecord:
     # here so the recorder keeps it instead of scoring the same call a second time.
     score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
+    # The application's OpenTelemetry span of this call (app_span.span_ref): an adapter that knows the
+    # instrumentor's LLM span passes it; else the recorder takes the span active when it is recorded.
+    otel_parent: dict[str, Any] | None = None
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -185,5 +189,13 @@ def make_step(
         scoring_latency_ms=scoring_ms,
         error=reason if method == "error" else None,
         skip_reason=reason if method == "skipped" else None,
-        metadata=dict(call.metadata),
+        metadata=_metadata(call),
     )
+
+
+def _metadata(call: CallRecord) -> dict[str, Any]:
+    """The step's metadata: the adapter's, and the application span the call was made in."""
+    meta = dict(call.metadata)
+    if call.otel_parent is not None:
+        meta[META_OTEL_PARENT] = dict(call.otel_parent)
+    return meta

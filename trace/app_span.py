@@ -1,0 +1,89 @@
+"""The application's OpenTelemetry span a call was made in, captured on the caller's thread.
+
+The recorder reads it when a trace starts and when a call is recorded (on the agent's thread: the
+worker, later, has no current span), and keeps it as plain ids in the metadata (:data:`META_OTEL_PARENT`
+of the trace and of each step), so that the exporter can put the evaluation into the application's
+own trace, live or post-hoc from a saved trace, and the score sinks can find the span to annotate.
+
+Cheap by design: when the process never imported OpenTelemetry no span can be active, and this module
+imports nothing (it looks in ``sys.modules``); otherwise it is one context read. An adapter that knows
+the span an instrumentor made for the LLM call itself (OpenInference's span of a LangChain run) passes
+it with :func:`span_ref` and ``llm=True``; the exporter then parents the step's span, and the
+evaluation event, to that span.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, Mapping
+
+#: trace and step metadata: ``{"trace_id": <32 hex>, "span_id": <16 hex>, "sampled": bool, "llm": bool}``
+#: of the application's span (``llm``: the span of the LLM call itself, made by an instrumentor)
+META_OTEL_PARENT = "otel_parent"
+
+#: ``gen_ai.operation.name`` values of a model call (OpenTelemetry GenAI conventions)
+_GENAI_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+
+
+def span_ref(span: Any, *, llm: bool | None = None) -> dict[str, Any] | None:
+    """The ids of an OpenTelemetry span (or span context) as plain data, or None when it has none.
+
+    ``llm`` says whether it is the span of the LLM call itself; None decides from its attributes:
+    ``openinference.span.kind`` ``LLM`` or a GenAI ``gen_ai.operation.name`` of a model call."""
+    try:
+        ctx = span.get_span_context() if hasattr(span, "get_span_context") else span
+        if ctx is None or not getattr(ctx, "is_valid", False):
+            return None
+        if llm is None:
+            llm = is_llm_span(span)
+        return {
+            "trace_id": format(ctx.trace_id, "032x"),
+            "span_id": format(ctx.span_id, "016x"),
+            "sampled": bool(int(ctx.trace_flags) & 1),
+            "llm": bool(llm),
+        }
+    except Exception:  # an odd span object: no parent, never a failure of the call
+        return None
+
+
+def is_llm_span(span: Any) -> bool:
+    """Whether a recording span says it is a model call (OpenInference or OTel GenAI attributes)."""
+    attrs = getattr(span, "attributes", None)
+    if not isinstance(attrs, Mapping):
+        return False
+    if attrs.get("openinference.span.kind") == "LLM":
+        return True
+    return attrs.get("gen_ai.operation.name") in _GENAI_MODEL_OPERATIONS
+
+
+def active_span() -> dict[str, Any] | None:
+    """The ids of the span current on this thread or task, or None (no span, or no OpenTelemetry)."""
+    otel_trace = sys.modules.get("opentelemetry.trace")
+    if otel_trace is None:  # never imported: nothing can have started a span
+        return None
+    try:
+        return span_ref(otel_trace.get_current_span())
+    except Exception:
+        return None
+
+
+def parent_of(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The captured span in a trace's or step's metadata, when it is well formed."""
+    if not isinstance(metadata, Mapping):
+        return None
+    ref = metadata.get(META_OTEL_PARENT)
+    if not isinstance(ref, Mapping):
+        return None
+    trace_id, span_id = ref.get("trace_id"), ref.get("span_id")
+    if not (_is_hex(trace_id, 32) and _is_hex(span_id, 16)):
+        return None
+    return dict(ref)
+
+
+def _is_hex(value: Any, length: int) -> bool:
+    if not isinstance(value, str) or len(value) != length:
+        return False
+    try:
+        return int(value, 16) != 0
+    except ValueError:
+        return False
