@@ -29,7 +29,7 @@ from groundlens_core.plugins._langchain_runs import (
 )
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
-from groundlens_core.trace.model import META_TOOL
+from groundlens_core.trace.model import META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 from groundlens_core.trace.recorder import CallRecord
 
@@ -131,7 +131,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             )
             self._runs[rid] = run
         if new_root is not None:
-            meta: dict[str, Any] = {"root_run_id": rid, "root_run_name": name}
+            meta: dict[str, Any] = {META_ROOT_RUN_ID: rid, "root_run_name": name}
             for key in ("thread_id", "langgraph_thread_id"):
                 if md.get(key) is not None:
                     meta["thread_id"] = str(md[key])

@@ -17,9 +17,12 @@ from __future__ import annotations
 import sys
 from typing import Any, Mapping
 
-#: trace and step metadata: ``{"trace_id": <32 hex>, "span_id": <16 hex>, "sampled": bool, "llm": bool}``
-#: of the application's span (``llm``: the span of the LLM call itself, made by an instrumentor)
-META_OTEL_PARENT = "otel_parent"
+from groundlens_core.trace.model import META_OTEL_PARENT
+
+__all__ = ["META_OTEL_PARENT", "active_span", "is_llm_span", "parent_of", "span_ref"]
+
+# META_OTEL_PARENT holds ``{"trace_id": <32 hex>, "span_id": <16 hex>, "sampled": bool, "llm": bool}``
+# of the application's span (``llm``: the span of the LLM call itself, made by an instrumentor).
 
 #: ``gen_ai.operation.name`` values of a model call (OpenTelemetry GenAI conventions)
 _GENAI_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})

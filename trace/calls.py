@@ -14,8 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 from groundlens_core.embedding import first_load
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
-from groundlens_core.trace.app_span import META_OTEL_PARENT
-from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Usage, to_iso
+from groundlens_core.trace.model import META_OTEL_PARENT, STEP_KINDS, ContextPiece, Step, Usage, to_iso
 
 log = logging.getLogger("groundlens.recorder")
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.trace import app_span, exported_spans, lifecycle
-from groundlens_core.trace.model import Step, Trace
+from groundlens_core.trace.model import META_ROOT_RUN_ID, Step, Trace
 
 log = logging.getLogger("groundlens.sinks")
 
@@ -80,7 +80,7 @@ def score_item(trace: Trace, step: Step, name: str = DEFAULT_NAME) -> ScoreItem 
     score = ranked_score(step)
     if step.method not in SCORED_METHODS or step.score is None or score is None:
         return None
-    root_run = trace.metadata.get("root_run_id")
+    root_run = trace.metadata.get(META_ROOT_RUN_ID)
     return ScoreItem(
         step_id=step.id,
         trace_id=trace.id,
