@@ -12,13 +12,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from groundlens_core.trace.app_span import active_span, is_llm_span, span_ref
+from groundlens_core.trace.app_span import SpanRef, is_llm_span, span_ref
 
 _OPENINFERENCE_LANGCHAIN = "openinference.instrumentation.langchain"
 
 
-def llm_span(run_id: Any) -> dict[str, Any] | None:
-    """The ids of the instrumentor's span of LLM run ``run_id`` (a UUID), or None."""
+def llm_span(run_id: Any) -> SpanRef | None:
+    """The instrumentor's span of LLM run ``run_id`` (a UUID), or None."""
     found = _openinference_span(run_id)
     if found is not None:
         return found
@@ -29,10 +29,10 @@ def llm_span(run_id: Any) -> dict[str, Any] | None:
         current = otel_trace.get_current_span()
     except Exception:
         return None
-    return active_span() if is_llm_span(current) else None
+    return span_ref(current, llm=True) if is_llm_span(current) else None
 
 
-def _openinference_span(run_id: Any) -> dict[str, Any] | None:
+def _openinference_span(run_id: Any) -> SpanRef | None:
     module = sys.modules.get(_OPENINFERENCE_LANGCHAIN)
     if module is None:
         return None

@@ -106,7 +106,7 @@ def test_an_instrumentors_llm_span_parents_the_step_and_its_evaluation(calibrati
     with app.tracer.start_as_current_span(APP_SPAN):
         with app.tracer.start_as_current_span("ChatOpenAI", attributes={"openinference.span.kind": "LLM"}) as llm:
             # an instrumentor that makes its span current: found by its attributes
-            assert span_ref(llm)["llm"] is True
+            assert span_ref(llm).llm is True
             recorder.record(CallRecord("k", "answer", question="How tall is the Eiffel Tower in metres?",
                                        context=[ContextPiece("The Eiffel Tower is 330 metres tall.", "retriever")],
                                        response=ANSWER, otel_parent=span_ref(llm)))

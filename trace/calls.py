@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable, Sequence
 from groundlens_core.embedding import first_load
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
+from groundlens_core.trace.app_span import SpanRef, as_metadata
 from groundlens_core.trace.model import META_OTEL_PARENT, STEP_KINDS, ContextPiece, Step, Usage, to_iso
 
 log = logging.getLogger("groundlens.recorder")
@@ -45,9 +46,9 @@ class CallRecord:
     # here so the recorder keeps it instead of scoring the same call a second time.
     score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
-    # The application's OpenTelemetry span of this call (app_span.span_ref): an adapter that knows the
-    # instrumentor's LLM span passes it; else the recorder takes the span active when it is recorded.
-    otel_parent: dict[str, Any] | None = None
+    # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
+    # the instrumentor's LLM span passes it; else the recorder takes the span current when it is recorded.
+    otel_parent: SpanRef | None = None
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -195,6 +196,7 @@ def make_step(
 def _metadata(call: CallRecord) -> dict[str, Any]:
     """The step's metadata: the adapter's, and the application span the call was made in."""
     meta = dict(call.metadata)
-    if call.otel_parent is not None:
-        meta[META_OTEL_PARENT] = dict(call.otel_parent)
+    parent = as_metadata(call.otel_parent)
+    if parent is not None:
+        meta[META_OTEL_PARENT] = parent
     return meta

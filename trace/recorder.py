@@ -207,7 +207,7 @@ class Recorder:
         """Queue one call; returns its step id at once. Never raises into the caller."""
         try:
             if call.otel_parent is None:
-                call.otel_parent = app_span.active_span()  # on the caller's thread: the worker has none
+                call.otel_parent = app_span.capture()  # on the caller's thread: the worker has none
             self.start_trace(call.trace_key)
             heavy = needs_model(call)
             size = text_bytes(call)
