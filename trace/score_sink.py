@@ -154,13 +154,15 @@ class ScoreSink:
     def on_step(self, trace: Trace, step: Step) -> None:
         item = score_item(trace, step, self.name)
         if item is not None:
-            self._items.append(item)
+            with self._lock:  # one sink may listen to several recorders, each with its own worker
+                self._items.append(item)
 
     def on_trace_end(self, trace: Trace) -> None:
         pass
 
     def on_batch_end(self) -> None:
-        items, self._items = self._items, []
+        with self._lock:
+            items, self._items = self._items, []
         if not items:
             return
         # the spans the exporter made are known now (it saw every step of the batch): resolve again
