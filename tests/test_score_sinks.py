@@ -5,6 +5,7 @@ loopback server for the failure policy (the real Phoenix server is in test_phoen
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import threading
 import uuid
@@ -225,3 +226,34 @@ def test_sinks_need_their_extra_and_say_how_to_install_it():
         print("ok")
     """)
     assert out.strip().endswith("ok")
+
+
+def test_what_a_sink_holds_is_sent_at_exit_after_the_recorder_scored_it():
+    """A script that never flushes: at exit the recorder scores what is queued, then the sink sends it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    with FakeLLMServer(default=lambda request: Reply.json({})) as server:
+        code = textwrap.dedent(f"""
+            from opentelemetry.sdk.trace import TracerProvider
+            from phoenix.client import Client
+            from groundlens_core.plugins.phoenix import PhoenixAnnotations
+            from groundlens_core.trace import CallRecord, ContextPiece, Recorder
+            from groundlens_core.trace.otel import OTelExporter
+
+            sink = PhoenixAnnotations(Client(base_url={server.url!r}))
+            r = Recorder("test", listeners=[sink, OTelExporter(TracerProvider())])
+            r.record(CallRecord("k", "answer", question="How tall is the Eiffel Tower in metres?",
+                                context=[ContextPiece("The Eiffel Tower is 330 metres tall.", "retriever")],
+                                response="The Eiffel Tower is 330 metres tall."))
+            print("recorded")
+        """)
+        # the exit waits long enough for the model's first load on a loaded machine
+        env = {**os.environ, "GROUNDLENS_EXIT_FLUSH_SECONDS": "240"}
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+        assert out.returncode == 0 and out.stdout.strip() == "recorded", out.stderr[-3000:]
+        posts = [r for r in server.requests if r.path.startswith("/v1/span_annotations")]
+    (post,) = posts
+    (annotation,) = post.json["data"]
+    assert annotation["result"]["label"] in ("trusted", "review", "flagged")
