@@ -30,9 +30,9 @@ class PhoenixAnnotations(ScoreSink):
     """A recorder listener that logs each scored step as a Phoenix span annotation.
 
     ``client``: a ``phoenix.client.Client``; else one is made from ``base_url`` / ``api_key`` /
-    ``headers`` (unset: Phoenix's own environment variables, ``PHOENIX_COLLECTOR_ENDPOINT`` and
-    ``PHOENIX_API_KEY``). ``sync=True`` asks Phoenix to insert before it answers (slower; the
-    default lets Phoenix queue the insert, as its client does)."""
+    ``headers`` (unset: Phoenix's own environment variables, ``PHOENIX_ENDPOINT`` or
+    ``PHOENIX_COLLECTOR_ENDPOINT``, and ``PHOENIX_API_KEY``). ``sync=True`` asks Phoenix to insert
+    before it answers (slower; the default lets Phoenix queue the insert, as its client does)."""
 
     vendor = "Phoenix"
 
