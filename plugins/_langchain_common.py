@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.plugins._instrumentor_spans import llm_span
 from groundlens_core.plugins._langchain_runs import (
     Root,
     Run,
@@ -29,7 +30,7 @@ from groundlens_core.plugins._langchain_runs import (
 from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark, without_feedback
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
-from groundlens_core.trace.model import META_TOOL
+from groundlens_core.trace.model import META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 from groundlens_core.trace.recorder import CallRecord
 
@@ -131,7 +132,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             )
             self._runs[rid] = run
         if new_root is not None:
-            meta: dict[str, Any] = {"root_run_id": rid, "root_run_name": name}
+            meta: dict[str, Any] = {META_ROOT_RUN_ID: rid, "root_run_name": name}
             for key in ("thread_id", "langgraph_thread_id"):
                 if md.get(key) is not None:
                     meta["thread_id"] = str(md[key])
@@ -231,6 +232,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
         run.model = model_name(kwargs.get("invocation_params"), serial_kwargs) or md_str(md, "ls_model_name")
         run.provider = md_str(md, "ls_provider")
+        run.otel_span = llm_span(run_id)  # an instrumentor that ran before us made it already
         override_q = md.get(QUESTION_OVERRIDE_KEY)
         question = override_q if isinstance(override_q, str) and override_q.strip() else None
         override_ctx = context_from(md.get(CONTEXT_OVERRIDE_KEY), source="override")
@@ -300,6 +302,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
         ended = time.time()
+        with self._lock:
+            run = self._runs.get(str(run_id))
+        if run is not None and run.otel_span is None:
+            run.otel_span = llm_span(run_id)  # an instrumentor that runs after us at the start: still open
         self._finish(run_id, lambda run: self._generation_steps(run, str(run_id), response, ended))
 
     def _generation_steps(self, run: Run, rid: str, response: Any, ended: float) -> Iterable[CallRecord]:
@@ -345,6 +351,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     ended_at=ended,
                     metadata=meta,
                     revision_of=run.revision_of if (i, j) == (0, 0) else None,
+                    otel_parent=run.otel_span,
                 )
 
     @_guarded

@@ -81,6 +81,7 @@ class Run:
     contexts: list[list[ContextPiece]] = field(default_factory=list)
     model: str | None = None
     provider: str | None = None
+    otel_span: Any = None  # an instrumentor's span of the LLM call (an app_span.SpanRef; _instrumentor_spans)
     # tool / retriever runs
     input_text: str | None = None
     tool_call_id: str | None = None

@@ -33,6 +33,11 @@ FRAMEWORKS = (
     "openai",
     "anthropic",
     "google.genai",
+    # the review tools the score sinks write to, and the instrumentors whose spans adapters look up
+    "phoenix",
+    "langfuse",
+    "langsmith",
+    "openinference",
 )
 
 

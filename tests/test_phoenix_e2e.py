@@ -15,6 +15,7 @@ from pathlib import Path
 
 import demo_trace
 import pytest
+from app_trace import APP_SPAN, openinference_langchain, run_in_app_span
 from demo_trace import ERROR, GROUNDED_USAGE, QUESTION_SGI, TOOL_NAME
 
 from groundlens_core.trace import Recorder, Trace
@@ -148,3 +149,78 @@ def test_saved_trace_exported_post_hoc_arrives_in_phoenix(phoenix, calibration, 
     assert {s["context"]["trace_id"] for s in spans} == {trace_id}
     root = next(s for s in spans if s["parent_id"] is None)
     assert abs(_ns(root["start_time"]) - _ns(trace.started_at)) <= 1000  # the original time, not the export's
+
+
+def _wait(what, probe, timeout: float = 180.0):
+    """Poll ``probe()`` until it returns something truthy (Phoenix ingests in the background)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = probe()
+        if found or time.monotonic() > deadline:
+            assert found, f"Phoenix never showed {what}"
+            return found
+        time.sleep(0.5)
+
+
+def test_evaluation_joins_the_app_trace_and_annotates_the_llm_span(phoenix, calibration):
+    """A LangGraph run inside the application's request span, OpenInference instrumenting LangChain:
+    Phoenix has one trace, our spans in it under OpenInference's LLM span, and the groundlens
+    annotation on that LLM span, sent by the Phoenix sink through Phoenix's own client."""
+    pytest.importorskip("openinference.instrumentation.langchain")
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from phoenix.client import Client
+
+    from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+    from groundlens_core.plugins.phoenix import PhoenixAnnotations
+
+    project = f"groundlens-app-{uuid.uuid4().hex[:8]}"
+    provider = TracerProvider(resource=Resource.create({"openinference.project.name": project}))
+    provider.add_span_processor(SimpleSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix.url}/v1/traces", timeout=60)))
+    client = Client(base_url=phoenix.url)
+    sink = PhoenixAnnotations(client)
+    with openinference_langchain(provider):
+        cb = GroundlensLangGraphCallback(calibration=calibration, tracer_provider=provider, listeners=[sink])
+        request = run_in_app_span(provider.get_tracer("the-app"), cb)
+        trace = cb.get_trace()
+    assert sink.flush(120) and sink.stats["sent"] == 1, sink.stats
+    provider.shutdown()
+    (step,) = [s for s in trace.steps if s.method == "sgi"]
+    trace_id = format(request.get_span_context().trace_id, "032x")
+
+    def ours_arrived():
+        spans = phoenix.spans(project)
+        ready = any(s["attributes"].get("groundlens.step.id") == step.id for s in spans) and \
+            any(s["attributes"].get("groundlens.trace.id") == trace.id for s in spans) and \
+            any(s["name"] == APP_SPAN for s in spans)
+        return spans if ready else None
+
+    spans = _wait("the run's spans", ours_arrived)
+    assert {s["context"]["trace_id"] for s in spans} == {trace_id}  # one trace for the request
+    by_id = {s["context"]["span_id"]: s for s in spans}
+    (app,) = [s for s in spans if s["name"] == APP_SPAN]
+    (llm,) = [s for s in spans if s["span_kind"] == "LLM" and "groundlens.step.id" not in s["attributes"]]
+    (ours,) = [s for s in spans if s["attributes"].get("groundlens.step.id") == step.id]
+    (root,) = [s for s in spans if s["attributes"].get("groundlens.trace.id") == trace.id
+               and s["name"].startswith("invoke_workflow")]
+    assert root["parent_id"] == app["context"]["span_id"]  # our root in the request's trace
+    assert ours["parent_id"] == llm["context"]["span_id"]  # our step under OpenInference's LLM span
+    assert ours["attributes"]["gen_ai.evaluation.score.label"] == step.triage
+    # OpenInference's LLM span is in the request's trace (app > graph > answer node > LLM)
+    parent, hops = by_id.get(llm["parent_id"]), 0
+    while parent is not None and parent is not app and hops < 20:
+        parent, hops = by_id.get(parent["parent_id"]), hops + 1
+    assert parent is app
+
+    annotations = _wait("the annotation", lambda: [
+        a for a in client.spans.get_span_annotations(span_ids=[llm["context"]["span_id"]], project_identifier=project)
+        if a["name"] == "groundlens"])
+    (annotation,) = annotations
+    assert annotation["span_id"] == llm["context"]["span_id"]
+    assert annotation["annotator_kind"] == "CODE"
+    assert annotation["result"]["score"] == pytest.approx(step.rank)
+    assert annotation["result"]["label"] == step.triage
+    assert annotation["result"]["explanation"] == step.explanation
+    assert annotation["metadata"]["groundlens_step_id"] == step.id

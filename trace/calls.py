@@ -15,7 +15,8 @@ from groundlens_core.embedding import first_load
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
-from groundlens_core.trace.model import STEP_KINDS, ContextPiece, Step, Usage, to_iso
+from groundlens_core.trace.app_span import SpanRef, as_metadata
+from groundlens_core.trace.model import META_OTEL_PARENT, STEP_KINDS, ContextPiece, Step, Usage, to_iso
 
 log = logging.getLogger("groundlens.recorder")
 
@@ -47,6 +48,9 @@ class CallRecord:
     score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
     revision_of: str | None = None  # the earlier flagged step this call answers again (a revision loop)
+    # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
+    # the instrumentor's LLM span passes it; else the recorder takes the span current when it is recorded.
+    otel_parent: SpanRef | None = None
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -187,6 +191,15 @@ def make_step(
         scoring_latency_ms=scoring_ms,
         error=reason if method == "error" else None,
         skip_reason=reason if method == "skipped" else None,
-        metadata=dict(call.metadata),
+        metadata=_metadata(call),
         revision_of=call.revision_of,
     )
+
+
+def _metadata(call: CallRecord) -> dict[str, Any]:
+    """The step's metadata: the adapter's, and the application span the call was made in."""
+    meta = dict(call.metadata)
+    parent = as_metadata(call.otel_parent)
+    if parent is not None:
+        meta[META_OTEL_PARENT] = parent
+    return meta

@@ -65,12 +65,33 @@ def started(recorder: Hooked) -> None:
     _LIVE.add(recorder)
 
 
+_AFTER_EXIT_FLUSH: list[Any] = []  # called once the workers are done at exit (the score sinks' flush)
+
+
+def after_exit_flush(fn: Any) -> None:
+    """Call ``fn()`` at exit after the workers finished (or stopped): listeners that send what the
+    last batches handed them (the score sinks) run once nothing more can come."""
+    _AFTER_EXIT_FLUSH.append(fn)
+
+
 def _flush_at_exit() -> None:
-    """Let the workers finish what is queued before the interpreter tears down. When the backlog
-    outlasts ``EXIT_FLUSH_SECONDS``, each busy worker ends the batch in hand, puts what is still
-    queued on its traces unscored and stops; the exit waits for that (at most ``EXIT_STOP_SECONDS``).
-    A worker still importing torch holds no batch: the exit puts its queue on the traces itself and
-    does not wait for the import (``Worker.stop_at_exit``)."""
+    """Let the workers finish what is queued before the interpreter tears down, then the hooks of
+    :func:`after_exit_flush`."""
+    try:
+        _flush_workers()
+    finally:
+        for fn in list(_AFTER_EXIT_FLUSH):
+            try:
+                fn()
+            except Exception:  # pragma: no cover - never fail the exit
+                pass
+
+
+def _flush_workers() -> None:
+    """When the backlog outlasts ``EXIT_FLUSH_SECONDS``, each busy worker ends the batch in hand, puts
+    what is still queued on its traces unscored and stops; the exit waits for that (at most
+    ``EXIT_STOP_SECONDS``). A worker still importing torch holds no batch: the exit puts its queue on
+    the traces itself and does not wait for the import (``Worker.stop_at_exit``)."""
     deadline = time.monotonic() + EXIT_FLUSH_SECONDS
     late = []
     for recorder in list(_LIVE):

@@ -37,6 +37,11 @@ META_TOOL = "tool"
 META_SINGLE_AGENT = "single_agent"
 #: step metadata: an ``error`` step standing for a failure inside groundlens, not in the agent
 META_INTERNAL_ERROR = "internal_error"
+#: trace metadata: the framework's id of the root run (LangChain's run id: LangSmith's trace id)
+META_ROOT_RUN_ID = "root_run_id"
+#: trace and step metadata, written by the recorder: the application's OpenTelemetry span the trace
+#: started in / the call was made in (``groundlens_core.trace.app_span``)
+META_OTEL_PARENT = "otel_parent"
 
 # A text field is either the text itself or, after redaction or cutting, a dict:
 #   {"redacted": true, "hmac_sha256": "...", "length": N}  (text dropped)

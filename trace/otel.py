@@ -26,7 +26,7 @@ from typing import Any
 from groundlens_core._version import __version__
 from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.internal_errors import internal_error
-from groundlens_core.trace import lineage
+from groundlens_core.trace import app_span, exported_spans, lineage
 from groundlens_core.trace import semconv as sc
 from groundlens_core.trace.model import Step, Trace
 from groundlens_core.trace.otel_attributes import (
@@ -167,7 +167,9 @@ class OTelExporter:
                 return root
             start = iso_to_ns(trace.started_at)
             name, attrs = root_span(trace)
-            span = self._tracer.start_span(name, context=_empty_context(), start_time=start, attributes=attrs)
+            parent = app_span.parent_of(trace.metadata)  # the application's span the trace started in
+            context = self._span_context(parent) if parent is not None else _empty_context()
+            span = self._tracer.start_span(name, context=context, start_time=start, attributes=attrs)
             root = _Root(span, self._trace_api.set_span_in_context(span), start, trace)
             self._roots[trace.id] = root
             while len(self._roots) > self._max_open:  # a runaway of never-ended traces: end the oldest
@@ -208,18 +210,46 @@ class OTelExporter:
         start, end = step_times(step, fallback_ns if fallback_ns is not None else time.time_ns())
         name, attrs = step_span(step, redact=self.redact, max_text_chars=self.max_text_chars)
         links, cascade = lineage.otel_links(step, root.flagged_spans, self._trace_api.Link)
+        parent, llm_span = self._step_parent(root, step)
         span = self._tracer.start_span(
-            name, context=root.ctx, start_time=start, attributes={**attrs, **cascade}, links=links
+            name, context=parent, start_time=start, attributes={**attrs, **cascade}, links=links
         )
         root.flagged_spans.remember(step, span)
+        made = span.get_span_context()
+        if made.is_valid:
+            exported_spans.remember(step.id, made.trace_id, made.span_id)
         if step.method == "error":
             span.set_status(self._trace_api.Status(self._trace_api.StatusCode.ERROR, cut(step.error or "error")))
         span.end(end_time=end)
         with self._lock:
             root.last_end_ns = max(root.last_end_ns, end)
         if step.method in SCORED_METHODS and step.score is not None:
-            self._emit_evaluation(step, span, end)
+            # the evaluation belongs to the operation it evaluates: the instrumentor's LLM span when known
+            self._emit_evaluation(step, span if llm_span is None else llm_span, end)
         return end
+
+    def _step_parent(self, root: _Root, step: Step) -> tuple[Any, Any]:
+        """The context a step's span starts in, and the instrumentor's LLM span when there is one.
+
+        The LLM call's own span (an instrumentor's, captured by the adapter) comes first; then the
+        application span the call was made in, when it is not in the trace the root is in (a trace
+        that outlived the request that started it); else the root."""
+        parent = app_span.parent_of(step.metadata)
+        if parent is None:
+            return root.ctx, None
+        if parent.get("llm"):
+            ctx = self._span_context(parent)
+            return ctx, self._trace_api.get_current_span(ctx)
+        if format(root.span.get_span_context().trace_id, "032x") != parent["trace_id"]:
+            return self._span_context(parent), None
+        return root.ctx, None
+
+    def _span_context(self, ref: dict[str, Any]) -> Any:
+        """A context whose current span is the (remote, non-recording) application span ``ref`` names."""
+        api = self._trace_api
+        flags = api.TraceFlags(api.TraceFlags.SAMPLED if ref.get("sampled", True) else api.TraceFlags.DEFAULT)
+        ctx = api.SpanContext(int(ref["trace_id"], 16), int(ref["span_id"], 16), is_remote=True, trace_flags=flags)
+        return api.set_span_in_context(api.NonRecordingSpan(ctx), _empty_context())
 
     def _emit_evaluation(self, step: Step, span: Any, end_ns: int) -> None:
         attrs = evaluation_event_attributes(step, self.max_text_chars)
@@ -265,8 +295,9 @@ class OTelExporter:
 
 
 def _empty_context() -> Any:
-    """A context without a current span: our root spans never nest under the caller's active span
-    (the recorder's worker thread has none anyway; post-hoc export must not inherit one)."""
+    """A context without a current span: a root never nests under whatever span is current where the
+    export runs (post-hoc export must not inherit one); the application span a trace started in comes
+    from the trace's metadata instead (``app_span``)."""
     return require_otel("opentelemetry.context").Context()
 
 

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from groundlens_core import internal_errors, settings
 from groundlens_core.embedding.lanes import usable_cpus
-from groundlens_core.trace import lifecycle
+from groundlens_core.trace import app_span, lifecycle
 from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
 from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
@@ -189,6 +189,7 @@ class Recorder:
                 started_at=utc_now(),
                 metadata=dict(metadata or {}),
             )
+            _capture_app_span(trace.metadata)
             for old in self._store.open(key, trace):
                 self._backlog.drop_held(old)  # never reached by the worker: gone with their trace
             self._submit(TraceStart(key))  # under the lock: before any call of the trace another thread queues
@@ -205,6 +206,8 @@ class Recorder:
     def record(self, call: CallRecord) -> str:
         """Queue one call; returns its step id at once. Never raises into the caller."""
         try:
+            if call.otel_parent is None:
+                call.otel_parent = app_span.capture()  # on the caller's thread: the worker has none
             self.start_trace(call.trace_key)
             heavy = needs_model(call)
             size = text_bytes(call)
@@ -328,6 +331,14 @@ class Recorder:
         self._lock = threading.RLock()
         self._worker.reset_after_fork(self._lock)
         self._backlog.requeue_after_fork(self._store.applied)
+
+
+def _capture_app_span(metadata: dict[str, Any]) -> None:
+    """The application span a new trace starts in (on the caller's thread), unless the adapter set one."""
+    if app_span.META_OTEL_PARENT not in metadata:
+        parent = app_span.active_span()
+        if parent is not None:
+            metadata[app_span.META_OTEL_PARENT] = parent
 
 
 def _waiting_step(event: Call) -> Step:
