@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -72,16 +73,22 @@ FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "safe": (("safe",), ("unsafe", "dangerous")),
     "online": (("online",), ("offline",)),
 }  # fmt: skip
+#: each polar word as written (not its stem: "fines" is no "fine", "universe" no "university")
 _POLAR: dict[str, list[tuple[str, int]]] = {}
 for _family, (_yes, _no) in FAMILIES.items():
-    for _sign, _words in ((1, _yes), (-1, _no)):
-        for _w in _words:
-            _POLAR.setdefault(stem(_w), []).append((_family, _sign))
+    for _sign, _forms in ((1, _yes), (-1, _no)):
+        for _w in _forms:
+            _POLAR.setdefault(_w, []).append((_family, _sign))
+#: modal verbs among them, which a negation right after turns ("may not", "can not")
+_MODALS = frozenset({"can", "may"})
+#: a polar word followed by one of these names a time, not a state ("closes at 9 pm" is "open until 9 pm")
+_SCHEDULE = frozenset({"at", "until", "till", "from", "by", "before", "after"})
+_SCHEDULED = frozenset({"open", "opens", "closed", "close", "closes", "valid", "expired", "available"})
 
 #: phrases that say one polar word in several ("free of charge" is free, not charged)
 _PHRASES = (
     (re.compile(r"\b(?:free of charge|at no (?:extra |additional )?(?:cost|charge)|without (?:charge|paying|payment)"
-                r"|for free|no charge)\b", re.I), "free"),
+                r"|for free|no charge|no fee|no cost|costs? nothing)\b", re.I), "free"),
     (re.compile(r"\bnot yet\b|\bno longer\b(?!\s+than)", re.I), "not"),
 )  # fmt: skip
 _CLAUSE_BREAK = re.compile(
@@ -96,7 +103,7 @@ _NEGATION = _VERBAL_NEGATION | _NO
 #: what may open a clause before its own words: an answer's "Yes," / "No." (no negation of what
 #: follows) and a connective ("but do not bathe" prohibits as "do not bathe" does)
 _LEAD = re.compile(
-    r"^[\s,;:]*(?:(?:yes|no|nope|yep|yeah|sure|okay|ok)\b[\s.,!:;-]*)?(?:(?:but|and|or|so|then|yet)\b\s*)?"
+    r"^[\s,;:]*(?:(?:yes|no|nope|yep|yeah|sure|okay|ok)\b\s*[.,!:;-]+\s*)?(?:(?:but|and|or|so|then|yet)\b\s*)?"
 )
 _ADDS = re.compile(r"\b(?:also|too|additionally|in addition|as well|besides|plus|furthermore|moreover)\b")
 #: a prohibition in words that name no polar family
@@ -112,6 +119,18 @@ _NOT_TOPIC |= frozenset(NUMBER_WORDS) | frozenset(UNITS) | frozenset(MONTHS) | {
 _RESTRICT = re.compile(
     r"\b(?:only\s+(?:if|when|where|for|after|before|with|on|by|until|once|while|within|during|to|in)"
     r"|unless|provided(?:\s+that)?|providing|as\s+long\s+as|so\s+long\s+as|on\s+condition\s+that|except(?:\s+for)?)\b",
+    re.I,
+)
+#: a time limit on what a clause says ("may be submitted until 5 May", "cannot ... after 5 May"): the
+#: two sides of the limit state opposite polarities, so neither is evidence against the other
+_TIME_BOUND = re.compile(r"\b(?:until|till|after|before|from)\s+(?:\S+\s+){0,2}?\S*\d", re.I)
+_RESTRICT_STEMS = frozenset({"onli", "if", "unless", "only"})
+#: a condition is checked when the statement it restricts has at least this many content stems
+CONDITION_MIN_MAIN = 2
+#: closing courtesies of an assistant's answer, which claim nothing about the source
+_COURTESY = re.compile(
+    r"^\W*(?:i hope (?:this|that) helps|hope (?:this|that) helps|let me know|feel free|happy \w+ing|great question"
+    r"|good question|thanks? (?:you )?for (?:asking|your question)|have a (?:great|good|nice) \w+|enjoy)\b",
     re.I,
 )
 #: a polarity is contradicted when the best context clause shares this share of the response clause's topic
@@ -147,6 +166,14 @@ def _words(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def _not_polar(words: list[str], originals: list[str], k: int) -> bool:
+    """A polar word that says no state here: "May" the month, "closes at 9 pm" (a time)."""
+    w = words[k]
+    if w == "may" and k < len(originals) and originals[k] == "May" and k > 0:
+        return True
+    return w in _SCHEDULED and k + 1 < len(words) and words[k + 1] in _SCHEDULE
+
+
 def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, conditional: bool) -> _Clause | None:
     low = _LEAD.sub("", _NOT_NEGATION.sub(" ", piece.lower().replace("\u2019", "'")))
     for pattern, word in _PHRASES:
@@ -156,20 +183,28 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
     polar: list[tuple[str, int]] = []
     topic: set[str] = set()
     flips = 0  # negations so far: a negation turns the polar words after it
+
+    def negates(k: int) -> bool:
+        w = words[k]
+        if w in _VERBAL_NEGATION or w.endswith("n't"):
+            return True
+        return w in _NO and (k == 0 or (k + 1 < len(words) and words[k + 1] in _POLAR))
+
+    originals = [w for w, _, _ in _words(piece)]
+    negations = 0  # every negation, "no" anywhere included: for a copied clause with its negation flipped
     for k, w in enumerate(words):
-        if (
-            w in _VERBAL_NEGATION
-            or w.endswith("n't")
-            or (w in _NO and (k == 0 or (k + 1 < len(words) and stem(words[k + 1]) in _POLAR)))
-        ):
+        if w in _NO:
+            negations += 1
+        if negates(k):
             flips += 1
+            negations += 0 if w in _NO else 1
             continue
-        s = stem(w)
-        if s in _POLAR:
-            sign = -1 if flips % 2 else 1
-            polar.extend((family, side * sign) for family, side in _POLAR[s])
+        if w in _POLAR and not _not_polar(words, originals, k):
+            turned = flips + (1 if w in _MODALS and k + 1 < len(words) and negates(k + 1) else 0)
+            sign = -1 if turned % 2 else 1
+            polar.extend((family, side * sign) for family, side in _POLAR[w])
         elif w not in _NOT_TOPIC and len(w) > 1:
-            topic.add(s)
+            topic.add(stem(w))
     caps = frozenset(
         stem(w.lower()) for k, (w, _, _) in enumerate(_words(piece)) if w[:1].isupper() and not (first and k == 0)
     )
@@ -180,7 +215,7 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
     forbids = bool(_FORBIDS.search(low)) and not polar
     adds = bool(_ADDS.search(low))
     return _Clause(text, start + lead, start + lead + len(text), frozenset(topic), tuple(dict.fromkeys(polar)),
-                   flips % 2 == 1, sentence, caps, forbids, conditional, adds)  # fmt: skip
+                   negations % 2 == 1, sentence, caps, forbids, conditional, adds)  # fmt: skip
 
 
 def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
@@ -191,7 +226,9 @@ def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
     for n, (a, b) in enumerate(zip(cuts, cuts[1:])):
         # restricted: it names the restriction, or the clause after it opens with one ("... unless ...")
         following = pieces[n + 1].lstrip(" ,;:") if n + 1 < len(pieces) else ""
-        conditional = bool(_RESTRICT.search(pieces[n])) or bool(_RESTRICT.match(following))
+        conditional = (
+            bool(_RESTRICT.search(pieces[n])) or bool(_RESTRICT.match(following)) or bool(_TIME_BOUND.search(pieces[n]))
+        )
         c = _analyse(pieces[n], span.start + a, span.start + b, sentence, a == 0, conditional)
         if c is not None:
             out.append(c)
@@ -225,10 +262,14 @@ def _numbers_of(text: str) -> set[str]:
 
 def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
     clauses = tuple(c for i, span in enumerate(spans) for c in _clauses(span, i))
-    topics = [frozenset(set().union(*(c.topic for c in clauses if c.sentence == i))) for i in range(len(spans))]
+    grouped: list[set[str]] = [set() for _ in spans]
+    for c in clauses:
+        grouped[c.sentence] |= c.topic
+    topics = [frozenset(g) for g in grouped]
     per_sentence = [_stems_of(s.text) | _numbers_of(s.text) for s in spans]
+    used_in = Counter(x for stems in per_sentence for x in stems)  # how many sentences use each stem
     conditions = []
-    for i, span in enumerate(spans):
+    for span in spans:
         m = _RESTRICT.search(span.text)
         if m is None:
             continue
@@ -236,10 +277,10 @@ def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
         cut = re.search(r"[;.!?]|,\s", rest[len(m.group(0)) :])
         cond = rest[: len(m.group(0)) + cut.start()] if cut else rest
         main = span.text[: m.start()] + rest[len(cond) :]
-        others = set().union(*(s for k, s in enumerate(per_sentence) if k != i))
-        own = (_stems_of(cond) | _numbers_of(cond)) - others - {stem(w) for w in ("only", "if", "unless")}
+        # the condition's own words: those no other sentence uses (each stem of this sentence counts once)
+        own = {x for x in _stems_of(cond) | _numbers_of(cond) if used_in[x] == 1} - _RESTRICT_STEMS
         main_stems = frozenset(_stems_of(main) - set(_POLAR))
-        if own and main_stems:
+        if own and len(main_stems) >= CONDITION_MIN_MAIN:
             conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;")))
     stems = frozenset(set().union(*per_sentence)) if per_sentence else frozenset()
     return ContextClaims(clauses, tuple(topics), stems, tuple(conditions))
@@ -263,6 +304,8 @@ def _families(c: _Clause) -> list[tuple[str, int]]:
 
 def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
     """The context clause that ``c`` contradicts, if any."""
+    if c.conditional:  # "open every day except Monday": what it asserts holds only in part
+        return None
     for family, sign in _families(c):
         scored = [
             (_overlap(c, k, ctx), s, k)
@@ -312,7 +355,7 @@ def check_claims(
             out.append(_finding(c, "polarity", "contradicted", k.text))
             continue
         new = {s for s in c.topic - ctx.stems - asked if s not in c.capitalised}
-        if not new or any(c.start <= a and b <= c.end for a, b in supported):
+        if not new or any(c.start <= a and b <= c.end for a, b in supported) or _COURTESY.match(c.text):
             continue
         span = response_spans[c.sentence]
         sentence_holds = any(span.start <= a and b <= span.end for a, b in supported)
@@ -325,15 +368,22 @@ def check_claims(
             out.append(_finding(c, "claim", "unsupported", None))
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
+    by_sentence: list[list[_Clause]] = [[] for _ in response_spans]
+    for c in clauses:
+        by_sentence[c.sentence].append(c)
+    flagged: set[int] = set()  # one condition finding a response sentence at most
     for cond in ctx.conditions:
         if cond.own & said:
             continue
         need = max(1, math.ceil(len(cond.main) / 2))
-        for i in range(len(response_spans)):
-            mine = [c for c in clauses if c.sentence == i]
-            asserting = [c for c in mine if not c.negated and len(c.topic & cond.main) >= 1]
-            if asserting and len(set().union(*(c.topic for c in mine)) & cond.main) >= need:
-                c = asserting[0]
-                out.append(_finding(c, "condition", "unsupported", cond.text))
-                break
+        for i, mine in enumerate(by_sentence):
+            if i in flagged or not mine:
+                continue
+            topic = set().union(*(c.topic for c in mine))
+            asserting = [c for c in mine if not c.negated and c.topic & cond.main]
+            if not asserting or len(topic & cond.main) < need:
+                continue
+            out.append(_finding(asserting[0], "condition", "unsupported", cond.text))
+            flagged.add(i)
+            break
     return tuple(out)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -47,7 +48,6 @@ _NOT_ANCHOR |= {"but", "unless", "while", "whereas", "although", "though", "exce
 class _Mention:
     fact: Fact
     anchor: dict[str, float]
-    names: frozenset[str] = frozenset()  # anchor words written with a capital inside the sentence
     slot: dict[str, float] | None = None  # the anchor less a duration's measured noun (see _slot_anchor)
 
 
@@ -56,10 +56,16 @@ _Slot = tuple[dict[str, float], frozenset[str]]
 _MEASURE = re.compile(r"\s+of\s+((?:[^\W\d_]+\s+){0,2}[^\W\d_]+)")
 
 
-def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int) -> _Slot:
+def _names_of(sentence: str) -> frozenset[str]:
+    """The keys of the names a sentence writes (capitalised words inside it), once per sentence."""
+    return frozenset(t.key for t in content_tokens(sentence) if t.kind == "name")
+
+
+def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int, names: frozenset[str]) -> _Slot:
     """The words that say *whose* value a fact is: its anchor less the noun a duration measures
-    ("30 days of paid leave": interns' or staff's, not "paid leave"), and which of them are names."""
-    names = frozenset(t.key for t in content_tokens(sentence) if t.kind == "name" and t.key in anchor)
+    ("30 days of paid leave": interns' or staff's, not "paid leave"), and which of them are names
+    (``names``: those of the sentence, from :func:`_names_of`)."""
+    names = names & frozenset(anchor)
     if fact.dim not in ("duration", "month"):
         return anchor, names
     m = _MEASURE.match(sentence, fact.end - offset)
@@ -78,7 +84,8 @@ class ContextFacts:
     phrases: str  # the context's words, folded, space-separated and padded (for name phrases)
     numbers: frozenset[float]  # every number the context states, in any dimension
     claims: ContextClaims | None = None  # clauses and conditions, for the checks without a number
-    initials: str = ""  # the first letter of every context word, space-separated and padded (for abbreviations)
+    initials: frozenset[str] = frozenset()  # initials of runs of capitalised words ("managing director" -> "md")
+    acronyms: frozenset[str] = frozenset()  # the abbreviations the context writes in capitals, folded
 
 
 #: clauses further than this from a fact do not count in its anchor (their weight would be 1/32 or less)
@@ -150,20 +157,40 @@ def _overlap(a: dict[str, float], b: dict[str, float]) -> float:
 
 
 #: words an abbreviation leaves out ("Department of Health" is "DH")
-_ABBREVIATION_SKIPS = frozenset({"of", "and", "the", "for", "&"})
+_ABBREVIATION_SKIPS = frozenset({"of", "and", "the", "for"})
+
+
+def _initials(sentence: str) -> set[str]:
+    """The initials of every run of two to six capitalised words of a sentence ("the Managing
+    Director" -> "md"; "Department of Health" -> "dh")."""
+    out: set[str] = set()
+    run: list[str] = []
+    for w in [*re.findall(r"[^\W\d_]+", sentence), ""]:
+        if w[:1].isupper():
+            run.append(w[0].lower())
+            continue
+        if run and w.lower() in _ABBREVIATION_SKIPS:
+            continue
+        for a in range(len(run)):
+            for b in range(a + 2, min(len(run), a + 6) + 1):
+                out.add("".join(run[a:b]))
+        run = []
+    return out
 
 
 def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
     for span in spans:
         facts = extract_facts(span.text, span.start)
+        in_sentence = _names_of(span.text)
         for f, a in zip(facts, _anchors(span.text, span.start, facts)):
-            slot, names = _slot_anchor(f, a, span.text, span.start)
-            mentions.append(_Mention(f, a, names, slot))
+            slot, _ = _slot_anchor(f, a, span.text, span.start, in_sentence)
+            mentions.append(_Mention(f, a, slot))
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
-    initials = f" {' '.join(w[0] for w in folded if w not in _ABBREVIATION_SKIPS)} "
+    initials = frozenset(i for span in spans for i in _initials(span.text))
+    acronyms = frozenset(w.lower() for w in re.findall(r"\b[A-Z]{2,6}\b", context))
     return ContextFacts(
         tuple(mentions),
         frozenset(folded),
@@ -171,6 +198,7 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
         frozenset(numbers),
         context_claims(spans),
         initials,
+        acronyms,
     )
 
 
@@ -259,49 +287,53 @@ def _name_word_in(word: str, ctx: ContextFacts) -> bool:
     return False
 
 
-def _exclusive(m: _Mention, cands: Sequence[_Mention]) -> set[str]:
-    """The words of ``m``'s own clause that no other candidate has in its own clause: its slot."""
-    mine = {k for k, w in (m.slot or m.anchor).items() if w == 1.0}
-    for o in cands:
-        if o is not m:
-            mine -= {k for k, w in (o.slot or o.anchor).items() if w == 1.0}
-    return mine
+def _own(m: _Mention) -> set[str]:
+    return {k for k, w in (m.slot or m.anchor).items() if w == 1.0}
 
 
-def _other_slot(fact: Fact, slot: _Slot, cands: Sequence[_Mention]) -> bool:
-    """The response attaches its value to what the source attaches another value to: the words of the
-    fact's own clause that single out one candidate of the source ("interns", "Europe") single out
-    one with another value at least as strongly as any with this value (a name counts twice, and on
-    a tie a name settles it)."""
-    own, names = {k for k, w in slot[0].items() if w == 1.0}, slot[1]
-
-    def hits(m: _Mention) -> tuple[float, bool]:
-        found = own & _exclusive(m, cands)
-        return sum(2.0 if k in names else 1.0 for k in found), bool(found & names)
-
-    same = [hits(m) for m in cands if _same(fact, m.fact)]
-    other = [hits(m) for m in cands if not _same(fact, m.fact)]
+def _slot_says(fact: Fact, slot: _Slot, cands: Sequence[_Mention]) -> tuple[str | None, list[_Mention]]:
+    """Whose value the response states, judged by its slot: the words of the fact's own clause that
+    single out one candidate of the source (in that candidate's own clause and no other's:
+    "interns", "Europe"). ``("other", them)`` when they single out candidates with another value at
+    least as strongly as any with this value (a name counts twice, and on a tie a name settles it),
+    ``("same", [])`` when they single out this value more strongly, else ``(None, [])``. Linear in
+    the candidates: each own-clause word is counted once over all of them."""
+    own_words, names = {k for k, w in slot[0].items() if w == 1.0}, slot[1]
+    owns = [_own(m) for m in cands]
+    counts = Counter(k for o in owns for k in o)
+    hits: list[tuple[float, bool, set[str]]] = []
+    for o in owns:
+        found = {k for k in own_words & o if counts[k] == 1}
+        hits.append((sum(2.0 if k in names else 1.0 for k in found), bool(found & names), found))
+    same = [h for h, m in zip(hits, cands) if _same(fact, m.fact)]
+    other = [(h, m) for h, m in zip(hits, cands) if not _same(fact, m.fact)]
     if not same or not other:
-        return False
-    best_same, best_other = max(h for h, _ in same), max(h for h, _ in other)
-    if best_other <= 0 or best_other < best_same:
-        return False
-    named = any(n for h, n in other if h == best_other) and not any(n for h, n in same if h == best_same)
-    return best_other > best_same or named
+        return None, []
+    best_same, best_other = max(h[0] for h in same), max(h[0] for h, _ in other)
+    if best_same > best_other:
+        return "same", []
+    if best_other <= 0:
+        return None, []
+    named = any(h[1] for h, _ in other if h[0] == best_other) and not any(h[1] for h in same if h[0] == best_same)
+    if best_other > best_same or named:
+        return "other", [m for h, m in other if h[2]]
+    return None, []
 
 
 def _abbreviation(fact: Fact, ctx: ContextFacts) -> str | None:
     """An abbreviation is no name: "MD" is supported by "Managing Director" (its initials, in either
     direction), and one the source neither writes nor spells out ("VAT", "PIN", "IBAN") is
-    ``unverified``, shown and counted in word support, never a flag. None for any other name."""
+    ``unverified``, shown and counted in word support, never a flag, unless the source writes
+    abbreviations of its own (then it competes with them as a name). Initials are read from runs of
+    capitalised words within one sentence. None for any other name."""
     written = fact.text.replace(".", "")
     words = str(fact.value).split()
     if len(words) == 1 and written.isupper() and 2 <= len(written) <= 6 and written.isalpha():
-        initials = written.lower()
-        if words[0] in ctx.words or f" {' '.join(initials)} " in ctx.initials:
+        if words[0] in ctx.words or words[0] in ctx.initials:
             return "supported"
-        return "unverified"
-    if len(words) >= 2 and "".join(w[0] for w in words) in ctx.words:
+        # one the source has a rival for ("FDA" where it says "EMA") competes as a name does
+        return None if ctx.acronyms else "unverified"
+    if len(words) >= 2 and "".join(w[0] for w in words) in ctx.acronyms:
         return "supported"  # "Managing Director" where the source writes "MD"
     return None
 
@@ -333,13 +365,12 @@ def _check_one(
     overlap = [_overlap(anchor, m.anchor) for m in cands]
     best = max(overlap)
     top = [m for m, o in zip(cands, overlap) if o == best]
-    if slot is not None and _other_slot(fact, slot, cands):
-        says = "; ".join(
-            dict.fromkeys(
-                _shown(m.fact) for m in cands if not _same(fact, m.fact) and _exclusive(m, cands) & set(slot[0])
-            )
-        )
+    judged, others = _slot_says(fact, slot, cands) if slot is not None else (None, [])
+    if judged == "other":
+        says = "; ".join(dict.fromkeys(_shown(m.fact) for m in others))
         return _finding(fact, sentence, "contradicted", says)
+    if judged == "same":  # "interns get 10 days" where the source gives interns 10 and staff 30
+        return _finding(fact, sentence, "supported", None)
     if any(_same(fact, m.fact) for m in top):
         return _finding(fact, sentence, "supported", None)
     # the value is stated about something else: support, unless the response repeats the words of a
@@ -375,6 +406,12 @@ def _finding(fact: Fact, sentence: int, status: str, source: str | None) -> Fact
 
 
 _WEEKDAYS = frozenset("monday tuesday wednesday thursday friday saturday sunday".split())
+_WEEKDAYS |= {d + "s" for d in _WEEKDAYS}
+#: the kinds of value that say the user's situation (when, how long, how many): an amount or a rate
+#: the question names and the source does not is still a claim about the source
+_SITUATION = frozenset(
+    {"date", "time", "name", "duration", "month", "year", "count", "business day", "school day", "night"}
+)
 
 
 def _from_question(checked: list[FactFinding], facts: list[Fact], question: Sequence[Fact]) -> list[FactFinding]:
@@ -399,7 +436,7 @@ def _from_question(checked: list[FactFinding], facts: list[Fact], question: Sequ
             beside = fact.dim != "name" and any(
                 o.status == "supported" and o.kind == finding.kind and o.text != finding.text for o in checked
             )
-            if finding.status == "unsupported" or beside:
+            if (finding.status == "unsupported" and fact.dim in _SITUATION) or beside:
                 finding = dataclasses.replace(finding, status="question", source=None)
         out.append(finding)
     return out
@@ -429,8 +466,9 @@ def check_facts(
     for i, span in enumerate(response_spans):
         found = extract_facts(span.text, span.start)
         ends = _range_ends(found, span.text, span.start)
+        in_sentence = _names_of(span.text)
         for k, (f, anchor) in enumerate(zip(found, _anchors(span.text, span.start, found))):
-            slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start)
+            slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start, in_sentence)
             checked.append(_check_one(f, anchor, ctx, i, slot))
             facts.append(f)
     if question:

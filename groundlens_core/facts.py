@@ -287,7 +287,7 @@ def _extract(text: str, offset: int = 0) -> list[Fact]:
                 if low == "half" and j + 1 < n and toks[j].low in ("a", "an"):
                     j += 1  # "half a year", "half an hour"
                 if words == ["one"] or (low in _SPECIAL_NUMBERS and low in ("once", "half", "couple")):
-                    unit = _unit_at(toks, j)
+                    unit = _unit_at(toks, _fraction(toks, 1.0, j)[1])  # "one and a half hours"
                     if unit is None:  # "one of the options", "half the fee": no fact
                         i = j
                         continue
@@ -426,20 +426,27 @@ def _fraction(toks: list[_Tok], value: float, j: int) -> tuple[float, int]:
     words = [t.low for t in toks[j : j + 3]]
     if words[:3] in (["and", "a", "half"], ["and", "one", "half"]):
         return value + 0.5, j + 3
-    if words[:1] in (["quarter"], ["quarters"]):
-        j += 1
-        if j < len(toks) and toks[j].low == "of":
-            j += 1
-            if j < len(toks) and toks[j].low in ("a", "an"):
-                j += 1
-        return value * 0.25, j
+    if words[:3] in (
+        ["quarter", "of", "a"],
+        ["quarter", "of", "an"],
+        ["quarters", "of", "a"],
+        ["quarters", "of", "an"],
+    ):
+        if _unit_at(toks, j + 3) is not None:  # "three quarters of an hour"; "3 quarters in a row" is a count
+            return value * 0.25, j + 3
     return value, j
+
+
+def _unit_word(text: str) -> str:
+    """The unit a quantity is written in, as its last word less a plural "s" ("2 hours" -> "hour")."""
+    last = text.split()[-1].lower() if text.split() else ""
+    return last[:-1] if last.endswith("s") else last
 
 
 def _compounds(facts: list[Fact], text: str, offset: int) -> list[Fact]:
     """One quantity written in two units is one fact: "2 hours 15 minutes" = 135 minutes, "1 year
-    and 6 months" = 18 months (the second unit smaller than the first, nothing but "and" or a comma
-    between them)."""
+    and 6 months" = 18 months (another unit, smaller than the first, with nothing but "and" between
+    them; "24 months, 12 months" is a list)."""
     out: list[Fact] = []
     for f in facts:
         prev = out[-1] if out else None
@@ -450,7 +457,8 @@ def _compounds(facts: list[Fact], text: str, offset: int) -> list[Fact]:
             and isinstance(f.value, float)
             and isinstance(prev.value, float)
             and 0 < f.value < prev.value
-            and text[prev.end - offset : f.start - offset].strip(" ,").lower() in ("", "and")
+            and text[prev.end - offset : f.start - offset].strip().lower() in ("", "and")
+            and _unit_word(prev.text) != _unit_word(f.text)
         ):
             out[-1] = Fact(
                 prev.dim, prev.value + f.value, text[prev.start - offset : f.end - offset], prev.start, f.end
