@@ -238,10 +238,11 @@ def decide_support(ev: Evidence) -> Decision:
     """No question: the response against its context alone."""
     failed = ev.failed_facts()
     hard = tuple(f for f in failed if not _loose_in_a_summary(f))
-    if hard:
-        return Decision("flagged", _score("flagged", ev.support, len(hard)), "facts", findings=hard)
-    if failed:
-        return Decision("review", _score("review", ev.support), "facts_in_summary", findings=tuple(failed))
+    loose = tuple(f for f in failed if _loose_in_a_summary(f))
+    if hard:  # every failed finding is named, the ones that flag first
+        return Decision("flagged", _score("flagged", ev.support, len(hard)), "facts", findings=hard + loose)
+    if loose and ev.content_tokens and ev.support >= IGNORES_SOURCE:  # never trusted, named, not flagged
+        return Decision("review", _score("review", ev.support), "facts_in_summary", findings=loose)
     if not ev.content_tokens:
         return Decision("review", _score("review", ev.support), "no_content_words")
     if ev.support < IGNORES_SOURCE:
