@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from groundlens_core import _offline  # noqa: F401
 from groundlens_core._version import __version__
 from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
