@@ -166,7 +166,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001
             ok = False
             line("FAIL", mod, f"{exc}")
-    line("ok", "offline mode", f"HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE')}")
+    hub = os.environ.get("HF_HUB_OFFLINE")
+    line("ok", "offline", f"the model loads from local files only (HF_HUB_OFFLINE {hub or 'unset'}, left as you set it)")
     try:
         from groundlens_core.embedding import get_embedder
         from groundlens_core.embedding.resolve import resolve_model_path
