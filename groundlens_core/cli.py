@@ -19,6 +19,7 @@ from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
 from groundlens_core.extensions import command_adders
+from groundlens_core.input_columns import ROLES
 from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
 # ---------------------------------------------------------------- commands
@@ -101,6 +102,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ledger=evaluate_ledger(args),
         keep_columns=tuple(c.strip() for c in (args.keep_columns or "").split(",") if c.strip()),
         group_by=args.group_by,
+        columns={role: getattr(args, f"{role}_col") for role in ROLES},
     )
     summary = run_evaluate(job)
     counts = summary.counts
@@ -279,6 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000,
         help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)",
     )
+    for role, option in ROLES.items():  # the file's own names for the columns a row is read from
+        s.add_argument(
+            option, default=None, metavar="COL", help=f"the column holding the {role} (default: {role})"
+        )
     s.add_argument(
         "--keep-columns",
         default=None,
