@@ -169,7 +169,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             ok = False
             line("FAIL", mod, f"{exc}")
     hub = os.environ.get("HF_HUB_OFFLINE")
-    line("ok", "offline", f"the model loads from local files only (HF_HUB_OFFLINE {hub or 'unset'}, left as you set it)")
+    line(
+        "ok", "offline", f"the model loads from local files only (HF_HUB_OFFLINE {hub or 'unset'}, left as you set it)"
+    )
     try:
         from groundlens_core.embedding import get_embedder
         from groundlens_core.embedding.resolve import resolve_model_path
@@ -282,9 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)",
     )
     for role, option in ROLES.items():  # the file's own names for the columns a row is read from
-        s.add_argument(
-            option, default=None, metavar="COL", help=f"the column holding the {role} (default: {role})"
-        )
+        s.add_argument(option, default=None, metavar="COL", help=f"the column holding the {role} (default: {role})")
     s.add_argument(
         "--keep-columns",
         default=None,

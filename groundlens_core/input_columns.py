@@ -63,7 +63,9 @@ class InputColumns:
             )
         unknown = [k for k in value if k not in ROLES]
         if unknown:
-            raise GroundlensInputError(f"unknown column role(s) {', '.join(map(repr, unknown))}; use {', '.join(ROLES)}")
+            raise GroundlensInputError(
+                f"unknown column role(s) {', '.join(map(repr, unknown))}; use {', '.join(ROLES)}"
+            )
         return cls(**{k: v for k, v in value.items() if v is not None})
 
     def as_dict(self) -> dict[str, str]:

@@ -34,7 +34,7 @@ def test_langgraph_rag_demo_writes_report_and_trace(tmp_path):
     for page in ("README.md", "docs/integrations/langgraph.md"):
         (line,) = [x for x in (ROOT / page).read_text(encoding="utf-8").splitlines() if x.startswith("print(trace.summary())  # ")]
         shown = line.split("  # ", 1)[1]
-        assert shown.endswith(", ...") and summary.startswith(shown.removesuffix(", ...")), (page, shown, summary)
+        assert shown.endswith(" ...") and summary.startswith(shown.removesuffix(" ...")), (page, shown, summary)
 
 
 def test_langgraph_react_agent():
