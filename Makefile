@@ -18,11 +18,13 @@ setup: $(STAMP)
 
 # torch first, from its CPU build: a bare `torch` requirement would pull a multi-GB CUDA build.
 # Everything else comes pinned by constraints.txt so every machine and CI resolve the same versions.
+# PYTHONWARNINGS hides setuptools' notice on every editable install (a folder named like the package
+# could shadow it): plugins/ and trace/ are mapped into groundlens_core on purpose (package-dir).
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade "pip>=24" wheel
 	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
 	touch $(STAMP)
 
 demo: setup

@@ -8,7 +8,6 @@ when it has no context. The scores are triage signals for ranking, never verdict
 Importing this package is cheap: torch and the model load on the first score.
 """
 
-from groundlens_core import _offline  # noqa: F401  (must run before any Hugging Face import)
 from groundlens_core._version import __version__
 from groundlens_core.bands import BANDS, TRIAGE_NOTE, normalize, triage
 from groundlens_core.calibration import CalibrationResult, bundled_direction, calibrate

@@ -13,13 +13,13 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-from groundlens_core import _offline  # noqa: F401
 from groundlens_core._version import __version__
 from groundlens_core.bands import TRIAGE_NOTE
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
 from groundlens_core.extensions import command_adders
+from groundlens_core.input_columns import ROLES
 from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
 # ---------------------------------------------------------------- commands
@@ -102,6 +102,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         ledger=evaluate_ledger(args),
         keep_columns=tuple(c.strip() for c in (args.keep_columns or "").split(",") if c.strip()),
         group_by=args.group_by,
+        columns={role: getattr(args, f"{role}_col") for role in ROLES},
     )
     summary = run_evaluate(job)
     counts = summary.counts
@@ -167,7 +168,10 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         except Exception as exc:  # noqa: BLE001
             ok = False
             line("FAIL", mod, f"{exc}")
-    line("ok", "offline mode", f"HF_HUB_OFFLINE={os.environ.get('HF_HUB_OFFLINE')}")
+    hub = os.environ.get("HF_HUB_OFFLINE")
+    line(
+        "ok", "offline", f"the model loads from local files only (HF_HUB_OFFLINE {hub or 'unset'}, left as you set it)"
+    )
     try:
         from groundlens_core.embedding import get_embedder
         from groundlens_core.embedding.resolve import resolve_model_path
@@ -279,6 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         default=1000,
         help="rows the HTML report shows, riskiest first; its summary counts every row (default 1000)",
     )
+    for role, option in ROLES.items():  # the file's own names for the columns a row is read from
+        s.add_argument(option, default=None, metavar="COL", help=f"the column holding the {role} (default: {role})")
     s.add_argument(
         "--keep-columns",
         default=None,

@@ -54,10 +54,18 @@ class GroundlensScorer:
     """The callable class of :func:`score_dataset`: one embedder per Ray worker, loaded once."""
 
     def __init__(
-        self, calibration: dict | None = None, long_context: str = "mean", threads: int = 1, backend: str | None = None
+        self,
+        calibration: dict | None = None,
+        long_context: str = "mean",
+        threads: int = 1,
+        backend: str | None = None,
+        columns: dict[str, str] | None = None,
     ):
         from groundlens_core.calibration import CalibrationResult
         from groundlens_core.embedding import get_embedder
+        from groundlens_core.input_columns import InputColumns
+
+        self.names = InputColumns.of(columns)
         from groundlens_core.threads import use_threads
 
         self.threads = use_threads(threads)
@@ -73,11 +81,12 @@ class GroundlensScorer:
         from groundlens_core.io_formats import row_item
         from groundlens_core.threads import scoring_threads
 
-        names = batch.column_names
-        has_context = "context" in names
-        cols = {c: batch.column(c).to_pylist() for c in ("question", "response", "context") if c in names}
+        found = batch.column_names
+        wanted = (self.names.question, self.names.response, self.names.context)
+        has_context = self.names.has_context(found)
+        cols = {c: batch.column(c).to_pylist() for c in wanted if c in found}
         n = batch.num_rows
-        items = [row_item({k: v[i] for k, v in cols.items()}, has_context) for i in range(n)]
+        items = [row_item({k: v[i] for k, v in cols.items()}, has_context, self.names) for i in range(n)]
         with scoring_threads(self.threads):  # per call: Ray may call from another thread than __init__'s
             results = score_chunk(
                 items, embedder=self.embedder, calibration=self.calibration, long_context=self.long_context
@@ -103,9 +112,13 @@ def score_dataset(
     long_context: str = "mean",
     threads: int = 1,
     backend: str | None = None,
+    columns: Any = None,
 ):
     """``ds`` (a ``ray.data.Dataset`` with ``response``, ``question`` and/or ``context``) with the
     ``groundlens_*`` columns appended, as a lazy ``ray.data.Dataset``.
+
+    ``columns`` names the dataset's own columns for those roles, e.g. ``{"question": "query",
+    "response": "answer"}`` (an :class:`~groundlens_core.input_columns.InputColumns` or a mapping).
 
     ``concurrency`` is the number of scoring workers (an int, or ``(min, max)`` for an autoscaling
     pool; default: one per CPU of the cluster); each takes ``num_cpus`` CPUs and scores with
@@ -123,11 +136,11 @@ def score_dataset(
     backend = resolve_backend(backend)  # here, in one line, rather than as a traceback from every worker
     if not isinstance(batch_size, int) or batch_size < 1:
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
-    cols = ds.columns()
+    from groundlens_core.input_columns import InputColumns
+
+    names = InputColumns.of(columns)
     # as for files: without a question column, a row with a context is scored against it alone (support)
-    missing = [c for c in ("question", "response") if c not in cols and not (c == "question" and "context" in cols)]
-    if missing:
-        raise GroundlensInputError(f"the dataset has no column(s) {', '.join(missing)}; found: {', '.join(cols)}")
+    names.require(ds.columns(), where="the dataset", python=True)
     if concurrency is None:
         concurrency = max(1, int(ray.cluster_resources().get("CPU", 1) // max(num_cpus, 1e-9)))
     return ds.map_batches(
@@ -137,6 +150,7 @@ def score_dataset(
             "long_context": long_context,
             "threads": threads,
             "backend": backend,
+            "columns": names.as_dict(),
         },
         batch_size=batch_size,
         batch_format="pyarrow",

@@ -14,7 +14,7 @@ import sys
 from dataclasses import dataclass, field
 from itertools import islice
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from groundlens_core.checkpoint import (
 from groundlens_core.columns import METHOD_CODES, RISK_RANK, result_columns
 from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.final_output import finalize, risk_order
+from groundlens_core.input_columns import InputColumns
 from groundlens_core.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.partial_output import KEY_DTYPE, PartialPaths, Sink
 from groundlens_core.results import ScoreError
@@ -59,6 +60,9 @@ class EvaluateJob:
     ledger: Any = None  # a groundlens_core.ledger.Ledger: one signed decision record per row
     keep_columns: tuple[str, ...] = ()  # input columns the HTML report shows with each row (``id`` always)
     group_by: str | None = None  # the input column the HTML report's nodes are (default ``node``)
+    #: the columns holding the question, context, response and id: an InputColumns or a mapping
+    #: ``{"question": "query", "response": "answer"}`` (roles not named keep their own names)
+    columns: InputColumns | Mapping[str, str] | None = None
 
 
 @dataclass
@@ -109,7 +113,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
     if job.ledger is not None:
         _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
-    info = scan_table(job.input)
+    info = scan_table(job.input, InputColumns.of(job.columns))
     if job.group_by and job.group_by not in info.columns:  # the report's grouping, known before any row is scored
         raise GroundlensInputError(f"--group-by {job.group_by}: {job.input} has no such column")
     check_target(job.output, what="the output")  # the input was refused as the output above
@@ -238,6 +242,7 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     emb = get_default_embedder()
     signature = run_signature(job, info, run.out_kind, emb, run.cal)
     signature["ledger"] = _ledger_identity(job.ledger)  # a resume never switches ledgers or keys
+    signature["input_columns"] = info.names.as_dict()  # nor reads other columns
     state, verified = _resume_state(run, signature)
     rows_done = int(state["rows_done"]) if state else 0
     summary = JobSummary(rows=info.rows, resumed_from=rows_done)
@@ -281,7 +286,7 @@ def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: d
     """Score the rows after ``rows_done`` chunk by chunk, each written and checkpointed before the next."""
     from groundlens_core.io_formats import READ_ERROR, row_item
 
-    job, has_context = run.job, run.info.has_context
+    job, has_context, names = run.job, run.info.has_context, run.info.names
     rows_iter = iter_rows_checked(run.info, rows_done)
     while True:
         rows = list(islice(rows_iter, scorer.chunk_rows))
@@ -292,10 +297,10 @@ def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: d
         for i, r in enumerate(rows):
             if READ_ERROR in r:
                 results[i] = ScoreError(index=rows_done + i, error=r.pop(READ_ERROR))
-        for i, res in zip(todo, scorer.score([row_item(rows[i], has_context) for i in todo], rows_done)):
+        for i, res in zip(todo, scorer.score([row_item(rows[i], has_context, names) for i in todo], rows_done)):
             results[i] = res
         if job.ledger is not None:  # signed records of the rows, before the checkpoint counts them done
-            job.ledger.record_rows([row_item(r, has_context) for r in rows], results, rows_done, signature)
+            job.ledger.record_rows([row_item(r, has_context, names) for r in rows], results, rows_done, signature)
         out = []
         for r, res in zip(rows, results):
             o = dict(r)

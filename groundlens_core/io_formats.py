@@ -30,6 +30,8 @@ from typing import Any, Iterator, Mapping, Sequence
 from groundlens_core import json_input
 from groundlens_core.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
 from groundlens_core.errors import GroundlensInputError
+from groundlens_core.input_columns import DEFAULT as DEFAULT_COLUMNS
+from groundlens_core.input_columns import InputColumns
 
 #: key of a row dict whose row could not be read as it stands (the row is written, not scored)
 READ_ERROR = "\x00groundlens_read_error"
@@ -73,10 +75,11 @@ class TableInfo:
     gz: bool
     columns: tuple[str, ...]
     rows: int
+    names: InputColumns = DEFAULT_COLUMNS  # the columns holding the question, context, response, id
 
     @property
     def has_context(self) -> bool:
-        return "context" in self.columns
+        return self.names.has_context(self.columns)
 
 
 # ---------------------------------------------------------------- reading
@@ -104,8 +107,10 @@ def _check_path(path: Path) -> None:
         raise GroundlensInputError(f"{path} is {kind}; give a .csv, .jsonl or .parquet file")
 
 
-def scan_table(path: str | Path) -> TableInfo:
-    """One cheap pass (no scoring): columns, row count and every whole-file problem, up front."""
+def scan_table(path: str | Path, names: InputColumns = DEFAULT_COLUMNS) -> TableInfo:
+    """One cheap pass (no scoring): columns, row count and every whole-file problem, up front.
+
+    ``names`` says which columns hold the question, context, response and id."""
     path = Path(path)
     _check_path(path)
     kind, gz = table_kind(path)
@@ -126,15 +131,8 @@ def scan_table(path: str | Path) -> TableInfo:
             f"{path}: duplicate column name(s) {', '.join(map(repr, dupes))} in the header; "
             "each column needs its own name"
         )
-    # a question column is optional when there is a context column (rows scored against the context alone)
-    missing = [
-        c for c in ("question", "response") if c not in columns and not (c == "question" and "context" in columns)
-    ]
-    if missing:
-        raise GroundlensInputError(
-            f"{path}: missing column(s) {', '.join(missing)}; found: {', '.join(columns) or 'none'}"
-        )
-    return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows)
+    names.require(columns, where=str(path))  # a question column is optional beside a context column
+    return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows, names=names)
 
 
 def _scan_csv(path: Path, gz: bool) -> tuple[list[str], int]:
@@ -239,10 +237,9 @@ def _iter_parquet(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
             yield from b.to_pylist()
 
 
-def row_item(row: Mapping[str, Any], has_context: bool) -> dict[str, Any]:
+def row_item(row: Mapping[str, Any], has_context: bool, names: InputColumns = DEFAULT_COLUMNS) -> dict[str, Any]:
     """The (question, response, context) of a table row; an empty context cell means "no context"."""
-    ctx = row.get("context") if has_context else None
-    return {"question": row.get("question"), "response": row.get("response"), "context": ctx if ctx != "" else None}
+    return names.item(row, has_context)
 
 
 def output_columns(input_columns: Sequence[str]) -> list[str]:

@@ -87,6 +87,7 @@ class GroundlensCrewListener(AdapterShell):
         from crewai.hooks.dispatch import InterceptionPoint, register
 
         super().__init__(**{**shell, "name": shell.get("name") or "crew"})
+        self._given_name: str | None = shell.get("name") or None  # names every trace when given
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()
         #: final answers and the revisions a ``GroundlensGuardrail`` asked for (docs/revise.md)
@@ -177,12 +178,17 @@ class GroundlensCrewListener(AdapterShell):
             with self._lock:
                 key = self._kickoffs.setdefault(id(crew), key)
             self.recorder.start_trace(
-                key, name=str(getattr(crew, "name", None) or "crew"), metadata={"crew_id": _ident(crew)}
+                key, name=self._trace_name(getattr(crew, "name", None), "crew"), metadata={"crew_id": _ident(crew)}
             )
             return key
         with self._lock:
             standalone = self._standalone.get(id(agent))
         return standalone if standalone is not None else self._new_standalone_run(agent)
+
+    def _trace_name(self, own: Any, default: str) -> str:
+        """The listener's ``name=`` when it was given, else the crew's name (a standalone agent's
+        role), else ``default``."""
+        return str(self._given_name or own or default)
 
     def _kickoff_of(self, *objs: Any) -> str | None:
         """The trace key of the running kickoff of the first of ``objs`` that has one (caller holds the lock)."""
@@ -199,7 +205,7 @@ class GroundlensCrewListener(AdapterShell):
         self.context_store.clear(agent=agent, task=None)
         self.recorder.start_trace(
             key,
-            name=str(getattr(agent, "role", None) or "agent"),
+            name=self._trace_name(getattr(agent, "role", None), "agent"),
             metadata={"agent_role": getattr(agent, "role", None), META_SINGLE_AGENT: True},
         )
         return key
@@ -244,7 +250,7 @@ class GroundlensCrewListener(AdapterShell):
             self.context_store.clear(task=task)
         self.recorder.start_trace(
             key,
-            name=str(getattr(crew, "name", None) or "crew"),
+            name=self._trace_name(getattr(crew, "name", None), "crew"),
             metadata={
                 "crew_id": _ident(crew),
                 "crew_name": getattr(crew, "name", None),

@@ -114,7 +114,7 @@
     tr.appendChild(el("td", "gl-c-model", r.model));
     tr.appendChild(el("td", "gl-num", r.tok));
     tr.appendChild(el("td", "gl-num", r.lat));
-    tr.appendChild(el("td", "gl-num", r.index));
+    tr.appendChild(el("td", "gl-num gl-c-index", r.step));
     return tr;
   }
 

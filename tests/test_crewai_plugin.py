@@ -561,3 +561,20 @@ def test_standalone_agent_kickoffs_get_their_own_trace_and_context():
     answer2 = [s for s in second.steps if s.kind == "llm"][-1]
     assert answer1.method == "sgi" and "Eiffel" in answer1.question
     assert answer2.method == "dgi" and answer2.context == () and "Louvre" in answer2.question
+
+
+def test_name_titles_every_trace_of_the_listener_and_the_crew_name_is_the_default(calibration):
+    """``name=`` is the trace name, as on every adapter; without it a crew's own name, else "crew"."""
+    def run(listener_kw: dict, **crew_kw) -> str:
+        with GroundlensCrewListener(calibration=calibration, **listener_kw) as gl:
+            agent = researcher(scripted(final("It is 330 metres tall.")), [])
+            crew_of(agent, height_task(agent), **crew_kw).kickoff()
+            return gl.get_trace().name
+
+    assert run({"name": "kettle-crew"}) == "kettle-crew"
+    assert run({"name": "kettle-crew"}, name="pilot") == "kettle-crew"  # the listener's name wins
+    assert run({}, name="pilot") == "pilot"
+    assert run({}) == "crew"
+    with GroundlensCrewListener(calibration=calibration, name="kettle-crew") as gl:
+        researcher(scripted(final("It is 330 metres tall.")), []).kickoff("How tall is the Eiffel Tower?")
+        assert gl.get_trace().name == "kettle-crew"  # a standalone agent run too

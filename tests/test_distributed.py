@@ -79,7 +79,7 @@ def test_score_dataset_gives_the_bytes_of_single_process_scoring(ray_cluster):
         for c in OUT_COLUMNS:
             assert g[c] == w[c] and type(g[c]) is type(w[c]), (c, g[c], w[c])  # exact floats: the same bits
     assert got_by_id[rows[4]["id"]]["groundlens_error"] == "response is blank"
-    with pytest.raises(ValueError, match="no column"):
+    with pytest.raises(ValueError, match="missing column"):
         score_dataset(ray.data.from_items([{"q": "x"}]))
 
 

@@ -27,6 +27,14 @@ def test_langgraph_rag_demo_writes_report_and_trace(tmp_path):
     trace = json.loads((tmp_path / "trace.json").read_text(encoding="utf-8"))
     assert trace["framework"] == "langgraph" and any(s["method"] == "sgi" for s in trace["steps"])
     assert "not verdicts of truth" in (tmp_path / "report.html").read_text(encoding="utf-8")
+    # the summary line the README and the LangGraph page show is this demo's
+    from groundlens_core.trace import Trace
+
+    summary = Trace.from_json((tmp_path / "trace.json").read_text(encoding="utf-8")).summary()
+    for page in ("README.md", "docs/integrations/langgraph.md"):
+        (line,) = [x for x in (ROOT / page).read_text(encoding="utf-8").splitlines() if x.startswith("print(trace.summary())  # ")]
+        shown = line.split("  # ", 1)[1]
+        assert shown.endswith(" ...") and summary.startswith(shown.removesuffix(" ...")), (page, shown, summary)
 
 
 def test_langgraph_react_agent():

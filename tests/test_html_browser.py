@@ -494,3 +494,30 @@ def test_new_fields_stay_inert_and_redaction_covers_them(browser, tmp_path):
     doc = (write_html(traces, tmp_path / "red.html", redact=True)).read_text(encoding="utf-8")
     for raw in ("warranty covers", "the source says 2 <"):  # responses, context, facts (node names are not texts)
         assert raw not in doc.lower()
+
+
+def test_a_batch_report_shows_each_rows_id_in_its_row(browser, tmp_path):
+    """The Row column of a batch report is the file's id column (else "row <n>" from 1), not a
+    0-based place in the file."""
+    from cli_io import write_csv
+
+    from groundlens_core.cli import main
+
+    rows = [{"ref": "q-17", "query": "How tall is the Eiffel Tower?", "passage": CONTEXT,
+             "answer": "The Eiffel Tower is 330 metres tall."},
+            {"ref": "q-18", "query": "When was it completed?", "passage": CONTEXT, "answer": "It was completed in 1925."}]
+    src = write_csv(tmp_path / "in.csv", rows)
+    for extra, want in (([], ["row 1", "row 2"]), (["--id-col", "ref"], ["q-17", "q-18"])):
+        html = tmp_path / "report.html"
+        argv = ["evaluate", str(src), "-o", str(tmp_path / "out.csv"), "--html", str(html), "--question-col", "query",
+                "--context-col", "passage", "--response-col", "answer", *extra]
+        assert main(argv) == 0
+        p = Page(browser, html)
+        try:
+            p.assert_clean()
+            shown = p.page.evaluate("""() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row'))
+                .map(tr => [tr.dataset.id, tr.querySelector('td.gl-c-index').textContent])""")
+            assert sorted(shown) == [[w, w] for w in want]  # the cell the reader sees is the row's id
+            assert p.page.locator("th.gl-c-index").text_content().strip() == "Row"
+        finally:
+            p.page.close()

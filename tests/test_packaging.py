@@ -16,12 +16,27 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
+def built(tmp_path_factory) -> tuple[Path, str]:
+    """The wheel ``python -m build`` makes, and what the build printed."""
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    proc = subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+                          check=True, capture_output=True, text=True, timeout=600)
     (whl,) = out.glob("groundlens_core-*.whl")
-    return whl
+    return whl, proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def wheel(built) -> Path:
+    return built[0]
+
+
+def test_the_build_prints_no_packaging_warnings_and_the_licence_is_spdx(built):
+    whl, printed = built
+    assert "Warning" not in printed and "deprecated" not in printed.lower(), printed[-3000:]
+    metadata = next(n for n in zipfile.ZipFile(whl).namelist() if n.endswith(".dist-info/METADATA"))
+    lines = zipfile.ZipFile(whl).read(metadata).decode().splitlines()
+    assert "License-Expression: MIT" in lines
+    assert not [x for x in lines if x.startswith("Classifier: License ::")]
 
 
 def test_wheel_has_one_namespace(wheel):

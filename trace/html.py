@@ -215,6 +215,9 @@ def _build_context(
                 "trace": labels[ti],
                 "t": ti,
                 "index": step.index,
+                # what the Step column shows: a batch row's own label (its id column, else "row <n>"
+                # from 1), an agent step's place in its trace
+                "step": str(step.id) if shown[ti].framework == "batch" else str(step.index),
                 "score": None if norm is None else round(norm, 6),
                 "norm": "" if norm is None else f"{norm:.2f}",
                 "raw": "" if raw is None else f"{step.method.upper()} {raw:.2f}",

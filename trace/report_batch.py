@@ -42,9 +42,9 @@ def _cell(value: Any) -> Any:
     return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
 
 
-def _row_label(row: dict, index: int) -> str:
-    """The row's own id (its ``id`` column) when it has one, else ``row <n>`` counted from 1."""
-    value = row.get("id")
+def _row_label(row: dict, index: int, id_column: str = "id") -> str:
+    """The row's own id (its id column) when it has one, else ``row <n>`` counted from 1."""
+    value = row.get(id_column)
     return f"row {index + 1}" if value is None or str(value) == "" else str(value)
 
 
@@ -65,7 +65,8 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
     indices = risk_order(keys)[: max(0, job.html_rows)]
     columns = output_columns(info.columns)
     rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)  # type: ignore[arg-type]
-    items = [row_item(r, info.has_context) for r in rows]
+    names = info.names  # the columns holding the question, context, response and id
+    items = [row_item(r, info.has_context, names) for r in rows]
     results: list[Any] = [None] * len(rows)
     todo = []
     for i, r in enumerate(rows):
@@ -87,13 +88,13 @@ def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, 
         from groundlens_core.errors import GroundlensInputError
 
         raise GroundlensInputError(f"--group-by {group_by}: {job.input} has no such column")
-    kept = [c for c in ("id", *getattr(job, "keep_columns", ())) if c in info.columns]
+    kept = [c for c in dict.fromkeys((names.id, *getattr(job, "keep_columns", ()))) if c in info.columns]
     # name each step after its row in the file (its id column when it has one), not its place in
     # the report; its node is the --group-by column (else the file's node column), never the row
     trace.steps[:] = [
         dataclasses.replace(
             s,
-            id=_row_label(rows[k], int(indices[k])),
+            id=_row_label(rows[k], int(indices[k]), names.id),
             index=int(indices[k]),
             node=_group(rows[k], group_by),
             metadata={"row": int(indices[k]) + 1, **{c: _cell(rows[k].get(c)) for c in kept}},

@@ -412,7 +412,7 @@ class PackedMiniLMEmbedder:
         unique: dict[str, int] = {}
         order = [unique.setdefault(t, len(unique)) for t in texts]
         uniq = list(unique)
-        encs = self._tok.encode_batch(uniq, add_special_tokens=True)
+        encs = [self._tok.encode(t, add_special_tokens=True) for t in uniq]
         ids = [e.ids for e in encs]
         for t, e in zip(uniq, ids):
             if len(e) > self._max_seq:

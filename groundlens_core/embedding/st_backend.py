@@ -12,7 +12,6 @@ from typing import Sequence
 
 import numpy as np
 
-from groundlens_core import _offline  # noqa: F401  (offline flags before any HF import)
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.resolve import fingerprint_for
 from groundlens_core.embedding.tokens import TokenSplitter
