@@ -144,7 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=15, help="steps per speed round")
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--no-speed", action="store_true")
+    parser.add_argument("--no-speed", action="store_true", help="the scores only")
+    parser.add_argument("--backends", default="", help="backends to compare with packed-torch (comma separated; default: all here)")
     args = parser.parse_args(argv)
     print(f"CPU capability {torch.backends.cpu.get_cpu_capability()}, native bf16 {bf16_supported()}, "
           f"ONNX Runtime {'installed' if onnx_available() else 'missing'}")
@@ -152,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
         speed(args.steps, args.rounds)
     backends = [b for b in ("onnx-fp32", "onnx-int8") if onnx_available()]
     backends += ["packed-bf16"] if bf16_supported() else []
-    quality(backends + ["sentence-transformers"])
+    backends += ["sentence-transformers"]
+    if args.backends:
+        backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    quality(backends)
     return 0
 
 

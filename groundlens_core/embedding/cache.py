@@ -122,12 +122,17 @@ class CachedEmbedder:
                 whole, parts = self.inner.encode_spans(missing, miss_spans)
             else:
                 whole = self.inner.encode(missing)
-                parts = [self.inner.encode([t[a:b] for a, b in sp]) if sp else np.zeros((0, self.dim)) for t, sp in zip(missing, miss_spans)]
+                parts = [
+                    self.inner.encode([t[a:b] for a, b in sp]) if sp else np.zeros((0, self.dim))
+                    for t, sp in zip(missing, miss_spans)
+                ]
             fresh: list[tuple[str | tuple[str, int, int], np.ndarray]] = []
             for t, row, sp, part in zip(missing, np.asarray(whole, dtype=np.float32), miss_spans, parts):
                 part = np.asarray(part, dtype=np.float32)
                 if row.shape != (self.dim,) or part.shape != (len(sp), self.dim):
-                    raise EmbeddingError(f"embedder returned shapes {row.shape} and {part.shape} for a text and its {len(sp)} span(s)")
+                    raise EmbeddingError(
+                        f"embedder returned shapes {row.shape} and {part.shape} for a text and its {len(sp)} span(s)"
+                    )
                 if not (np.isfinite(row).all() and np.isfinite(part).all()):
                     raise EmbeddingError(f"embedder returned non-finite values for a text, e.g. {t[:40]!r}")
                 fresh.append((t, row))
@@ -142,7 +147,9 @@ class CachedEmbedder:
                     self._cache.popitem(last=False)
         rows = np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
         span_rows = [
-            np.stack([found[(t, int(a), int(b))] for a, b in sp]) if len(sp) else np.zeros((0, self.dim), dtype=np.float32)
+            np.stack([found[(t, int(a), int(b))] for a, b in sp])
+            if len(sp)
+            else np.zeros((0, self.dim), dtype=np.float32)
             for t, sp in zip(texts, spans)
         ]
         return rows, span_rows

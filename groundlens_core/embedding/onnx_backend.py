@@ -95,6 +95,21 @@ def _build(model_dir: Path, precision: str) -> bytes:
         return model.SerializeToString()
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    quiet = _DropQuantizerAdvice()
+    root = logging.getLogger()
+    root.addFilter(quiet)  # its advice to pre-process goes to the root logger, i.e. the user's log
+    try:
+        return _quantize(model, quantize_dynamic, QuantType)
+    finally:
+        root.removeFilter(quiet)
+
+
+class _DropQuantizerAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+
+def _quantize(model: Any, quantize_dynamic: Any, QuantType: Any) -> bytes:
     with tempfile.TemporaryDirectory(prefix="groundlens-onnx-") as tmp:
         src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         src.write_bytes(model.SerializeToString())
@@ -120,8 +135,7 @@ class OnnxMiniLMEmbedder:
             first_load.import_module("onnx")
         except ImportError:
             raise GroundlensInputError(
-                f"the onnx-{precision} backend needs ONNX Runtime: {INSTALL_HINT} "
-                "(or GROUNDLENS_BACKEND=packed-torch)"
+                f"the onnx-{precision} backend needs ONNX Runtime: {INSTALL_HINT} (or GROUNDLENS_BACKEND=packed-torch)"
             ) from None
         self._path = Path(model_path)
         self.model_id = model_id
@@ -134,7 +148,9 @@ class OnnxMiniLMEmbedder:
         cfg = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
         self.dim = int(cfg["hidden_size"])
         st_cfg = self._path / "sentence_bert_config.json"
-        max_seq = int(json.loads(st_cfg.read_text(encoding="utf-8")).get("max_seq_length", 256)) if st_cfg.is_file() else 256
+        max_seq = (
+            int(json.loads(st_cfg.read_text(encoding="utf-8")).get("max_seq_length", 256)) if st_cfg.is_file() else 256
+        )
         self._max_seq = min(max_seq, int(cfg.get("max_position_embeddings", 512)))
         self.max_tokens = self._max_seq - 2
         from tokenizers import Tokenizer
@@ -146,14 +162,18 @@ class OnnxMiniLMEmbedder:
         self._splitter = TokenSplitter(tok, self.max_tokens)
 
         opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1  # one thread per run: the lanes are the parallelism, and the bits never depend on it
+        opts.intra_op_num_threads = (
+            1  # one thread per run: the lanes are the parallelism, and the bits never depend on it
+        )
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.use_deterministic_compute = True
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(_graph_bytes(self._path, precision), opts, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            _graph_bytes(self._path, precision), opts, providers=["CPUExecutionProvider"]
+        )
 
     @property
     def fingerprint(self) -> str:

@@ -92,7 +92,9 @@ def build_model(model_dir: Path) -> Any:
         q, k, v = t + "q_2d", t + "k_2d", t + "v_2d"
         nodes.append(helper.make_node("Split", [qkv, split3], [q, k, v], name=t + "qkv_split", axis=1))
         q = node("Transpose", [node("Reshape", [q, shape_heads], t + "q_r")], t + "q", perm=[1, 0, 2])  # [heads, n, hd]
-        kt = node("Transpose", [node("Reshape", [k, shape_heads], t + "k_r")], t + "kt", perm=[1, 2, 0])  # [heads, hd, n]
+        kt = node(
+            "Transpose", [node("Reshape", [k, shape_heads], t + "k_r")], t + "kt", perm=[1, 2, 0]
+        )  # [heads, hd, n]
         v = node("Transpose", [node("Reshape", [v, shape_heads], t + "v_r")], t + "v", perm=[1, 0, 2])
         scores = node("Mul", [node("MatMul", [q, kt], t + "att_qk"), scale], t + "att_scores")
         probs = node("Softmax", [scores], t + "att_probs", axis=-1)
@@ -102,7 +104,11 @@ def build_model(model_dir: Path) -> Any:
         o = node("Add", [o, weight(p + "attention.output.dense.bias")], t + "o")
         a = node(
             "LayerNormalization",
-            [node("Add", [o, x], t + "res1"), weight(p + "attention.output.LayerNorm.weight"), weight(p + "attention.output.LayerNorm.bias")],
+            [
+                node("Add", [o, x], t + "res1"),
+                weight(p + "attention.output.LayerNorm.weight"),
+                weight(p + "attention.output.LayerNorm.bias"),
+            ],
             t + "ln1",
             axis=-1,
             epsilon=eps,
@@ -116,7 +122,11 @@ def build_model(model_dir: Path) -> Any:
         o2 = node("Add", [o2, weight(p + "output.dense.bias")], t + "o2")
         x = node(
             "LayerNormalization",
-            [node("Add", [o2, a], t + "res2"), weight(p + "output.LayerNorm.weight"), weight(p + "output.LayerNorm.bias")],
+            [
+                node("Add", [o2, a], t + "res2"),
+                weight(p + "output.LayerNorm.weight"),
+                weight(p + "output.LayerNorm.bias"),
+            ],
             t + "ln2" if i < layers_n - 1 else "tokens",
             axis=-1,
             epsilon=eps,
