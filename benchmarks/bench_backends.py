@@ -113,12 +113,12 @@ def read(name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
-def quality(backends: list[str]) -> None:
+def quality(backends: list[str], sets: tuple[str, ...] = SETS) -> None:
     ref = get_embedder(backend="packed-torch")
     print("\nscores against packed-torch (fp32), every default signal; AUROC: label 1 = grounded scores higher")
     print(f"  {'data':18s} {'backend':13s} {'rows':>5s} {'max|dSGI|':>10s} {'bands changed':>13s} "
           f"{'AUROC SGI':>17s} {'AUROC score':>17s}")
-    for name in SETS:
+    for name in sets:
         if not (SHARED / name).is_file():
             print(f"  {name}: not found under {SHARED}, skipped")
             continue
@@ -135,7 +135,7 @@ def quality(backends: list[str]) -> None:
             changed = sum(r.triage != b.triage for r, b in zip(res, base))
             print(f"  {name:18s} {backend:13s} {len(rows):5d} {np.abs(sgi - a_sgi).max():10.6f} {changed:13d} "
                   f"{auroc(a_sgi, y):.4f} {auroc(sgi, y) - auroc(a_sgi, y):+.4f} "
-                  f"{auroc(a_rank, y):.4f} {auroc(rank, y) - auroc(a_rank, y):+.4f}")
+                  f"{auroc(a_rank, y):.4f} {auroc(rank, y) - auroc(a_rank, y):+.4f}", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=15, help="steps per speed round")
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--no-speed", action="store_true", help="the scores only")
+    parser.add_argument("--sets", default=",".join(SETS), help="dev sets to score (comma separated)")
     parser.add_argument("--backends", default="", help="backends to compare with packed-torch (comma separated; default: all here)")
     args = parser.parse_args(argv)
     print(f"CPU capability {torch.backends.cpu.get_cpu_capability()}, native bf16 {bf16_supported()}, "
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     backends += ["sentence-transformers"]
     if args.backends:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
-    quality(backends)
+    quality(backends, tuple(x.strip() for x in args.sets.split(",") if x.strip()))
     return 0
 
 
