@@ -105,13 +105,13 @@ class CachedEmbedder:
         found: dict[str | tuple[str, int, int], np.ndarray] = {}
         missing: list[str] = []
         with self._lock:
-            for t, sp in wanted.items():
-                keys: list[str | tuple[str, int, int]] = [t, *((t, a, b) for a, b in sp)]
-                rows = [self._cache.get(k) for k in keys]
-                if any(r is None for r in rows):
+            for t, asked in wanted.items():
+                keys: list[str | tuple[str, int, int]] = [t, *((t, a, b) for a, b in asked)]
+                cached = [self._cache.get(k) for k in keys]
+                if any(r is None for r in cached):
                     missing.append(t)
                     continue
-                for k, r in zip(keys, rows):
+                for k, r in zip(keys, cached):
                     self._cache.move_to_end(k)
                     found[k] = r  # type: ignore[assignment]
                 self.hits += 1
@@ -145,11 +145,11 @@ class CachedEmbedder:
                     self._cache[k] = row
                 while len(self._cache) > self.max_entries:
                     self._cache.popitem(last=False)
-        rows = np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+        out = np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
         span_rows = [
             np.stack([found[(t, int(a), int(b))] for a, b in sp])
             if len(sp)
             else np.zeros((0, self.dim), dtype=np.float32)
             for t, sp in zip(texts, spans)
         ]
-        return rows, span_rows
+        return out, span_rows

@@ -8,7 +8,7 @@ scores. This backend is the yardstick the faster packed backend is checked again
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -65,7 +65,10 @@ class SentenceTransformerEmbedder:
                     raise ValueError(
                         f"text of {self._splitter.count(text)} word pieces exceeds {self.max_tokens}; split it first"
                     )
-                res = self._model.encode([text], output_value=None, convert_to_numpy=True, show_progress_bar=False)[0]
+                encoded: Any = self._model.encode(
+                    [text], output_value=None, convert_to_numpy=True, show_progress_bar=False
+                )
+                res = encoded[0]
                 out[i] = np.asarray(res["sentence_embedding"], dtype=np.float32)
                 states = np.asarray(res["token_embeddings"], dtype=np.float32)
                 offsets = self._splitter.offsets(text)
