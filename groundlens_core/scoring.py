@@ -278,7 +278,8 @@ def _score_items(
         if i in ev_plans:
             if it.context not in keys_of:  # once per distinct context
                 keys_of[it.context] = (context_keys(it.context), plan_context_facts(ev_plans[i]))  # type: ignore[arg-type,index]
-            ev = build_evidence(ev_plans[i], sent_vecs, *keys_of[it.context], question=it.question)  # type: ignore[index]
+            ctx_keys, ctx_facts = keys_of[it.context]  # type: ignore[index]
+            ev = build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question)
         if it.question is None:
             out.append(_support_result(ev, emb))  # type: ignore[arg-type]
             continue
