@@ -69,6 +69,8 @@ bench: setup
 	$(BIN)/python benchmarks/bench_provider_overhead.py
 	$(BIN)/python benchmarks/bench_agent_throughput.py
 	$(BIN)/python benchmarks/bench_first_record_gap.py
+	$(BIN)/python benchmarks/bench_backends.py
+	$(BIN)/python benchmarks/bench_evidence_cost.py
 
 # streaming evaluate at 10k/100k/1M rows, cold-text rate, threads 1 vs 2, Ray 1 vs 2 workers (about 30-60 min here)
 bench-stream: setup

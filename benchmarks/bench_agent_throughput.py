@@ -1,6 +1,6 @@
 """Does scoring keep pace with the agent it watches? The realistic RAG graph, side by side.
 
-    .venv/bin/python benchmarks/bench_agent_throughput.py [--invocations 120] [--delays 0,0.05] [--steps 32]
+    .venv/bin/python benchmarks/bench_agent_throughput.py [--invocations 120] [--delays 0,0.05] [--steps 16]
 
 The graph (benchmarks/rag_graph.py): a retriever node, then one LLM node; every invocation has unique
 texts of realistic size (~25-piece question, ~179-piece context, ~67-piece answer: ~270 word pieces
@@ -14,12 +14,14 @@ per scored step), so no embedding can come from a cache. Prints, asserting nothi
    backlog left after the last invocation, the steps recorded unscored (overload), the time
    ``get_traces()`` then waits, and the RSS growth over the phase.
 2. Worker throughput on realistic steps with the agent's thread idle: ``--steps`` steps recorded at
-   once, time until all are scored. Rotating round by round in this one process: the baseline worker
-   (the eager fp32 forward, which takes the GIL back after every torch call, batches
-   of 64, no nice, one thread), the new worker on the fp32 backend with one lane and with two encode
-   lanes (``Recorder(worker_lanes=)``, groundlens_core/embedding/lanes.py), and, on a CPU with native
-   bf16, the same two on ``packed-bf16`` (the default there; quality: bench_bf16_quality.py). The
-   ratio of their medians is the figure to read (on a shared machine absolute times are noise).
+   once, time until all are scored (every default signal on). Rotating round by round in this one
+   process: plain sentence-transformers on one thread encoding each step's three texts (the
+   yardstick: no recorder, no evidence), the baseline worker (the eager fp32 forward, which takes
+   the GIL back after every torch call, batches of 64, no nice, one thread), and the worker on each
+   backend this machine has (``packed-torch``; ``packed-bf16`` on a CPU with native bf16;
+   ``onnx-fp32`` and ``onnx-int8`` with ONNX Runtime) with one lane and with two encode lanes
+   (``Recorder(worker_lanes=)``, groundlens_core/embedding/lanes.py). The ratio of their medians is
+   the figure to read (on a shared machine absolute times are noise).
 3. The same with the agent's thread busy: the graph driven flat out (0 ms model, no callback) on the
    main thread while the worker scores ``--steps`` steps.
 Peak RSS of the process at the end.
@@ -40,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rag_graph import build_rag_graph, make_texts  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
+from groundlens_core.embedding.onnx_backend import onnx_available  # noqa: E402
 from groundlens_core.embedding.packed import bf16_supported  # noqa: E402
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import recorder as recorder_mod  # noqa: E402
@@ -156,22 +159,46 @@ def worker_round(texts: list, key: str, busy: tuple[Any, list[str]] | None, embe
     return len(texts) / dt
 
 
-def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any | None, busy: bool) -> None:
+class RawST:
+    """The yardstick: plain sentence-transformers on one thread, encoding each step's question,
+    context and answer (one text per forward pass), no recorder, no evidence."""
+
+    def __init__(self) -> None:
+        import torch
+
+        self.torch = torch
+        self.model = get_embedder(backend="sentence-transformers").inner
+
+    def rate(self, texts: list) -> float:
+        threads = self.torch.get_num_threads()
+        self.torch.set_num_threads(1)
+        try:
+            t0 = time.perf_counter()
+            for step in texts:
+                self.model.encode(list(step))
+            return len(texts) / (time.perf_counter() - t0)
+        finally:
+            self.torch.set_num_threads(threads)
+
+
+def throughput_phase(steps: int, rounds: int, texts: list, workers: dict[str, tuple[Any, int]], busy: bool) -> None:
     busy_graph = None
     if busy:
         flat = make_texts(200, seed=99)
         busy_graph = (build_rag_graph(flat, delay=0.0), [q for q, _, _ in flat])
-    variants: dict[str, tuple[Any, int]] = {"baseline worker": (fp32, 1), "new, fp32": (fp32, 1),
-                                            "new, fp32, 2 lanes": (fp32, 2)}
-    if bf16 is not None:
-        variants.update({"new, bf16": (bf16, 1), "new, bf16, 2 lanes": (bf16, 2)})
-    names = list(variants)
+    variants: dict[str, tuple[Any, int]] = {"baseline worker": workers["packed-torch, 1 lane"]}
+    variants.update(workers)
+    st = RawST() if not busy else None
+    names = list(variants) + (["sentence-transformers, 1 thread"] if st is not None else [])
     rates: dict[str, list[float]] = {k: [] for k in names}
     offset = 0
     for r in range(rounds):
         for name in names[r % len(names):] + names[:r % len(names)]:  # rotate the order round by round
             chunk = texts[offset:offset + steps]
             offset += steps
+            if name == "sentence-transformers, 1 thread":
+                rates[name].append(st.rate(chunk))  # type: ignore[union-attr]
+                continue
             emb, lanes = variants[name]
             if name == "baseline worker":
                 with BaselineWorker(emb.inner):
@@ -179,19 +206,21 @@ def throughput_phase(steps: int, rounds: int, texts: list, fp32: Any, bf16: Any 
             else:
                 rates[name].append(worker_round(chunk, f"r{r}", busy_graph, emb, lanes))
     label = "agent's thread busy (graph driven flat out)" if busy else "agent's thread idle"
-    print(f"\nworker throughput, realistic steps, {label}: {rounds} rounds of {steps} steps each, alternating")
-    for name, rs in rates.items():
-        print(f"  {name:19s} median {statistics.median(rs):6.1f} steps/s  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
+    print(f"\nworker throughput, realistic steps, {label}: {rounds} rounds of {steps} steps each, rotating")
     baseline = statistics.median(rates["baseline worker"])
-    print("  ratio to the baseline: " + ", ".join(f"{k} {statistics.median(v) / baseline:.2f}x" for k, v in rates.items()
-                                                  if k != "baseline worker"))
+    st_rate = statistics.median(rates["sentence-transformers, 1 thread"]) if st is not None else None
+    for name, rs in rates.items():
+        vs = f"  {statistics.median(rs) / baseline:5.2f}x baseline"
+        if st_rate:
+            vs += f"  {statistics.median(rs) / st_rate:5.2f}x sentence-transformers"
+        print(f"  {name:34s} median {statistics.median(rs):6.1f} steps/s{vs}  (rounds: {', '.join(f'{x:.1f}' for x in rs)})")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--invocations", type=int, default=120)
     parser.add_argument("--delays", default="0,0.05", help="model latencies in seconds, comma separated")
-    parser.add_argument("--steps", type=int, default=32, help="steps per worker-throughput round")
+    parser.add_argument("--steps", type=int, default=16, help="steps per worker-throughput round")
     parser.add_argument("--rounds", type=int, default=4)
     args = parser.parse_args(argv)
 
@@ -199,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     emb.encode(["warm up the embedding model"])
     inner = getattr(emb, "inner", emb)
     delays = [float(x) for x in args.delays.split(",") if x.strip()]
-    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 5  # 5 variants
+    n_texts = 8 + len(delays) * (args.invocations * 3 + 3) + 2 * args.rounds * args.steps * 12  # <= 12 variants
     texts = make_texts(n_texts)
     lens = [sum(inner.count_tokens(t) + 2 for t in tr) for tr in texts[:200]]
     print(f"steps: unique texts, median {statistics.median(lens):.0f} word pieces per step "
@@ -215,16 +244,19 @@ def main(argv: list[str] | None = None) -> int:
         used += len(chunk)
         latency_phase(delay, args.invocations, chunk, peer)
     rest = texts[used:]
-    fp32 = get_embedder(backend="packed-torch")
-    fp32.encode(["warm up the fp32 path"])
-    bf16 = None
-    if bf16_supported():
-        bf16 = get_embedder(backend="packed-bf16")
-        bf16.encode(["warm up the bf16 path"])
-    else:
+    workers: dict[str, tuple[Any, int]] = {}
+    backends = ["packed-torch"] + (["packed-bf16"] if bf16_supported() else [])
+    backends += ["onnx-fp32", "onnx-int8"] if onnx_available() else []
+    for backend in backends:
+        e = get_embedder(backend=backend)
+        e.encode([f"warm up the {backend} path"])
+        default = " (the default here)" if backend == inner.backend else ""
+        workers[f"{backend}, 1 lane"] = (e, 1)
+        workers[f"{backend}, 2 lanes{default}"] = (e, 2)
+    if not bf16_supported():
         print("no native bf16 on this CPU: the packed-bf16 rows are skipped")
-    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], fp32, bf16, busy=False)
-    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], fp32, bf16, busy=True)
+    throughput_phase(args.steps, args.rounds, rest[: len(rest) // 2], workers, busy=False)
+    throughput_phase(args.steps, args.rounds, rest[len(rest) // 2:], workers, busy=True)
     print(f"\npeak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB")
     return 0
 

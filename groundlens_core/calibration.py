@@ -215,11 +215,19 @@ def bundled_direction() -> CalibrationResult:
     return CalibrationResult.from_dict(json.loads(text))
 
 
+#: what a backend appends to the weights' fingerprint (its bits are not the fp32 packed pass's)
+PRECISION_SUFFIXES = ("+bf16", "+onnx", "+onnx-int8")
+
+
 def weights_of(fingerprint: str) -> str:
-    """The fingerprint without a precision suffix (``+bf16``): a direction fitted on the fp32 pass of
-    some weights serves the bf16 pass of the same weights (their embeddings agree to cosine
-    >= 0.99995, measured by benchmarks/bench_bf16_quality.py), and the other way round."""
-    return fingerprint[: -len("+bf16")] if fingerprint.endswith("+bf16") else fingerprint
+    """The fingerprint without a backend's suffix (``+bf16``, ``+onnx``, ``+onnx-int8``): a direction
+    fitted on the fp32 pass of some weights serves the other passes of the same weights (their
+    embeddings agree to cosine >= 0.99995 for bf16 and ONNX fp32, >= 0.98 for ONNX int8; measured by
+    benchmarks/bench_bf16_quality.py and benchmarks/bench_backends.py), and the other way round."""
+    for suffix in PRECISION_SUFFIXES:
+        if fingerprint.endswith(suffix):
+            return fingerprint[: -len(suffix)]
+    return fingerprint
 
 
 def resolve_calibration(

@@ -4,8 +4,9 @@ The response and the context are split by one splitter (:mod:`groundlens_core.se
 response sentence gets:
 
 - its best-supporting passage: the context sentence with the highest cosine similarity of their
-  embeddings (the same model as SGI; one extra embedding pass over the sentences, through the shared
-  cached embedder, so batch invariant and deterministic);
+  embeddings (the same model as SGI; each sentence is the mean of its word pieces' states in the
+  whole response's or context's pass, so aligning costs no model work beyond the texts SGI embeds;
+  batch invariant and deterministic);
 - its unsupported content: the numbers, dates, names and content words it states that the context
   does not contain (:mod:`groundlens_core.content`);
 - its support: the share of its content tokens the context contains.
@@ -57,6 +58,13 @@ class EvidencePlan:
     def texts(self) -> list[str]:
         return [s.text for s in self.response_spans] + [s.text for s in self.context_spans]
 
+    def span_requests(self) -> dict[str, list[tuple[int, int]]]:
+        """The sentences as character spans of the response and of the context (what
+        :func:`build_evidence` looks up), for one encode of the two whole texts."""
+        out = {self.response: [(s.start, s.end) for s in self.response_spans]}
+        out.setdefault(self.context, []).extend((s.start, s.end) for s in self.context_spans)
+        return out
+
 
 def plan_evidence(response: str, context: str) -> EvidencePlan:
     return EvidencePlan(response, context, tuple(_spans(response)), tuple(_spans(context)))
@@ -73,22 +81,24 @@ def plan_context_facts(plan: EvidencePlan) -> ContextFacts:
 
 def build_evidence(
     plan: EvidencePlan,
-    vectors: Mapping[str, np.ndarray],
+    vectors: Mapping[tuple[str, int, int], np.ndarray],
     keys: frozenset[str] | None = None,
     facts: ContextFacts | None = None,
     question: str | None = None,
 ) -> Evidence:
-    """Evidence from the plan and the embedding of each planned sentence (``vectors[text]``, unit rows)."""
+    """Evidence from the plan and the embedding of each planned sentence: ``vectors[(text, start,
+    end)]``, unit rows, keyed by the response or context and the sentence's offsets in it (pooled
+    from the whole text's pass: :func:`~groundlens_core.embedding.plan.embed_with_spans`)."""
     keys = context_keys(plan.context) if keys is None else keys
     facts = plan_context_facts(plan) if facts is None else facts
-    ctx = np.stack([np.asarray(vectors[s.text], dtype=np.float64) for s in plan.context_spans])
+    ctx = np.stack([np.asarray(vectors[(plan.context, s.start, s.end)], dtype=np.float64) for s in plan.context_spans])
     checked = check_facts(plan.response_spans, facts, question)
     # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
     covered = [(f.start, f.end) for f in checked if f.status == "supported"]
     sentences: list[SentenceEvidence] = []
     total = absent_total = 0
     for span in plan.response_spans:
-        sims = ctx @ np.asarray(vectors[span.text], dtype=np.float64)
+        sims = ctx @ np.asarray(vectors[(plan.response, span.start, span.end)], dtype=np.float64)
         best = int(np.argmax(sims))
         passage = plan.context_spans[best]
         tokens = content_tokens(span.text, span.start)

@@ -32,7 +32,7 @@ from groundlens_core.bands import (
 )
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
 from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support, opening
-from groundlens_core.embedding.plan import embed_many, get_default_embedder
+from groundlens_core.embedding.plan import embed_with_spans, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
 from groundlens_core.errors import GroundlensError, GroundlensInputError, describe_exception
@@ -252,47 +252,50 @@ def _score_items(
     if long_context not in LONG_CONTEXT_MODES:
         raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
     cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
-    # one plan for the whole batch: every distinct text (and context piece) is encoded once
+    # one plan for the whole batch: every distinct text (and context piece) is encoded once, in one
+    # encode, and the evidence's sentences are pooled from the response's and context's own pass
     asked = [it for it in items if it.question is not None]
-    qr_texts = [t for it in asked for t in (it.question, it.response)]
     ctx_plans = {it.context: _pieces(emb, it.context) for it in asked if it.context is not None}
-    qr_vecs = embed_many(emb, qr_texts)  # type: ignore[arg-type]
-    piece_texts = list(dict.fromkeys(p for plan in ctx_plans.values() for p in plan))
-    piece_vecs = dict(zip(piece_texts, emb.encode(piece_texts).astype(np.float64))) if piece_texts else {}
-    # evidence: one more pass, over the sentences of the responses and contexts (cached like any text)
     ev_plans: dict[int, EvidencePlan] = {}
     for i, it in enumerate(items):
         if it.context is not None and (evidence or it.question is None):
             ev_plans[i] = plan_evidence(it.response, it.context)
-    sent_texts = list(dict.fromkeys(t for plan in ev_plans.values() for t in plan.texts()))
-    sent_vecs = dict(zip(sent_texts, embed_many(emb, sent_texts))) if sent_texts else {}
+    requests: dict[str, dict[tuple[int, int], None]] = {}
+    for it in asked:
+        requests.setdefault(it.question, {})  # type: ignore[arg-type]
+        requests.setdefault(it.response, {})
+    for plan in ctx_plans.values():
+        for piece in plan:
+            requests.setdefault(piece, {})
+    for ev_plan in ev_plans.values():
+        for text, spans in ev_plan.span_requests().items():
+            requests.setdefault(text, {}).update(dict.fromkeys(spans))
+    vecs, sent_vecs = embed_with_spans(emb, {t: list(sp) for t, sp in requests.items()})
     keys_of: dict[str, tuple] = {}
     out: list[GroundlensScore] = []
-    k = 0
     for i, it in enumerate(items):
         ev = None
         if i in ev_plans:
             if it.context not in keys_of:  # once per distinct context
                 keys_of[it.context] = (context_keys(it.context), plan_context_facts(ev_plans[i]))  # type: ignore[arg-type,index]
-            keys, cfacts = keys_of[it.context]  # type: ignore[index]
-            ev = build_evidence(ev_plans[i], sent_vecs, keys, cfacts, question=it.question)
+            ctx_keys, ctx_facts = keys_of[it.context]  # type: ignore[index]
+            ev = build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question)
         if it.question is None:
             out.append(_support_result(ev, emb))  # type: ignore[arg-type]
             continue
-        q, r = qr_vecs[2 * k], qr_vecs[2 * k + 1]
-        k += 1
+        q, r = vecs[it.question], vecs[it.response]  # type: ignore[index]
         if it.context is None:
             raw, norm = dgi_from_vectors(r, q, cal.vector)  # type: ignore[union-attr]
             out.append(_dgi_result(raw, norm, cal, emb, it))  # type: ignore[arg-type]
             continue
         plan = ctx_plans[it.context]
         if len(plan) == 1:
-            c, mode = piece_vecs[plan[0]], "whole"
+            c, mode = vecs[plan[0]], "whole"
         elif long_context == "mean":
-            c, mode = _unit(np.mean([piece_vecs[p] for p in plan], axis=0)), "mean"
+            c, mode = _unit(np.mean([vecs[p] for p in plan], axis=0)), "mean"
         else:
-            dists = [float(np.linalg.norm(r - piece_vecs[p])) for p in plan]
-            c, mode = piece_vecs[plan[int(np.argmin(dists))]], "nearest"
+            dists = [float(np.linalg.norm(r - vecs[p])) for p in plan]
+            c, mode = vecs[plan[int(np.argmin(dists))]], "nearest"
         raw, d_rq, d_rc = sgi_from_vectors(r, q, c)
         out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb, it, ev))
     return out

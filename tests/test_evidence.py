@@ -79,9 +79,11 @@ def test_summary_without_question_names_the_weakest_sentence(emb):
         assert SUMMARY[s.start:s.end] == s.text and SOURCE[s.passage_start:s.passage_end] == s.passage
         for u in s.unsupported:
             assert SUMMARY[u.start:u.end] == u.text
-    # the best passage is the most similar context sentence, by the same embeddings
-    vecs = emb.encode([first.text] + [p.text for p in split_sentences(SOURCE)]).astype(np.float64)
-    sims = vecs[1:] @ vecs[0]
+    # the best passage is the most similar context sentence, each sentence pooled from the pass of
+    # its whole text (the response's, the context's)
+    ctx_spans = [(p.start, p.end) for p in split_sentences(SOURCE)]
+    _, (resp_rows, ctx_rows) = emb.encode_spans([SUMMARY, SOURCE], [[(first.start, first.end)], ctx_spans])
+    sims = ctx_rows.astype(np.float64) @ resp_rows[0].astype(np.float64)
     assert first.similarity == pytest.approx(float(sims.max()), abs=1e-12)
     assert first.passage == split_sentences(SOURCE)[int(np.argmax(sims))].text
 
@@ -325,3 +327,48 @@ def test_otel_carries_support_and_weakest_sentence_cut_and_redacted():
         else:
             assert weakest.startswith("It also won three Academy Awards in 2007") and weakest.endswith("chars]")
             assert len(weakest) <= 512 + 30 and "Academy" in a["groundlens.unsupported"]
+
+
+# ---------------------------------------------------------------- model work of the evidence
+
+
+class _Counting:
+    """The real backend, recording every text the scorer hands it."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.seen: list[str] = []
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def encode(self, texts):
+        self.seen += list(texts)
+        return self.inner.encode(texts)
+
+    def encode_spans(self, texts, spans):
+        self.seen += list(texts)
+        return self.inner.encode_spans(texts, spans)
+
+
+def test_the_evidence_runs_each_whole_text_once_and_no_sentence_alone():
+    from groundlens_core.embedding.cache import CachedEmbedder
+
+    counting = _Counting(gl.get_embedder().inner)
+    emb = CachedEmbedder(counting)
+    items = [
+        {"question": "How much did Poseidon gross?", "response": "It grossed $181,674,817. It cost $160 million.", "context": SOURCE},
+        {"question": "Who directed Poseidon?", "response": "Wolfgang Petersen directed it.", "context": SOURCE},
+        {"response": SUMMARY, "context": SOURCE},
+    ]
+    batch = gl.evaluate_batch(items, embedder=emb)
+    expected = [items[0]["question"], items[0]["response"], items[1]["question"], items[1]["response"], SOURCE, SUMMARY]
+    assert sorted(counting.seen) == sorted(expected)  # each text once; no sentence of them on its own
+    assert all(len(r.evidence.sentences) >= 1 for r in batch)
+    # the same bits as the shared embedder, which scores them item by item
+    for it, res in zip(items, batch):
+        assert gl.evaluate(it.get("question"), it["response"], it["context"]).to_json() == res.to_json()
+    # the next step of the run has the same context: only its new texts reach the model
+    counting.seen.clear()
+    gl.evaluate("When was it released?", "It was released in 2006.", SOURCE, embedder=emb)
+    assert sorted(counting.seen) == ["It was released in 2006.", "When was it released?"]

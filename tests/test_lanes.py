@@ -104,16 +104,19 @@ def test_lanes_give_the_bits_of_one_thread(tmp_path):
 
 def test_default_backend_is_bf16_where_the_cpu_has_it(monkeypatch):
     monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
-    assert default_backend() == ("packed-bf16" if bf16_supported() else "packed-torch")
+    from groundlens_core.embedding.onnx_backend import onnx_available
+
+    assert default_backend() == ("packed-bf16" if bf16_supported() else "onnx-fp32" if onnx_available() else "packed-torch")
     monkeypatch.setenv("GROUNDLENS_BACKEND", "packed-torch")
     assert default_backend() == "packed-torch"
 
 
 def test_without_native_bf16_the_default_is_fp32_and_bf16_says_what_to_use(monkeypatch):
-    from groundlens_core.embedding import packed, resolve_model_path
+    from groundlens_core.embedding import onnx_backend, packed, resolve_model_path
 
     monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
     monkeypatch.setattr(packed, "bf16_supported", lambda: False)
+    monkeypatch.setattr(onnx_backend, "onnx_available", lambda: False)
     assert default_backend() == "packed-torch"
     path, model_id = resolve_model_path(None)
     with pytest.raises(GroundlensInputError, match="GROUNDLENS_BACKEND=packed-torch"):

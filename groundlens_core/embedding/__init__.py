@@ -25,23 +25,31 @@ __all__ = [
 #: ``packed-torch``: our exact, batch-invariant fp32 forward (``sentence-transformers`` is the
 #: reference it is tested against). ``packed-bf16``: the same packed pass with bf16 dense layers on
 #: CPUs with native bf16 (AVX-512 BF16 / AMX), ~2-2.5x faster on agent-sized steps, deterministic,
-#: quality within 0.0003 AUROC of fp32 on both dev sets (README: "Determinism"). The default is
-#: packed-bf16 where the CPU has it, else packed-torch (:func:`default_backend`).
-BACKENDS = ("packed-torch", "sentence-transformers", "packed-bf16")
+#: quality within 0.0003 AUROC of fp32 on both dev sets (docs: "Determinism"). ``onnx-fp32``: the
+#: same model on ONNX Runtime, one text per run, fp32 (within ~2e-7 of ``packed-torch``; no band
+#: changes on the dev sets), faster than the packed pass where there is no bf16. ``onnx-int8``: ONNX
+#: Runtime's dynamic int8 quantisation, faster still but further from fp32 (opt-in only). The
+#: default: :func:`default_backend`.
+BACKENDS = ("packed-torch", "sentence-transformers", "packed-bf16", "onnx-fp32", "onnx-int8")
 
 
 def default_backend() -> str:
-    """``GROUNDLENS_BACKEND`` if set, else ``packed-bf16`` on a CPU with native bf16, else ``packed-torch``.
+    """``GROUNDLENS_BACKEND`` if set, else ``packed-bf16`` on a CPU with native bf16, else
+    ``onnx-fp32`` where ONNX Runtime is installed, else ``packed-torch``.
 
     Why a CPU-dependent default: bf16 is the fast path where the hardware has it and a slow emulation
-    where it does not. Its bits differ from fp32's (each result names its backend and fingerprint),
-    so a job spread over machines (Ray) resolves the backend once, on the driver, for all workers.
+    where it does not; there, ONNX Runtime's fp32 kernels beat the packed torch pass at the same
+    precision. Their bits differ (each result names its backend and fingerprint), so a job spread
+    over machines (Ray) resolves the backend once, on the driver, for all workers.
     """
     env = settings.choice("GROUNDLENS_BACKEND", BACKENDS, "embedding backend")
     if env:
         return env
     packed = first_load.import_module("groundlens_core.embedding.packed")  # imports torch: see first_load
-    return "packed-bf16" if packed.bf16_supported() else "packed-torch"
+    if packed.bf16_supported():
+        return "packed-bf16"
+    onnx_backend = first_load.import_module("groundlens_core.embedding.onnx_backend")
+    return "onnx-fp32" if onnx_backend.onnx_available() else "packed-torch"
 
 
 def resolve_backend(backend: str | None = None) -> str:
@@ -74,6 +82,10 @@ def get_embedder(model: str | os.PathLike[str] | None = None, backend: str | Non
 
 
 def _load(backend: str, path, model_id: str) -> Embedder:
+    if backend in ("onnx-fp32", "onnx-int8"):
+        from groundlens_core.embedding.onnx_backend import OnnxMiniLMEmbedder
+
+        return OnnxMiniLMEmbedder(path, model_id, precision=backend.removeprefix("onnx-"))
     if backend in ("packed-torch", "packed-bf16"):
         from groundlens_core.embedding.packed import PackedMiniLMEmbedder
 

@@ -21,7 +21,7 @@ class CachedEmbedder:
     def __init__(self, inner: Embedder, max_entries: int = 4096):
         self.inner = inner
         self.max_entries = max_entries
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache: OrderedDict[str | tuple[str, int, int], np.ndarray] = OrderedDict()  # text, or (text, start, end)
         self._lock = first_load.own_lock(self)  # renewed in a forked child
         self.hits = 0
         self.misses = 0
@@ -90,3 +90,66 @@ class CachedEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[t] for t in texts])
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Rows for ``texts`` and for each character span of each text (``inner.encode_spans``: the
+        span pooled from the text's own pass), cached like texts: a context that recurs across
+        steps or rows is run once, with its sentences. A backend without ``encode_spans`` (a test
+        double) embeds each span's characters as a text of its own."""
+        texts = list(texts)
+        wanted: dict[str, dict[tuple[int, int], None]] = {}
+        for t, sp in zip(texts, spans):
+            wanted.setdefault(t, {}).update(dict.fromkeys((int(a), int(b)) for a, b in sp))
+        found: dict[str | tuple[str, int, int], np.ndarray] = {}
+        missing: list[str] = []
+        with self._lock:
+            for t, asked in wanted.items():
+                keys: list[str | tuple[str, int, int]] = [t, *((t, a, b) for a, b in asked)]
+                cached = [self._cache.get(k) for k in keys]
+                if any(r is None for r in cached):
+                    missing.append(t)
+                    continue
+                for k, r in zip(keys, cached):
+                    self._cache.move_to_end(k)
+                    found[k] = r  # type: ignore[assignment]
+                self.hits += 1
+        if missing:
+            self.misses += len(missing)
+            miss_spans = [list(wanted[t]) for t in missing]
+            if hasattr(self.inner, "encode_spans"):
+                whole, parts = self.inner.encode_spans(missing, miss_spans)
+            else:
+                whole = self.inner.encode(missing)
+                parts = [
+                    self.inner.encode([t[a:b] for a, b in sp]) if sp else np.zeros((0, self.dim))
+                    for t, sp in zip(missing, miss_spans)
+                ]
+            fresh: list[tuple[str | tuple[str, int, int], np.ndarray]] = []
+            for t, row, sp, part in zip(missing, np.asarray(whole, dtype=np.float32), miss_spans, parts):
+                part = np.asarray(part, dtype=np.float32)
+                if row.shape != (self.dim,) or part.shape != (len(sp), self.dim):
+                    raise EmbeddingError(
+                        f"embedder returned shapes {row.shape} and {part.shape} for a text and its {len(sp)} span(s)"
+                    )
+                if not (np.isfinite(row).all() and np.isfinite(part).all()):
+                    raise EmbeddingError(f"embedder returned non-finite values for a text, e.g. {t[:40]!r}")
+                fresh.append((t, row))
+                fresh.extend(((t, a, b), r) for (a, b), r in zip(sp, part))
+            with self._lock:
+                for k, row in fresh:
+                    row = row.copy()
+                    row.setflags(write=False)
+                    found[k] = row
+                    self._cache[k] = row
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        out = np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+        span_rows = [
+            np.stack([found[(t, int(a), int(b))] for a, b in sp])
+            if len(sp)
+            else np.zeros((0, self.dim), dtype=np.float32)
+            for t, sp in zip(texts, spans)
+        ]
+        return out, span_rows

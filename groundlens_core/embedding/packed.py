@@ -47,7 +47,7 @@ from tokenizers import Tokenizer
 
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
-from groundlens_core.embedding.tokens import TokenSplitter
+from groundlens_core.embedding.tokens import TokenSplitter, token_range
 from groundlens_core.errors import GroundlensInputError
 
 TILE = 128  # rows per kernel call; every linear/LayerNorm/GELU call sees exactly (TILE, k)
@@ -99,14 +99,19 @@ def _attend_per_text(qkv: torch.Tensor, ctx: torch.Tensor, lengths: list[int], h
         s += n
 
 
-def _mean_pool(x: torch.Tensor, lengths: list[int]) -> torch.Tensor:
-    """Each text's mean over its rows, L2-normalised (fp32)."""
-    emb = torch.empty(len(lengths), x.shape[1], dtype=torch.float32)
+def _mean_pool(x: torch.Tensor, lengths: list[int], spans: list[int]) -> torch.Tensor:
+    """Each text's mean over its rows, L2-normalised (fp32), then the same over each span: ``spans``
+    holds (start, end) pairs of packed rows (a sentence's word pieces inside its text)."""
+    emb = torch.empty(len(lengths) + len(spans) // 2, x.shape[1], dtype=torch.float32)
     s = 0
     for i, n in enumerate(lengths):
         v = x[s : s + n].sum(0) / n
         emb[i] = v / v.norm().clamp_min(1e-12)
         s += n
+    for j in range(len(spans) // 2):
+        a, b = spans[2 * j], spans[2 * j + 1]
+        v = x[a:b].sum(0) / (b - a)
+        emb[len(lengths) + j] = v / v.norm().clamp_min(1e-12)
     return emb
 
 
@@ -123,9 +128,11 @@ def _packed_forward(
     layers: list[list[torch.Tensor]],
     heads: int,
     eps: float,
-    bf16: bool = False,
+    bf16: bool,
+    spans: list[int],
 ) -> torch.Tensor:
-    """The packed forward pass: input embeddings, the encoder layers, mean pooling.
+    """The packed forward pass: input embeddings, the encoder layers, mean pooling (of each text,
+    then of each span in ``spans``: see :func:`_mean_pool`).
 
     ``bf16`` picks the layer body (:func:`_layers_bf16`, else :func:`_layers_fp32`); the embedding
     and pooling around it are the same for both. Written in the TorchScript subset so it runs
@@ -140,7 +147,7 @@ def _packed_forward(
         _layers_bf16(x, lengths, tile_rows, layers, heads, eps)
     else:
         _layers_fp32(x, lengths, tile_rows, layers, heads, eps)
-    return _mean_pool(x, lengths)
+    return _mean_pool(x, lengths, spans)
 
 
 def _layers_fp32(
@@ -406,9 +413,19 @@ class PackedMiniLMEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a string")
+        return self.encode_spans(texts, [() for _ in texts])[0]
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's row and, from the same pass, a row per character span of it (a sentence:
+        the normalised mean of its word pieces' last hidden states, see ``token_range``).
+
+        Why from the same pass: the sentence evidence aligns each response sentence with a context
+        sentence; pooling them out of the whole texts' pass costs no model work beyond the texts."""
         texts = list(texts)
         if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
+            return np.zeros((0, self.dim), dtype=np.float32), []
         unique: dict[str, int] = {}
         order = [unique.setdefault(t, len(unique)) for t in texts]
         uniq = list(unique)
@@ -420,7 +437,15 @@ class PackedMiniLMEmbedder:
                     f"text has {len(e) - 2} word pieces, more than max_tokens={self.max_tokens}; "
                     f"split it first with split() (text starts {t[:60]!r})"
                 )
+        # token spans per unique text (a text asked twice with other spans gets all of them)
+        tok_spans: list[dict[tuple[int, int], tuple[int, int]]] = [{} for _ in uniq]
+        for t, sp in zip(texts, spans):
+            k = unique[t]
+            for a, b in sp:
+                if (a, b) not in tok_spans[k]:
+                    tok_spans[k][(a, b)] = token_range(encs[k].offsets, a, b)
         out = np.empty((len(uniq), self.dim), dtype=np.float32)
+        span_out: list[np.ndarray] = [np.empty((len(s), self.dim), dtype=np.float32) for s in tok_spans]
         # Lanes: a text's tile size is a function of its own length only, so short texts encoded
         # alone do not pay for a full TILE of rows, and the result is still batch invariant.
         lanes: dict[int, list[int]] = {}
@@ -441,26 +466,40 @@ class PackedMiniLMEmbedder:
                 acc += n
 
         def job(chunk: list[int], tile: int) -> Callable[[], np.ndarray]:
+            flat_spans: list[int] = []
+            row = 0
+            for i in chunk:
+                for a, b in tok_spans[i].values():
+                    flat_spans += [row + a, row + b]
+                row += len(ids[i])
+
             def run() -> np.ndarray:
                 with torch.inference_mode():  # a per-thread mode: set on whichever lane runs this
-                    return self._forward([ids[i] for i in chunk], tile).numpy()
+                    return self._forward([ids[i] for i in chunk], tile, flat_spans).numpy()
 
             return run
 
         with self._lock:
             for (chunk, _), rows in zip(groups, run_jobs([job(c, t) for c, t in groups])):
-                out[chunk] = rows
+                out[chunk] = rows[: len(chunk)]
+                s = len(chunk)
+                for i in chunk:
+                    span_out[i][:] = rows[s : s + len(tok_spans[i])]
+                    s += len(tok_spans[i])
+        where = [{ab: j for j, ab in enumerate(s)} for s in tok_spans]
+        picked = [span_out[unique[t]][[where[unique[t]][ab] for ab in sp]] for t, sp in zip(texts, spans)]
         if len(uniq) == len(texts):
-            return out
-        return out[np.asarray(order, dtype=np.intp)]
+            return out, picked
+        return out[np.asarray(order, dtype=np.intp)], picked
 
-    def _forward(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
+    def _forward(self, ids: list[list[int]], tile_rows: int, spans: list[int] | None = None) -> torch.Tensor:
+        spans = spans or []
         if self.precision == "bf16":
             fn, layers = _scripted_forward() or _packed_forward, self._bf16_layers
         else:
             fn, layers = (_scripted_forward() if self.use_script else None), self._script_layers
             if fn is None:
-                return self._forward_eager(ids, tile_rows)
+                return self._forward_eager(ids, tile_rows, spans)
         lengths = [len(e) for e in ids]
         flat = torch.tensor([t for e in ids for t in e], dtype=torch.long)
         pos = torch.cat([torch.arange(n, dtype=torch.long) for n in lengths])
@@ -480,9 +519,10 @@ class PackedMiniLMEmbedder:
                 self._heads,
                 self._eps,
                 self.precision == "bf16",
+                spans,
             )
 
-    def _forward_eager(self, ids: list[list[int]], tile_rows: int) -> torch.Tensor:
+    def _forward_eager(self, ids: list[list[int]], tile_rows: int, pool_spans: list[int] | None = None) -> torch.Tensor:
         lengths = [len(e) for e in ids]
         total = sum(lengths)
         padded = -(-total // tile_rows) * tile_rows
@@ -530,8 +570,4 @@ class PackedMiniLMEmbedder:
                 torch._C._nn.gelu(buf_i, out=buf_h)  # type: ignore[call-arg]  # the stub lacks out=
                 x[t] = F.layer_norm(_linear_kchunked(buf_h, wo2, bo2, out=buf_o).add_(a), (H,), ln2w, ln2b, eps)
 
-        emb = torch.empty(len(ids), H, dtype=torch.float32)
-        for k, (s, n) in enumerate(spans):
-            v = x[s : s + n].sum(0) / n
-            emb[k] = v / v.norm().clamp_min(1e-12)
-        return emb
+        return _mean_pool(x, lengths, pool_spans or [])

@@ -8,13 +8,13 @@ scores. This backend is the yardstick the faster packed backend is checked again
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.resolve import fingerprint_for
-from groundlens_core.embedding.tokens import TokenSplitter
+from groundlens_core.embedding.tokens import TokenSplitter, token_range
 
 
 class SentenceTransformerEmbedder:
@@ -48,6 +48,35 @@ class SentenceTransformerEmbedder:
                     )
                 out[i] = self._model.encode([text], convert_to_numpy=True, show_progress_bar=False)[0]
         return out
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's row and a row per character span of it: the normalised mean of the span's
+        token embeddings from the text's own forward pass (see ``PackedMiniLMEmbedder.encode_spans``)."""
+        from groundlens_core.embedding.onnx_backend import mean_pool
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        picked: list[np.ndarray] = []
+        with self._lock:
+            for i, (text, sp) in enumerate(zip(texts, spans)):
+                if self._splitter.count(text) > self.max_tokens:
+                    raise ValueError(
+                        f"text of {self._splitter.count(text)} word pieces exceeds {self.max_tokens}; split it first"
+                    )
+                encoded: Any = self._model.encode(
+                    [text], output_value=None, convert_to_numpy=True, show_progress_bar=False
+                )
+                res = encoded[0]
+                out[i] = np.asarray(res["sentence_embedding"], dtype=np.float32)
+                states = np.asarray(res["token_embeddings"], dtype=np.float32)
+                offsets = self._splitter.offsets(text)
+                picked.append(
+                    np.stack([mean_pool(states, *token_range(offsets, a, b)) for a, b in sp])
+                    if sp
+                    else np.zeros((0, self.dim), dtype=np.float32)
+                )
+        return out, picked
 
     def count_tokens(self, text: str) -> int:
         return self._splitter.count(text)

@@ -30,6 +30,10 @@ class TokenSplitter:
     def count_tokens(self, text: str) -> int:
         return self.count(text)
 
+    def offsets(self, text: str) -> list[tuple[int, int]]:
+        """Character offsets of each word piece, with [CLS]/[SEP] ((0, 0)) around them."""
+        return list(self._tok.encode(text, add_special_tokens=True).offsets)
+
     def split(self, text: str, max_tokens: int | None = None) -> list[str]:
         limit = self.max_tokens if max_tokens is None else int(max_tokens)
         if limit < 1:
@@ -95,3 +99,15 @@ class TokenSplitter:
             out.append(piece)
             i, begin_char = i + step, end_char
         return out
+
+
+def token_range(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[int, int]:
+    """The word pieces of characters ``start:end`` of a text: ``(first, last + 1)`` indices into its
+    ids *with* [CLS] at 0 and [SEP] last (whose offsets are (0, 0)), for pooling a sentence from
+    the whole text's pass. A piece counts when its characters overlap the span; a span with none
+    (only characters the tokenizer drops) gets the text's pieces between [CLS] and [SEP]."""
+    inner = range(1, len(offsets) - 1)
+    hit = [i for i in inner if offsets[i][1] > start and offsets[i][0] < end]
+    if hit:
+        return hit[0], hit[-1] + 1
+    return (1, len(offsets) - 1) if len(offsets) > 2 else (0, len(offsets))

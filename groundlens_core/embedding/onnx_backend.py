@@ -1,0 +1,250 @@
+"""ONNX Runtime backends (``onnx-fp32``, ``onnx-int8``): the packaged model, one text per run.
+
+Why: on a CPU without native bf16 (AVX2-only servers, laptops and CI runners) the packed torch
+pass is the slow part of scoring. ONNX Runtime runs the same encoder with fewer, fused kernels
+(GELU, LayerNorm with its residual add), and one text per run needs neither padding nor a mask.
+
+* The graph is written from the packaged weights at first use (:mod:`onnx_graph`, offline) into
+  a cache folder (``GROUNDLENS_CACHE_DIR``, else ``~/.cache/groundlens``) under a name made of
+  the weights' SHA-256 and the graph version, with a ``.sha256`` file beside it; a file that does
+  not match its checksum is rewritten, and where the folder cannot be written the graph is built
+  in memory each time the model loads.
+* Deterministic the same way as the packed backends: each text runs alone with one intra-op
+  thread (the encode lanes are the parallelism), so its rows are a function of the text alone,
+  whatever the batch, the lanes or the process.
+* ``onnx-int8`` is ONNX Runtime's dynamic int8 quantisation of the dense layers: faster, and
+  further from fp32 (docs/determinism.md gives the measured difference). Each backend has its
+  own fingerprint suffix (``+onnx``, ``+onnx-int8``), so calibrations never mix their bits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from groundlens_core import settings
+from groundlens_core.embedding import first_load
+from groundlens_core.embedding.lanes import current_lanes, run_jobs
+from groundlens_core.embedding.onnx_graph import GRAPH_VERSION, attention_matmuls, build_model
+from groundlens_core.embedding.resolve import weights_sha256
+from groundlens_core.embedding.tokens import TokenSplitter, token_range
+from groundlens_core.errors import GroundlensInputError
+
+log = logging.getLogger("groundlens.embedding")
+
+INSTALL_HINT = "pip install onnxruntime onnx"
+#: texts per job when encode lanes share an encode (one run per text either way)
+LANE_JOB_TEXTS = 4
+
+
+def onnx_available() -> bool:
+    """Whether onnxruntime and onnx import (the ``onnx-*`` backends need both)."""
+    try:
+        first_load.import_module("onnxruntime")
+        first_load.import_module("onnx")
+    except ImportError:
+        return False
+    return True
+
+
+def cache_dir() -> Path:
+    """Where the written graphs are kept: ``GROUNDLENS_CACHE_DIR``, else ``~/.cache/groundlens``."""
+    chosen = settings.raw("GROUNDLENS_CACHE_DIR")
+    return Path(chosen).expanduser() if chosen else Path.home() / ".cache" / "groundlens"
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _graph_bytes(model_dir: Path, precision: str) -> bytes:
+    """The serialised graph: written once per weights and precision, read back after its checksum."""
+    folder = cache_dir() / "onnx" / f"{weights_sha256(model_dir)[:24]}-v{GRAPH_VERSION}"
+    target = folder / f"model-{precision}.onnx"
+    check = target.with_name(target.name + ".sha256")
+    try:
+        if target.is_file() and check.is_file():
+            data = target.read_bytes()
+            if _sha256(data) == check.read_text(encoding="ascii").strip():
+                return data
+            log.warning("groundlens: %s does not match its checksum; writing it again", target)
+    except OSError:
+        pass
+    data = _build(model_dir, precision)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for path, content in ((target, data), (check, _sha256(data).encode("ascii"))):
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(content)
+            os.replace(tmp, path)  # atomic: another process reads the old file or the whole new one
+    except OSError as exc:
+        log.info("groundlens: cannot cache the ONNX graph in %s (%s); it is built in memory", folder, exc)
+    return data
+
+
+def _build(model_dir: Path, precision: str) -> bytes:
+    model = build_model(model_dir)
+    if precision == "fp32":
+        return model.SerializeToString()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quiet = _DropQuantizerAdvice()
+    root = logging.getLogger()
+    root.addFilter(quiet)  # its advice to pre-process goes to the root logger, i.e. the user's log
+    try:
+        return _quantize(model, quantize_dynamic, QuantType)
+    finally:
+        root.removeFilter(quiet)
+
+
+class _DropQuantizerAdvice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "onnxruntime" not in record.pathname
+
+
+def _quantize(model: Any, quantize_dynamic: Any, QuantType: Any) -> bytes:
+    with tempfile.TemporaryDirectory(prefix="groundlens-onnx-") as tmp:
+        src, dst = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
+        src.write_bytes(model.SerializeToString())
+        quantize_dynamic(
+            src,
+            dst,
+            weight_type=QuantType.QInt8,
+            per_channel=True,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=attention_matmuls(model),
+        )
+        return dst.read_bytes()
+
+
+class OnnxMiniLMEmbedder:
+    """Sentence-transformers' BERT + mean pooling + normalise, on ONNX Runtime, one text per run."""
+
+    def __init__(self, model_path: Path, model_id: str, precision: str = "fp32"):
+        if precision not in ("fp32", "int8"):
+            raise ValueError(f"precision must be 'fp32' or 'int8', got {precision!r}")
+        try:
+            ort = first_load.import_module("onnxruntime")
+            first_load.import_module("onnx")
+        except ImportError:
+            raise GroundlensInputError(
+                f"the onnx-{precision} backend needs ONNX Runtime: {INSTALL_HINT} (or GROUNDLENS_BACKEND=packed-torch)"
+            ) from None
+        self._path = Path(model_path)
+        self.model_id = model_id
+        self.precision = precision
+        self.backend = f"onnx-{precision}"
+        self._fingerprint: str | None = None
+        self._lock = first_load.own_lock(self)  # renewed in a forked child
+        import json
+
+        cfg = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
+        self.dim = int(cfg["hidden_size"])
+        st_cfg = self._path / "sentence_bert_config.json"
+        max_seq = (
+            int(json.loads(st_cfg.read_text(encoding="utf-8")).get("max_seq_length", 256)) if st_cfg.is_file() else 256
+        )
+        self._max_seq = min(max_seq, int(cfg.get("max_position_embeddings", 512)))
+        self.max_tokens = self._max_seq - 2
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(self._path / "tokenizer.json"))
+        tok.no_truncation()
+        tok.no_padding()
+        self._tok = tok
+        self._splitter = TokenSplitter(tok, self.max_tokens)
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = (
+            1  # one thread per run: the lanes are the parallelism, and the bits never depend on it
+        )
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.use_deterministic_compute = True
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            _graph_bytes(self._path, precision), opts, providers=["CPUExecutionProvider"]
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        if self._fingerprint is None:
+            from groundlens_core.embedding.resolve import fingerprint_for
+
+            suffix = "+onnx" if self.precision == "fp32" else "+onnx-int8"
+            self._fingerprint = fingerprint_for(self.model_id, self._path) + suffix
+        return self._fingerprint
+
+    def count_tokens(self, text: str) -> int:
+        return self._splitter.count(text)
+
+    def split(self, text: str, max_tokens: int | None = None) -> list[str]:
+        return self._splitter.split(text, max_tokens)
+
+    def _ids(self, texts: Sequence[str]) -> list[Any]:
+        encs = self._tok.encode_batch(list(texts), add_special_tokens=True)
+        for t, e in zip(texts, encs):
+            if len(e.ids) > self._max_seq:
+                raise GroundlensInputError(
+                    f"text has {len(e.ids) - 2} word pieces, more than max_tokens={self.max_tokens}; "
+                    f"split it first with split() (text starts {t[:60]!r})"
+                )
+        return encs
+
+    def token_states(self, ids: list[int]) -> np.ndarray:
+        """The last hidden states of one tokenized text (float32 ``[n, dim]``)."""
+        return self._session.run(None, {"input_ids": np.asarray(ids, dtype=np.int64)})[0]
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of strings, not a string")
+        return self.encode_spans(texts, [() for _ in texts])[0]
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        """Each text's row and a row per character span of it, from the text's one run (see
+        ``PackedMiniLMEmbedder.encode_spans``)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32), []
+        encs = self._ids(texts)
+        tok = [[token_range(e.offsets, a, b) for a, b in sp] for e, sp in zip(encs, spans)]
+        step = LANE_JOB_TEXTS if current_lanes() > 1 else len(texts)
+        chunks = [list(range(s, min(s + step, len(texts)))) for s in range(0, len(texts), step)]
+
+        def job(chunk: list[int]) -> Callable[[], list[np.ndarray]]:
+            def run() -> list[np.ndarray]:
+                rows = []
+                for i in chunk:
+                    states = self.token_states(encs[i].ids)
+                    rows.append(np.stack([mean_pool(states)] + [mean_pool(states, a, b) for a, b in tok[i]]))
+                return rows
+
+            return run
+
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        picked: list[np.ndarray] = [np.zeros((0, self.dim), dtype=np.float32)] * len(texts)
+        with self._lock:
+            for chunk, rows in zip(chunks, run_jobs([job(c) for c in chunks])):
+                for i, r in zip(chunk, rows):
+                    out[i], picked[i] = r[0], r[1:]
+        return out, picked
+
+
+def mean_pool(states: np.ndarray, start: int = 0, end: int | None = None) -> np.ndarray:
+    """The L2-normalised mean of rows ``start:end`` (float32; the rows are summed in order, so the
+    bits depend on these rows alone)."""
+    rows = states[start:end]
+    v = rows.sum(axis=0, dtype=np.float32) / np.float32(rows.shape[0])
+    norm = np.float32(np.sqrt(np.dot(v.astype(np.float64), v.astype(np.float64))))
+    return v / max(norm, np.float32(1e-12))
