@@ -466,6 +466,11 @@ def test_asyncio_run_of_acomplete_does_not_block_the_loop(sdk, client, fake_llm_
             seen.append(ticked.wait(60))
             return self._inner.encode(texts)
 
+        def encode_spans(self, texts, spans):  # the evidence's path: whole texts and their sentences
+            ticked.clear()
+            seen.append(ticked.wait(60))
+            return self._inner.encode_spans(texts, spans)
+
         def __getattr__(self, name):
             return getattr(self._inner, name)
 
@@ -715,6 +720,10 @@ def test_scoring_of_instrumented_calls_runs_off_the_callers_thread(sdk, client, 
         def encode(self, texts):
             threads.append(threading.current_thread().name)
             return self._inner.encode(texts)
+
+        def encode_spans(self, texts, spans):
+            threads.append(threading.current_thread().name)
+            return self._inner.encode_spans(texts, spans)
 
         def __getattr__(self, name):
             return getattr(self._inner, name)

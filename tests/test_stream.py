@@ -236,6 +236,10 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
         emb = get_default_embedder()
         encode, lanes_seen = emb.inner.encode, []
         monkeypatch.setattr(emb.inner, "encode", lambda texts: lanes_seen.append(current_lanes()) or encode(texts))
+        spans = emb.inner.encode_spans
+        monkeypatch.setattr(
+            emb.inner, "encode_spans", lambda texts, sp: lanes_seen.append(current_lanes()) or spans(texts, sp)
+        )
         emb.clear()
         assert main(["evaluate", str(src), "-o", str(tmp_path / "o3.csv"), "--threads", "3"]) == 0
         from groundlens_core.embedding.lanes import usable_cpus
