@@ -92,11 +92,6 @@ MONTHS = frozenset("january february march april may june july august september 
 _TOKEN = re.compile(r"(?:[$\u00a3\u20ac\u00a5][ \t]?)?\d+(?:,\d{3})*(?:\.\d+)?%?|[^\W\d_]+(?:['\u2019][^\W\d_]+)*")
 
 
-def _stem(word: str) -> str:
-    """The word's Snowball stem (:mod:`groundlens_core.lemmas`): "using" = "use", "interns" = "intern"."""
-    return stem(word)
-
-
 def _number_key(raw: str) -> str:
     digits = re.sub(r"[^\d.]", "", raw)
     if "." in digits:
@@ -140,7 +135,7 @@ def content_tokens(text: str, offset: int = 0) -> list[ContentToken]:
             kind = "name"
         else:
             kind = "word"
-        out.append(ContentToken(raw, kind, start, end, _stem(low)))
+        out.append(ContentToken(raw, kind, start, end, stem(low)))
     return out
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 
 from text_to_num import text2num
 
+from groundlens_core.lemmas import stem
 from groundlens_core.units import CURRENCIES, MONTHS, UNITS
 from groundlens_core.units import SCALES as _SCALES
 
@@ -151,7 +152,7 @@ def _noun_after(toks: list[_Tok], i: int) -> str:
     """The first content words after a bare count ("3 graded quizzes" -> "grade quizz"): what it
     counts; after "of" and a determiner, the noun it takes from ("two of the city's churches" ->
     "citi church")."""
-    from groundlens_core.content import STOP_WORDS, _stem
+    from groundlens_core.content import STOP_WORDS
 
     out = []
     if i + 1 < len(toks) and toks[i].low == "of":
@@ -161,7 +162,7 @@ def _noun_after(toks: list[_Tok], i: int) -> str:
     for t in toks[i : i + 4]:
         if t.kind != "word" or t.low in STOP_WORDS:
             break
-        out.append(_stem(t.low))
+        out.append(stem(t.low))
     return " ".join(out[:3])
 
 
@@ -503,9 +504,7 @@ def _with_rate(fact: Fact, text: str, offset: int) -> Fact:
     word = (m.group(1) or m.group(2)).lower()
     if m.group(1) and (word in ("few", "lot", "bit", "little") or word in _NUMBER_WORDS):
         return fact
-    from groundlens_core.content import _stem
-
-    rate = _RATE_WORDS.get(word) or _stem(word.rstrip("s") if word.endswith("s") and len(word) > 3 else word)
+    rate = _RATE_WORDS.get(word) or stem(word.rstrip("s") if word.endswith("s") and len(word) > 3 else word)
     return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, fact.approx, rate)
 
 
