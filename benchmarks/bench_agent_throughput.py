@@ -11,6 +11,7 @@ per scored step), so no embedding can come from a cache. Prints, asserting nothi
    processor) when ``openinference-instrumentation-langchain`` is installed (``pip install -r
    benchmarks/requirements.txt``; skipped otherwise). The variants run interleaved, invocation by
    invocation, so machine noise hits them alike. Median and p95 per invocation; for groundlens the
+   time spent in its own callback methods (the agent thread's share that is ours), the
    backlog left after the last invocation, the steps recorded unscored (overload), the time
    ``get_traces()`` then waits, and the RSS growth over the phase.
 2. Worker throughput on realistic steps with the agent's thread idle: ``--steps`` steps recorded at
@@ -99,18 +100,23 @@ def latency_phase(delay: float, n: int, texts: list, peer: Any | None) -> None:
     for q, _, _ in texts[:3]:
         graph.invoke({"question": q})
     cb = GroundlensLangGraphCallback(name="bench", max_traces=10 * n)
+    own = time_own_callbacks(cb)
     variants: dict[str, Any] = {"no callback": None, "groundlens": cb}
     if peer is not None:
         variants["openinference"] = peer
     times: dict[str, list[float]] = {k: [] for k in variants}
     rss0 = rss_mb()
+    own_per_invocation: list[float] = []
     i = 3
     for _ in range(n):
         for name, handler in variants.items():
             config = {"callbacks": [handler]} if handler is not None else {}
+            own.clear()
             t0 = time.perf_counter()
             graph.invoke({"question": texts[i][0]}, config=config)
             times[name].append(time.perf_counter() - t0)
+            if handler is cb:
+                own_per_invocation.append(sum(own))
             i += 1
     backlog = cb.recorder.backlog()
     t0 = time.perf_counter()
@@ -125,10 +131,31 @@ def latency_phase(delay: float, n: int, texts: list, peer: Any | None) -> None:
         med, p95 = statistics.median(ts), pct(ts, 0.95)
         extra = "" if name == "no callback" else f"  (median {1000 * (med - base):+.2f} ms vs no callback)"
         print(f"  {name:14s} median {med * 1000:7.2f} ms  p95 {p95 * 1000:7.2f} ms{extra}")
+    print(f"  groundlens's own callback methods (on the agent's thread): median {1000 * statistics.median(own_per_invocation):.3f} ms "
+          f"per invocation (one LLM call, one retriever, three chain runs); the rest of its difference is LangChain's "
+          f"dispatch to a handler")
     print(f"  groundlens: backlog after the last invocation {backlog['steps'] + backlog['in_flight']} steps to score "
           f"({backlog['bytes'] / 1024:.0f} KiB of text, {backlog['events']} events); get_traces() then waited "
           f"{wait_s:.2f} s; {scored} of {len(steps)} LLM steps scored, {overload} recorded unscored (overload); "
           f"RSS {rss0:.0f} -> {rss_mb():.0f} MB")
+
+
+def time_own_callbacks(cb: Any) -> list[float]:
+    """Time every ``on_*`` method of ``cb`` on this instance; returns the list the seconds go to."""
+    spent: list[float] = []
+    for name in dir(type(cb)):
+        if name.startswith("on_"):
+            method = getattr(cb, name)
+
+            def timed(*args: Any, _method: Any = method, **kwargs: Any) -> Any:
+                t0 = time.perf_counter()
+                try:
+                    return _method(*args, **kwargs)
+                finally:
+                    spent.append(time.perf_counter() - t0)
+
+            setattr(cb, name, timed)
+    return spent
 
 
 def _calls(texts: list, key: str) -> list[CallRecord]:

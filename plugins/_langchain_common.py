@@ -11,6 +11,7 @@ from typing import Any
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins._instrumentor_spans import llm_span
+from groundlens_core.plugins._langchain_prompt import PromptRead
 from groundlens_core.plugins._langchain_runs import (
     Root,
     Run,
@@ -23,15 +24,13 @@ from groundlens_core.plugins._langchain_runs import (
     node_path,
     serialized_name,
     state_pieces,
-    tool_message_pieces,
     tool_output_text,
     usage_of,
 )
-from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark, without_feedback
+from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
 from groundlens_core.trace.model import META_ROOT_RUN_ID, META_TOOL
-from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -234,52 +233,44 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run.provider = md_str(md, "ls_provider")
         run.otel_span = llm_span(run_id)  # an instrumentor that ran before us made it already
         override_q = md.get(QUESTION_OVERRIDE_KEY)
-        question = override_q if isinstance(override_q, str) and override_q.strip() else None
-        override_ctx = context_from(md.get(CONTEXT_OVERRIDE_KEY), source="override")
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
-            collected = collected_context(self._roots.get(run.root), run.ns, ancestors)
+            root = self._roots.get(run.root)
+            collected = collected_context(root, run.ns, ancestors)
+            task = root.tasks.get(run.ns) if root is not None and run.ns else None
+            hints = (task.long_keys if task is not None else ()) or (root.root_long_keys if root is not None else ())
         revision = revision_mark(md, message_lists[0] if message_lists else ())
         if revision is not None:  # a revision loop sent this node's last answer back (docs/revise.md)
             with self._lock:
                 root = self._roots.get(run.root)
                 run.revision_of = root.last_llm.get(run.node) if root is not None else None
             run.metadata[REVISION_KEY] = revision
-        if message_lists is not None:
-            # the loops' feedback messages are neither the question nor the end of the user's turn
-            lists = [without_feedback(list(messages or ())) for messages in message_lists]
-            calls = [(read_messages(m), context_from(override_ctx, tool_message_pieces(m), collected)) for m in lists]
-        else:
-            texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
-            calls = [(read_prompt(text), context_from(override_ctx, collected)) for text in texts]
-        bare_words = 0  # the longest prompt among this run's calls left without any context
-        for reading, found in calls:
-            context = found or list(reading.pieces)  # the prompt's own text only when nothing else was found
-            run.questions.append(question or reading.question)
-            run.contexts.append(context)
-            if not context:
-                bare_words = max(bare_words, reading.words)
-        if bare_words >= LONG_PROMPT_WORDS:
-            self._warn_no_context(run, bare_words)
+        run.prompt = PromptRead(
+            self,
+            run.node,
+            [list(messages or ()) for messages in message_lists] if message_lists is not None else None,
+            [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()],
+            override_q if isinstance(override_q, str) and override_q.strip() else None,
+            md.get(CONTEXT_OVERRIDE_KEY),
+            collected,
+            tuple(hints or ()),
+        )
         for key in ("langgraph_step", "langgraph_node"):
             if key in md:
                 run.metadata[key] = md[key]
 
-    def _warn_no_context(self, run: Run, words: int) -> None:
+    def _warn_no_context(self, node: str, hints: tuple[str, ...], words: int) -> None:
         """One warning per node: its long prompt is scored with DGI, and how to name its context."""
         with self._lock:
-            if run.node in self._warned_nodes:
+            if node in self._warned_nodes:
                 return
-            self._warned_nodes.add(run.node)
-            root = self._roots.get(run.root)
-            task = root.tasks.get(run.ns) if root is not None and run.ns else None
-            hints = (task.long_keys if task is not None else ()) or (root.root_long_keys if root is not None else ())
+            self._warned_nodes.add(node)
         keys = self.context_keys + (hints or ("<your key>",))
         self.log.warning(
             "groundlens: node %r is scored without context (DGI, a weak signal) although its prompt carried %d words: "
             "no retriever, tool, state or prompt context was found.%s Name the state key that holds its source text: "
             "%s(context_keys=%r), or pass the text per call: config={'metadata': {'%s': ...}}. (Said once per node.)",
-            run.node,
+            node,
             words,
             f" State keys with long text it received: {', '.join(hints)}." if hints else "",
             type(self).__name__,
@@ -313,8 +304,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         llm_output = getattr(response, "llm_output", None)
         generations = getattr(response, "generations", None) or []
         for i, gens in enumerate(generations):
-            question = run.questions[i] if i < len(run.questions) else (run.questions[0] if run.questions else None)
-            context = run.contexts[i] if i < len(run.contexts) else (run.contexts[0] if run.contexts else [])
             for j, gen in enumerate(gens or ()):
                 message = getattr(gen, "message", None)
                 text = (message_text(message) if message is not None else getattr(gen, "text", "")) or ""
@@ -342,8 +331,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     run,
                     step_id,
                     kind,
-                    question=question,
-                    context=tuple(context),
+                    read=run.prompt.reader(i) if run.prompt is not None else None,
+                    read_size=run.prompt.size if run.prompt is not None else 0,
                     response=text if text.strip() else None,
                     model=run.model or model_name(llm_output, getattr(message, "response_metadata", None)),
                     provider=run.provider,
@@ -361,8 +350,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             error,
             "llm",
             lambda run: {
-                "question": run.questions[0] if run.questions else None,
-                "context": tuple(run.contexts[0]) if run.contexts else (),
+                "read": run.prompt.reader(0) if run.prompt is not None else None,
+                "read_size": run.prompt.size if run.prompt is not None else 0,
                 "model": run.model,
                 "provider": run.provider,
                 "metadata": dict(run.metadata),

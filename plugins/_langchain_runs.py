@@ -77,8 +77,7 @@ class Run:
     parent: str | None = None  # the LangChain parent run
     parent_step: str | None = None  # the step's parent_id (see Root.parent_of)
     # LLM runs
-    questions: list[str | None] = field(default_factory=list)
-    contexts: list[list[ContextPiece]] = field(default_factory=list)
+    prompt: Any = None  # its prompts, read on the worker (a _langchain_prompt.PromptRead)
     model: str | None = None
     provider: str | None = None
     otel_span: Any = None  # an instrumentor's span of the LLM call (an app_span.SpanRef; _instrumentor_spans)

@@ -24,7 +24,7 @@ from langgraph.types import Send
 from missing_extras import run_without
 from scripted_graphs import linear_graph
 
-from groundlens_core.plugins import _langchain_common
+from groundlens_core.plugins import _langchain_prompt
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 
 SYSTEM = "You are a careful assistant. Always answer in one sentence."
@@ -313,6 +313,28 @@ def test_rag_template_in_the_human_message_splits_question_from_context(template
     assert step.method == "sgi"
 
 
+def test_the_prompt_is_read_on_the_worker_never_on_the_agents_thread(monkeypatch):
+    """Splitting a prompt into question and context is the callback's costliest part: the agent's
+    thread only keeps the messages; the worker reads them, and the step still has both."""
+    readers: list[threading.Thread] = []
+    real = _langchain_prompt.read_messages
+
+    def spy(messages):
+        readers.append(threading.current_thread())
+        return real(messages)
+
+    monkeypatch.setattr(_langchain_prompt, "read_messages", spy)
+    graph = policy_graph(scripted(respond=lambda msgs: RETURN_A),
+                         lambda s: [SystemMessage(SYSTEM), HumanMessage(f"Context: {s['policy']} Question: {s['question']}")])
+    cb = GroundlensLangGraphCallback()
+    graph.invoke({"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [cb]})
+    assert threading.current_thread() not in readers  # the invocation returned without reading the prompt
+    step = llm_steps(cb.get_trace())[0]
+    assert readers and threading.current_thread() not in readers
+    assert step.question == RETURN_Q and [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
+    assert step.method == "sgi"
+
+
 def test_retriever_context_keeps_priority_over_prompt_context():
     retriever = KeywordRetriever(docs=DOCS)
 
@@ -570,7 +592,7 @@ def test_internal_failure_never_reaches_the_graph(internal_errors_logged, monkey
     def boom(*args, **kwargs):
         raise ValueError("simulated groundlens bug")
 
-    monkeypatch.setattr(_langchain_common, "tool_message_pieces", boom)
+    monkeypatch.setattr(_langchain_prompt, "tool_message_pieces", boom)  # read on the worker
     model = scripted(AIMessage(content="", tool_calls=[{"name": "get_weather", "args": {"city": "Oslo"}, "id": "c9"}]),
                      "In Oslo it is sunny and 24 degrees.")
     cb = GroundlensLangGraphCallback(calibration=cal)

@@ -16,7 +16,15 @@ from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.app_span import SpanRef, as_metadata
-from groundlens_core.trace.model import META_OTEL_PARENT, STEP_KINDS, ContextPiece, Step, Usage, to_iso
+from groundlens_core.trace.model import (
+    META_INTERNAL_ERROR,
+    META_OTEL_PARENT,
+    STEP_KINDS,
+    ContextPiece,
+    Step,
+    Usage,
+    to_iso,
+)
 
 log = logging.getLogger("groundlens.recorder")
 
@@ -51,6 +59,31 @@ class CallRecord:
     # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
     # the instrumentor's LLM span passes it; else the recorder takes the span current when it is recorded.
     otel_parent: SpanRef | None = None
+    # The question and context, when the adapter leaves reading them to the worker: a callable giving
+    # (question, context), run once before the call is decided (see :func:`read_now`). Splitting a
+    # prompt into its question and the context it carries costs several times the append the agent's
+    # thread may pay, and nothing on that thread needs the result. ``read_size`` is its texts' size
+    # estimate for the byte bound meanwhile.
+    read: Callable[[], tuple[str | None, Sequence[ContextPiece]]] | None = None
+    read_size: int = 0
+
+
+def read_now(call: CallRecord) -> None:
+    """Fill the question and context of a call whose adapter left them to be read (``call.read``).
+
+    Idempotent; a reading that fails makes the call an error step (the failure is an internal error:
+    raised under the test suite's setting), so it is never lost."""
+    read, call.read = call.read, None
+    if read is None:
+        return
+    try:
+        question, context = read()
+    except Exception as exc:
+        internal_error(exc, "reading the prompt", log, deferred=True)
+        call.error = call.error or f"groundlens could not read the prompt: {type(exc).__name__}: {exc}"
+        call.metadata[META_INTERNAL_ERROR] = True
+        return
+    call.question, call.context = question, tuple(context)
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -85,6 +118,8 @@ def decide(call: CallRecord) -> tuple[str, str | None]:
         return "skipped", "a tool or retriever result: context for later steps, not scored"
     if not isinstance(call.response, str) or not call.response.strip():
         return "skipped", "no response text"
+    if call.read is not None:  # its question and context are read on the worker, before it is decided again
+        return "score", None
     if is_blank(call.question if isinstance(call.question, str) else None) and not any(
         isinstance(p.text, str) and not is_blank(p.text) for p in context_pieces(call.context)
     ):
@@ -102,7 +137,7 @@ def needs_model(call: CallRecord) -> bool:
 
 def text_bytes(call: CallRecord) -> int:
     """UTF-8 bytes of the texts a call puts in the scoring queue (what the byte bound counts)."""
-    n = 0
+    n = call.read_size if call.read is not None else 0
     for text in (call.question, call.response, *(getattr(p, "text", p) for p in call.context)):
         if isinstance(text, str):
             n += len(text.encode("utf-8", "surrogatepass"))

@@ -18,7 +18,7 @@ from groundlens_core.embedding.lanes import encode_lanes
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace import lifecycle
 from groundlens_core.trace.backlog import Backlog
-from groundlens_core.trace.calls import make_step, score_calls
+from groundlens_core.trace.calls import make_step, read_now, score_calls
 from groundlens_core.trace.events import PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.model import Step, Trace
 from groundlens_core.trace.store import TraceStore
@@ -266,6 +266,8 @@ class Worker:
             self.backlog.stats["evicted"] += sum(1 for it in items if isinstance(it, Call) and it.needs_model) - sum(
                 1 for it in calls if it.needs_model
             )
+        for queued in calls:
+            read_now(queued.call)  # the prompts an adapter left to be read here (off the agent's thread)
         fresh = [it for it in calls if it.reason is None]
         scored = score_calls([it.call for it in fresh], self.options)
         outcomes = {id(it): res for it, res in zip(fresh, scored)}
