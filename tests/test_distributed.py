@@ -84,22 +84,21 @@ def test_score_dataset_gives_the_bytes_of_single_process_scoring(ray_cluster):
 
 
 def test_score_dataset_scores_every_row_with_the_drivers_backend(ray_cluster):
-    """The backend is resolved on the driver and travels to the workers: asked for the fp32 pass on
-    a machine whose default is bf16, every worker scores the fp32 bits (on a mixed cluster each
-    worker would otherwise pick its own CPU's default)."""
+    """The backend is resolved on the driver and travels to the workers: asked for ``onnx-int8``
+    (not this machine's default), every worker scores its bits, not its own default's (on a mixed
+    cluster each worker would otherwise be free to pick its own)."""
     from groundlens_core import get_embedder
     from groundlens_core.distributed import score_dataset
     from groundlens_core.embedding import default_backend
 
-    if default_backend() != "packed-bf16":
-        pytest.skip("this machine's default is already fp32: nothing to tell apart")
+    assert default_backend() != "onnx-int8"
     rows = _rows(9)
-    out = score_dataset(ray.data.from_items(rows, override_num_blocks=3), batch_size=3, backend="packed-torch")
+    out = score_dataset(ray.data.from_items(rows, override_num_blocks=3), batch_size=3, backend="onnx-int8")
     got = {r["id"]: r for r in out.take_all()}
-    fp32 = [result_columns(r) for r in evaluate_batch(rows, embedder=get_embedder(backend="packed-torch"))]
-    bf16 = [result_columns(r) for r in evaluate_batch(rows)]
-    assert any(f["groundlens_value"] != b["groundlens_value"] for f, b in zip(fp32, bf16))  # the two differ
-    for row, want in zip(rows, fp32):
+    asked = [result_columns(r) for r in evaluate_batch(rows, embedder=get_embedder(backend="onnx-int8"))]
+    default = [result_columns(r) for r in evaluate_batch(rows)]
+    assert any(a["groundlens_value"] != d["groundlens_value"] for a, d in zip(asked, default))  # the two differ
+    for row, want in zip(rows, asked):
         assert {c: got[row["id"]][c] for c in OUT_COLUMNS} == want
 
 

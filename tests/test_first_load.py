@@ -83,7 +83,7 @@ def test_the_worker_is_niced_only_after_its_first_batch():
 
 
 def test_an_exit_that_may_not_wait_does_not_wait_for_torchs_import():
-    """GROUNDLENS_EXIT_FLUSH_SECONDS=0 and the worker still importing torch: the exit records the
+    """GROUNDLENS_EXIT_FLUSH_SECONDS=0 and the worker still importing torch (a torch backend): the exit records the
     queued step unscored itself and goes on; the import is still unfinished when the last exit hook
     runs, and the process ends cleanly."""
     code = """
@@ -104,7 +104,29 @@ while "torch" not in sys.modules or first_load._ready("torch") is not None:  # t
     assert time.monotonic() < deadline, "the worker never started importing torch"
     time.sleep(0.002)
 """
-    done = _run(code, GROUNDLENS_EXIT_FLUSH_SECONDS="0")
+    done = _run(code, GROUNDLENS_EXIT_FLUSH_SECONDS="0", GROUNDLENS_BACKEND="packed-torch")
     assert "torch ready False steps ['pending']" in done.stdout, (done.stdout, done.stderr[-2000:])
     assert "1 step(s) of x were scored" in done.stderr
     assert "Fatal" not in done.stderr and "Exception ignored" not in done.stderr, done.stderr[-2000:]
+
+
+def test_the_default_backend_scores_without_ever_importing_torch():
+    """The default (ONNX Runtime) needs no torch: the worker neither imports it nor loads its
+    libraries, so the agent's process is spared torch's import and its longest GIL pauses."""
+    code = """
+import json, sys
+from groundlens_core.trace.recorder import CallRecord, Recorder
+rec = Recorder("x")
+rec.record(CallRecord(trace_key="k", node="llm", kind="llm", question="When was it founded?",
+                      response="It was founded in 1998.", context=["The company was founded in 1998."]))
+assert rec.flush(120)
+step = rec.get_trace("k").steps[0]
+maps = open("/proc/self/maps").read() if sys.platform.startswith("linux") else ""
+print(json.dumps({"method": step.method, "backend": step.score.backend, "torch": "torch" in sys.modules,
+                  "libtorch": "libtorch_cpu" in maps}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "GROUNDLENS_BACKEND"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.splitlines()[-1])
+    assert out == {"method": "sgi", "backend": "onnx-fp32", "torch": False, "libtorch": False}

@@ -102,11 +102,11 @@ def test_lanes_give_the_bits_of_one_thread(tmp_path):
             assert np.array_equal(ref, fast.encode(texts))
 
 
-def test_default_backend_is_bf16_where_the_cpu_has_it(monkeypatch):
+def test_the_default_backend_is_the_same_on_every_cpu_and_the_setting_overrides_it(monkeypatch):
     monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
     from groundlens_core.embedding.onnx_backend import onnx_available
 
-    assert default_backend() == ("packed-bf16" if bf16_supported() else "onnx-fp32" if onnx_available() else "packed-torch")
+    assert default_backend() == ("onnx-fp32" if onnx_available() else "packed-torch")
     monkeypatch.setenv("GROUNDLENS_BACKEND", "packed-torch")
     assert default_backend() == "packed-torch"
 

@@ -142,9 +142,11 @@ def test_every_backend_pools_spans_the_same_way(onnx32):
         assert np.abs(got - ref).max() < 2e-6, backend
 
 
-def test_without_bf16_the_default_is_onnx_fp32(monkeypatch):
+@pytest.mark.parametrize("bf16", [True, False])
+def test_the_default_is_onnx_fp32_on_every_cpu(monkeypatch, bf16):
+    """The same default with and without native bf16: a row scores the same on every machine."""
     monkeypatch.delenv("GROUNDLENS_BACKEND", raising=False)
-    monkeypatch.setattr(packed, "bf16_supported", lambda: False)
+    monkeypatch.setattr(packed, "bf16_supported", lambda: bf16)
     assert default_backend() == "onnx-fp32"
     monkeypatch.setattr(onnx_backend, "onnx_available", lambda: False)
     assert default_backend() == "packed-torch"

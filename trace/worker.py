@@ -10,10 +10,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import sys
 import threading
 from typing import Any, Callable, NoReturn, Protocol
 
-from groundlens_core.embedding import first_load
+from groundlens_core.embedding import first_load, resolve_backend
 from groundlens_core.embedding.lanes import encode_lanes
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace import lifecycle
@@ -117,8 +118,16 @@ class Worker:
             log.debug("groundlens: could not lower the worker's priority: %s", exc)
 
     def _limit_torch_threads(self) -> None:
-        """Give this thread ``torch_threads`` torch threads (None: leave torch alone)."""
+        """Give this thread ``torch_threads`` torch threads (None: leave torch alone), when torch is
+        in use: imported already, or the backend the scoring will load is a torch one. The ONNX
+        Runtime backends run one intra-op thread per encode lane and never import torch."""
         if not self.torch_threads:
+            return
+        try:
+            if "torch" not in sys.modules and resolve_backend().startswith("onnx-"):
+                return
+        except Exception as exc:  # an unknown GROUNDLENS_BACKEND: the scoring reports it on the steps
+            log.debug("groundlens: no backend to set torch threads for: %s", exc)
             return
         try:
             # the worker's first import of torch: under the load lock, so a fork() meanwhile waits for it

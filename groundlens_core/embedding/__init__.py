@@ -22,32 +22,30 @@ __all__ = [
     "resolve_model_path",
 ]
 
-#: ``packed-torch``: our exact, batch-invariant fp32 forward (``sentence-transformers`` is the
-#: reference it is tested against). ``packed-bf16``: the same packed pass with bf16 dense layers on
-#: CPUs with native bf16 (AVX-512 BF16 / AMX), ~2-2.5x faster on agent-sized steps, deterministic,
-#: quality within 0.0003 AUROC of fp32 on both dev sets (docs: "Determinism"). ``onnx-fp32``: the
-#: same model on ONNX Runtime, one text per run, fp32 (within ~2e-7 of ``packed-torch``; no band
-#: changes on the dev sets), faster than the packed pass where there is no bf16. ``onnx-int8``: ONNX
-#: Runtime's dynamic int8 quantisation, faster still but further from fp32 (opt-in only). The
-#: default: :func:`default_backend`.
+#: ``onnx-fp32``, the default: the model on ONNX Runtime, one text per run, fp32 (within ~2e-7 of
+#: ``packed-torch``; no band changes on the dev sets), faster than the packed torch pass. ``packed-torch``:
+#: our exact, batch-invariant fp32 forward (``sentence-transformers`` is the reference it is tested
+#: against; the default where ONNX Runtime is missing). ``packed-bf16``: the same packed pass with bf16
+#: dense layers, opt-in on CPUs with native bf16 (AVX-512 BF16 / AMX): faster there, deterministic,
+#: but a few scores move enough to change band (docs: "Determinism"). ``onnx-int8``: ONNX Runtime's
+#: dynamic int8 quantisation, faster still and further from fp32 (opt-in).
 BACKENDS = ("packed-torch", "sentence-transformers", "packed-bf16", "onnx-fp32", "onnx-int8")
 
 
 def default_backend() -> str:
-    """``GROUNDLENS_BACKEND`` if set, else ``packed-bf16`` on a CPU with native bf16, else
-    ``onnx-fp32`` where ONNX Runtime is installed, else ``packed-torch``.
+    """``GROUNDLENS_BACKEND`` if set, else ``onnx-fp32`` where ONNX Runtime is installed (it is a
+    dependency), else ``packed-torch``.
 
-    Why a CPU-dependent default: bf16 is the fast path where the hardware has it and a slow emulation
-    where it does not; there, ONNX Runtime's fp32 kernels beat the packed torch pass at the same
-    precision. Their bits differ (each result names its backend and fingerprint), so a job spread
-    over machines (Ray) resolves the backend once, on the driver, for all workers.
+    Why the same default on every CPU: a row should score the same, and land in the same band, on
+    the laptop, the CI runner and the server, and the measured figures in the docs should be the
+    ones a user gets. ``onnx-fp32`` is the fastest pass that keeps fp32's bands on the dev sets on
+    any CPU; ``packed-bf16`` is faster where the CPU has native bf16 but changes a few bands, so it
+    is a choice to make, not a default. A job spread over machines (Ray) still resolves the backend
+    once, on the driver, for all workers.
     """
     env = settings.choice("GROUNDLENS_BACKEND", BACKENDS, "embedding backend")
     if env:
         return env
-    packed = first_load.import_module("groundlens_core.embedding.packed")  # imports torch: see first_load
-    if packed.bf16_supported():
-        return "packed-bf16"
     onnx_backend = first_load.import_module("groundlens_core.embedding.onnx_backend")
     return "onnx-fp32" if onnx_backend.onnx_available() else "packed-torch"
 

@@ -84,6 +84,12 @@ def heap_paused() -> Iterator[None]:
                     gc.enable()
 
 
+#: the modules whose import imports torch (the ONNX Runtime backends never do)
+_IMPORT_TORCH = frozenset(
+    ("torch", "groundlens_core.embedding.packed", "groundlens_core.embedding.st_backend", "sentence_transformers")
+)
+
+
 def import_module(name: str) -> ModuleType:
     """``importlib.import_module(name)`` under the load lock (no lock once it is fully imported); a
     first import runs with the collector paused (:func:`heap_paused`)."""
@@ -91,7 +97,7 @@ def import_module(name: str) -> ModuleType:
     if module is not None:
         return module
     with heap_paused():
-        if name == "torch" or name.startswith("groundlens_core.embedding"):
+        if name in _IMPORT_TORCH:
             preload_torch_libraries()
         return importlib.import_module(name)
 
