@@ -75,6 +75,30 @@ def test_an_unwritable_cache_builds_the_graph_in_memory(onnx32, tmp_path, monkey
     assert np.array_equal(emb.encode(["Paris is in France."]), onnx32.encode(["Paris is in France."]))
 
 
+def test_the_session_reads_the_checked_cache_file_not_bytes_from_python(onnx32, cache, tmp_path, monkeypatch):
+    """A session made from bytes holds the GIL for the whole parse (the agent's thread waits it
+    out during the first load); made from a path it reads the file without the GIL. The bytes
+    stay the fallback where nothing can be cached."""
+    given: list[object] = []
+    import onnxruntime
+
+    real = onnxruntime.InferenceSession
+
+    def spy(source, *args, **kwargs):
+        given.append(source)
+        return real(source, *args, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", spy)
+    monkeypatch.setenv("GROUNDLENS_CACHE_DIR", str(cache))
+    OnnxMiniLMEmbedder(resolve_model_path()[0], MODEL_ID, "fp32")
+    assert given == [str(next(cache.rglob("model-fp32.onnx")))]
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("GROUNDLENS_CACHE_DIR", str(blocker))
+    OnnxMiniLMEmbedder(resolve_model_path()[0], MODEL_ID, "fp32")
+    assert isinstance(given[-1], bytes) and given[-1] == next(cache.rglob("model-fp32.onnx")).read_bytes()
+
+
 def test_close_to_the_packed_fp32_pass(onnx32, texts):
     ref = packed.PackedMiniLMEmbedder(resolve_model_path()[0], MODEL_ID).encode(texts)
     got = onnx32.encode(texts)

@@ -63,8 +63,12 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _graph_bytes(model_dir: Path, precision: str) -> bytes:
-    """The serialised graph: written once per weights and precision, read back after its checksum."""
+def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None]:
+    """The serialised graph (written once per weights and precision, read back after its checksum),
+    and the cache file that holds exactly these bytes (None where the
+    cache folder cannot be written). ONNX Runtime is given the file, not the bytes: its session
+    reads a file with the GIL released, while taking bytes from Python holds the GIL for the whole
+    parse (about 50 ms, which the agent's thread would wait out during the first load)."""
     folder = cache_dir() / "onnx" / f"{weights_sha256(model_dir)[:24]}-v{GRAPH_VERSION}"
     target = folder / f"model-{precision}.onnx"
     check = target.with_name(target.name + ".sha256")
@@ -72,7 +76,7 @@ def _graph_bytes(model_dir: Path, precision: str) -> bytes:
         if target.is_file() and check.is_file():
             data = target.read_bytes()
             if _sha256(data) == check.read_text(encoding="ascii").strip():
-                return data
+                return data, target
             log.warning("groundlens: %s does not match its checksum; writing it again", target)
     except OSError:
         pass
@@ -86,7 +90,8 @@ def _graph_bytes(model_dir: Path, precision: str) -> bytes:
             os.replace(tmp, path)  # atomic: another process reads the old file or the whole new one
     except OSError as exc:
         log.info("groundlens: cannot cache the ONNX graph in %s (%s); it is built in memory", folder, exc)
-    return data
+        return data, None
+    return data, target
 
 
 def _build(model_dir: Path, precision: str) -> bytes:
@@ -171,9 +176,11 @@ class OnnxMiniLMEmbedder:
         opts.use_deterministic_compute = True
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            _graph_bytes(self._path, precision), opts, providers=["CPUExecutionProvider"]
-        )
+        data, cached = _graph_file(self._path, precision)
+        # the checked cache file where there is one: ONNX Runtime reads a path without the GIL
+        source: str | bytes = str(cached) if cached is not None else data
+        del data
+        self._session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
 
     @property
     def fingerprint(self) -> str:
