@@ -22,6 +22,7 @@ from groundlens_core.plugins._langchain_runs import (
     md_str,
     model_name,
     node_path,
+    run_key,
     serialized_name,
     state_pieces,
     tool_output_text,
@@ -47,7 +48,7 @@ _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dro
 def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
     """(trace key, node) of the run a failing callback was about: its root's trace and its node."""
     run_id = kwargs.get("run_id")
-    rid = str(run_id) if run_id is not None else None
+    rid = run_key(run_id) if run_id is not None else None
     with self._lock:
         run = self._runs.get(rid) if rid else None
     return (run.root, run.node) if run is not None else (rid, None)
@@ -89,8 +90,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         tags: Any = None,
     ) -> Run:
         """Register a run under its root (opening a new trace for a root run) and its LangGraph task."""
-        rid = str(run_id)
-        parent_rid = str(parent_run_id) if parent_run_id is not None else None
+        rid = run_key(run_id)
+        parent_rid = run_key(parent_run_id) if parent_run_id is not None else None
         md = metadata or {}
         ns = md.get("langgraph_checkpoint_ns")
         ns = ns if isinstance(ns, str) else ""
@@ -151,7 +152,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     ) -> Run | None:
         """Close a run: a LangGraph task's own run ends its task, keeping the ``outputs`` it wrote to
         the state; record the steps ``records(run)`` gives, and end the trace when it was the root."""
-        rid = str(run_id)
+        rid = run_key(run_id)
         with self._lock:
             run = self._runs.get(rid)
             if run is None:
@@ -172,7 +173,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     def _step(self, run: Run, run_id: Any, kind: str, **fields: Any) -> CallRecord:
         """The call record of a step made by ``run``: its trace, node, timing, id and parent."""
         fields.setdefault("ended_at", time.time())
-        fields.setdefault("step_id", str(run_id))
+        fields.setdefault("step_id", run_key(run_id))
         fields.setdefault("parent_id", run.parent_step)
         return CallRecord(trace_key=run.root, node=run.node, kind=kind, started_at=run.started_at, **fields)
 
@@ -205,7 +206,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
-        rid = str(run_id)
+        rid = run_key(run_id)
         if rid in self._roots and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
             self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
         self._finish(run_id, outputs=outputs)
@@ -213,7 +214,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         run = self._finish(run_id, error=error)
-        if run is not None and run.root != str(run_id) and is_interrupt(error):
+        if run is not None and run.root != run_key(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
 
     def _start_llm(
@@ -294,10 +295,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
         ended = time.time()
         with self._lock:
-            run = self._runs.get(str(run_id))
+            run = self._runs.get(run_key(run_id))
         if run is not None and run.otel_span is None:
             run.otel_span = llm_span(run_id)  # an instrumentor that runs after us at the start: still open
-        self._finish(run_id, lambda run: self._generation_steps(run, str(run_id), response, ended))
+        self._finish(run_id, lambda run: self._generation_steps(run, run_key(run_id), response, ended))
 
     def _generation_steps(self, run: Run, rid: str, response: Any, ended: float) -> Iterable[CallRecord]:
         """One step per generation of an LLM run (the first keeps the run id as its step id)."""

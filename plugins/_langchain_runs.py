@@ -3,6 +3,7 @@ LangChain events: a run's LangGraph task, the context a call can see, texts, nam
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -165,6 +166,20 @@ def tool_output_text(output: Any) -> str | None:
         if isinstance(msgs, (list, tuple)):
             return "\n\n".join(t for t in (message_text(m) for m in msgs) if t) or None
     return as_text(output) or short(output, 2000)
+
+
+def run_key(run_id: Any) -> str:
+    """``str(run_id)``, remembered for the runs in flight: every callback of a run turns its UUID
+    (and its parent's) into a key, about twenty times per model call, at a microsecond or two each."""
+    try:
+        return _run_key(run_id)
+    except TypeError:  # an unhashable id: not LangChain's UUIDs, but never a failure
+        return str(run_id)
+
+
+@functools.lru_cache(maxsize=4096)
+def _run_key(run_id: Any) -> str:
+    return str(run_id)
 
 
 def is_interrupt(error: BaseException) -> bool:
