@@ -24,7 +24,7 @@ from groundlens_core.plugins._langchain_runs import (
     node_path,
     run_key,
     serialized_name,
-    state_pieces,
+    state_values,
     tool_output_text,
     usage_of,
 )
@@ -114,12 +114,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 if ns and ns not in root.tasks:  # the first run of a task is the node's own run
                     step = md.get("langgraph_step")
                     task = Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick(), run_id=rid)
-                    task.inputs = state_pieces(self.context_keys, inputs)
+                    task.inputs = state_values(self.context_keys, inputs)
                     task.long_keys = long_keys(self.context_keys, inputs)
                     root.tasks[ns] = task
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
-                    root.root_pieces = state_pieces(self.context_keys, inputs)
+                    root.root_pieces = state_values(self.context_keys, inputs)
                     root.root_long_keys = long_keys(self.context_keys, inputs)
             run = Run(
                 root=root_key,
@@ -163,7 +163,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             elif root is not None and rid in root.task_runs:
                 task = root.tasks[root.task_runs.pop(rid)]
                 task.end_seq = root.tick()
-                task.outputs = state_pieces(self.context_keys, outputs)
+                task.outputs = state_values(self.context_keys, outputs)
         for record in records(run) if records is not None else ():
             self.recorder.record(record)
         if run.root == rid:

@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from groundlens_core.plugins._langchain_runs import tool_message_pieces
+from groundlens_core.plugins._langchain_runs import StateValue, expand_state, tool_message_pieces
 from groundlens_core.plugins._revise_common import without_feedback
 from groundlens_core.trace.adapter_helpers import context_from
 from groundlens_core.trace.model import ContextPiece
@@ -44,7 +44,7 @@ class PromptRead:
         prompts: list[str],
         question: str | None,
         override: Any,
-        collected: Sequence[ContextPiece],
+        collected: Sequence[ContextPiece | StateValue],
         hints: tuple[str, ...],
     ) -> None:
         self._adapter = adapter
@@ -80,12 +80,13 @@ class PromptRead:
 
     def _read(self) -> list[Reading]:
         override = context_from(self._override, source="override")
+        collected = context_from(expand_state(self._collected))  # the state values are read here
         if self._messages is not None:
             # the loops' feedback messages are neither the question nor the end of the user's turn
             lists = [without_feedback(messages) for messages in self._messages]
-            calls = [(read_messages(m), context_from(override, tool_message_pieces(m), self._collected)) for m in lists]
+            calls = [(read_messages(m), context_from(override, tool_message_pieces(m), collected)) for m in lists]
         else:
-            calls = [(read_prompt(text), context_from(override, self._collected)) for text in self._prompts]
+            calls = [(read_prompt(text), context_from(override, collected)) for text in self._prompts]
         out: list[Reading] = []
         bare_words = 0  # the longest prompt among this run's calls left without any context
         for reading, found in calls:
@@ -98,9 +99,13 @@ class PromptRead:
         return out
 
 
-def _size(messages: list[list[Any]] | None, prompts: list[str], collected: list[ContextPiece]) -> int:
+def _size(messages: list[list[Any]] | None, prompts: list[str], collected: list[ContextPiece | StateValue]) -> int:
     """Characters of the texts a reading can use (string contents only: an estimate, cheap to take)."""
-    n = sum(len(p) for p in prompts) + sum(len(p.text) for p in collected if isinstance(p.text, str))
+    n = sum(len(p) for p in prompts)
+    for item in collected:
+        text = item.text if isinstance(item, ContextPiece) else item.value
+        if isinstance(text, str):
+            n += len(text)
     for one_list in messages or ():
         for message in one_list:
             content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)

@@ -33,8 +33,8 @@ class Task:
     start_seq: int
     run_id: str = ""  # the node's own run: the parent of the steps made inside it
     end_seq: int | None = None
-    inputs: list[ContextPiece] = field(default_factory=list)  # state keys the node received
-    outputs: list[ContextPiece] = field(default_factory=list)  # state keys the node wrote
+    inputs: list[StateValue] = field(default_factory=list)  # state keys the node received
+    outputs: list[StateValue] = field(default_factory=list)  # state keys the node wrote
     long_keys: tuple[str, ...] = ()  # other state keys the node received holding long text
 
 
@@ -46,7 +46,7 @@ class Root:
     seq: int = 0
     tasks: dict[str, Task] = field(default_factory=dict)
     task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
-    root_pieces: list[ContextPiece] = field(default_factory=list)  # context keys of the root input
+    root_pieces: list[StateValue] = field(default_factory=list)  # context keys of the root input
     root_long_keys: tuple[str, ...] = ()  # other keys of the root input holding long text
     # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
     retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
@@ -210,6 +210,52 @@ def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
     return out
 
 
+@dataclass(frozen=True)
+class StateValue:
+    """A context key's value as the state held it, made into ``state:<key>`` pieces only when a
+    model call's context is read (on the worker: :func:`expand_state`). A list is kept as a tuple, so
+    what the node appends later is not read into an earlier call's context."""
+
+    key: str
+    value: Any
+
+
+def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
+    """The values of ``context_keys`` in a state, an update, a Command or a list of them, unread:
+    the cheap half of :func:`state_pieces`, for the agent's thread."""
+    if value is None or not context_keys:
+        return []
+    if isinstance(value, (list, tuple)):
+        out: list[StateValue] = []
+        for item in value[:64]:
+            if isinstance(item, Mapping) or hasattr(item, "update"):
+                out.extend(state_values(context_keys, item))
+        return out
+    if isinstance(value, (str, bytes, int, float)):
+        return []
+    if not isinstance(value, Mapping):
+        update = getattr(value, "update", None)  # langgraph Command(update=...)
+        if update is not None and not callable(update):
+            return state_values(context_keys, update)
+    out = []
+    for key in context_keys:
+        item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
+        if item is not None:
+            out.append(StateValue(key, tuple(item) if isinstance(item, list) else item))
+    return out
+
+
+def expand_state(items: Sequence[Any]) -> list[Any]:
+    """``items`` with every :class:`StateValue` made into its pieces (other items as they are)."""
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, StateValue):
+            out.extend(context_from(item.value, source=f"state:{item.key}"))
+        else:
+            out.append(item)
+    return out
+
+
 def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
     """Keys of a state mapping, other than ``context_keys`` and ``messages``, whose value is long
     text: named in the no-context warning as the likely place of the context."""
@@ -252,8 +298,9 @@ def _visible_outside_graph(doc_chain: tuple[tuple[str, str], ...], llm_ancestors
     return True
 
 
-def collected_context(root: Root | None, ns: str, llm_ancestors: set[str]) -> list[ContextPiece]:
-    """Retriever documents and state values visible to a call in task ``ns``."""
+def collected_context(root: Root | None, ns: str, llm_ancestors: set[str]) -> list[ContextPiece | StateValue]:
+    """Retriever documents and state values visible to a call in task ``ns``, in that order; the
+    state values unread (:func:`expand_state` reads them)."""
     if root is None:
         return []
     retrieved = [
@@ -261,11 +308,11 @@ def collected_context(root: Root | None, ns: str, llm_ancestors: set[str]) -> li
         for task_ns, chain, p in root.retrieved
         if (_earlier(root, task_ns, ns) if (task_ns and ns) else _visible_outside_graph(chain, llm_ancestors))
     ]
-    state: list[ContextPiece] = list(root.root_pieces)
+    out: list[ContextPiece | StateValue] = [*retrieved, *root.root_pieces]
     own = root.tasks.get(ns) if ns else None
     if own is not None:
-        state.extend(own.inputs)
+        out.extend(own.inputs)
     for task in root.tasks.values():
         if task.outputs and task.end_seq is not None and task.ns != ns and _earlier(root, task.ns, ns):
-            state.extend(task.outputs)
-    return context_from(retrieved, state)
+            out.extend(task.outputs)
+    return out
