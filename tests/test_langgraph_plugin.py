@@ -24,7 +24,7 @@ from langgraph.types import Send
 from missing_extras import run_without
 from scripted_graphs import linear_graph
 
-from groundlens_core.plugins import _langchain_prompt
+from groundlens_core.plugins import _langchain_prompt, _langchain_runs
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 
 SYSTEM = "You are a careful assistant. Always answer in one sentence."
@@ -333,6 +333,26 @@ def test_the_prompt_is_read_on_the_worker_never_on_the_agents_thread(monkeypatch
     assert readers and threading.current_thread() not in readers
     assert step.question == RETURN_Q and [(c.source, c.text) for c in step.context] == [("prompt:human", POLICY)]
     assert step.method == "sgi"
+
+
+def test_state_context_is_read_on_the_worker_too(monkeypatch):
+    """The state keys a node receives are kept as values at its start; turning them into context
+    pieces happens on the worker, and the step's context is the state's."""
+    readers: list[threading.Thread] = []
+    real = _langchain_runs.context_from
+
+    def spy(*groups, **kwargs):
+        readers.append(threading.current_thread())
+        return real(*groups, **kwargs)
+
+    monkeypatch.setattr(_langchain_runs, "context_from", spy)
+    graph = policy_graph(scripted(respond=lambda msgs: RETURN_A), lambda s: [HumanMessage(s["question"])])
+    cb = GroundlensLangGraphCallback(context_keys=("policy",))
+    graph.invoke({"question": RETURN_Q, "policy": POLICY}, config={"callbacks": [cb]})
+    assert threading.current_thread() not in readers
+    step = llm_steps(cb.get_trace())[0]
+    assert readers and threading.current_thread() not in readers
+    assert [(c.source, c.text) for c in step.context] == [("state:policy", POLICY)] and step.method == "sgi"
 
 
 def test_retriever_context_keeps_priority_over_prompt_context():
