@@ -92,10 +92,10 @@ def test_bundled_direction_provenance():
     assert meta["licence"] == "MIT" and "HaluEval" in meta["source"]
     assert meta["fit_rows"] == cal.n_pairs and meta["held_out_rows"] > 0
     assert len(meta["source_sha256"]) == 64
-    # fitted on the fp32 pass of the bundled weights; it serves the default backend (bf16 where the
-    # CPU has it: the same weights, see calibration.weights_of)
+    # fitted on the fp32 pass of the bundled weights; it serves the default backend (ONNX Runtime's
+    # pass of the same weights, see calibration.weights_of)
     assert cal.fingerprint == gl.get_embedder(backend="packed-torch").fingerprint
-    assert gl.get_embedder().fingerprint in (cal.fingerprint, cal.fingerprint + "+bf16")
+    assert gl.get_embedder().fingerprint == cal.fingerprint + "+onnx"
 
 
 def test_missing_values_are_not_text():
