@@ -1,4 +1,4 @@
-"""Is the ``packed-bf16`` backend (the default where the CPU has native bf16) good enough? Its scores next to fp32.
+"""Is the opt-in ``packed-bf16`` backend (CPUs with native bf16) good enough? Its scores next to fp32.
 
     .venv/bin/python benchmarks/bench_bf16_quality.py
 

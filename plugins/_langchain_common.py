@@ -77,7 +77,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self._runs: dict[str, Run] = {}
         self._roots: dict[str, Root] = {}
         self.context_keys = tuple(context_keys)
-        self._warned_nodes: set[str] = set()  # nodes already warned about long prompts scored without context
+        # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
+        # taken on the worker, which reads the prompts)
+        self._warned_nodes: dict[str, object] = {}
         super().__init__(name=name, **shell)
 
     def _open_run(
@@ -262,10 +264,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def _warn_no_context(self, node: str, hints: tuple[str, ...], words: int) -> None:
         """One warning per node: its long prompt is scored with DGI, and how to name its context."""
-        with self._lock:
-            if node in self._warned_nodes:
-                return
-            self._warned_nodes.add(node)
+        token = object()
+        if self._warned_nodes.setdefault(node, token) is not token:
+            return
         keys = self.context_keys + (hints or ("<your key>",))
         self.log.warning(
             "groundlens: node %r is scored without context (DGI, a weak signal) although its prompt carried %d words: "

@@ -9,10 +9,10 @@ several times the rest of the callback, and nothing on the agent's thread needs 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
+from groundlens_core.embedding import first_load
 from groundlens_core.plugins._langchain_runs import StateValue, expand_state, tool_message_pieces
 from groundlens_core.plugins._revise_common import without_feedback
 from groundlens_core.trace.adapter_helpers import context_from
@@ -55,7 +55,7 @@ class PromptRead:
         self._override = override
         self._collected = list(collected)
         self._hints = hints
-        self._lock = threading.Lock()
+        self._lock = first_load.own_lock(self)  # a forked child gets a fresh one
         self._readings: list[Reading] | None = None
         #: the texts' size in characters: what the recorder's byte bound counts until they are read
         self.size = _size(messages, prompts, self._collected)

@@ -177,7 +177,7 @@ def run_key(run_id: Any) -> str:
         return str(run_id)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)
 def _run_key(run_id: Any) -> str:
     return str(run_id)
 

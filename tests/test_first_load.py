@@ -130,3 +130,19 @@ print(json.dumps({"method": step.method, "backend": step.score.backend, "torch":
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.splitlines()[-1])
     assert out == {"method": "sgi", "backend": "onnx-fp32", "torch": False, "libtorch": False}
+
+
+def test_the_first_load_decides_on_torch_without_importing_onnx_runtime():
+    """The worker's first-load window (where an exit does not wait) imports nothing of ONNX
+    Runtime: an interpreter finalizing while a thread is inside its native import can crash."""
+    code = """
+import json, sys
+from groundlens_core.trace.worker import _torch_backend_expected
+print(json.dumps({"torch": _torch_backend_expected(), "ort": "onnxruntime" in sys.modules}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "GROUNDLENS_BACKEND"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1]) == {"torch": False, "ort": False}
+    out = _run(code, GROUNDLENS_BACKEND="packed-torch")
+    assert json.loads(out.stdout.splitlines()[-1]) == {"torch": True, "ort": False}

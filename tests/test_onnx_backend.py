@@ -99,6 +99,22 @@ def test_the_session_reads_the_checked_cache_file_not_bytes_from_python(onnx32, 
     assert isinstance(given[-1], bytes) and given[-1] == next(cache.rglob("model-fp32.onnx")).read_bytes()
 
 
+def test_a_graph_file_changed_while_it_loads_is_not_used(onnx32, cache, monkeypatch, caplog):
+    """Checked, then replaced before the session read it: the session is made from the checked bytes."""
+    import onnxruntime
+
+    given: list[object] = []
+    real = onnxruntime.InferenceSession
+    monkeypatch.setattr(onnxruntime, "InferenceSession", lambda source, *a, **k: given.append(source) or real(source, *a, **k))
+    stamps = iter([(1, 1, 1), (1, 1, 1), (2, 2, 2)])  # before the read, after it, after the load
+    monkeypatch.setattr(onnx_backend, "_stamp", lambda path: next(stamps))
+    monkeypatch.setenv("GROUNDLENS_CACHE_DIR", str(cache))
+    emb = OnnxMiniLMEmbedder(resolve_model_path()[0], MODEL_ID, "fp32")
+    assert isinstance(given[0], str) and isinstance(given[1], bytes) and len(given) == 2
+    assert "changed while it was loaded" in caplog.text
+    assert np.array_equal(emb.encode(["Paris is in France."]), onnx32.encode(["Paris is in France."]))
+
+
 def test_close_to_the_packed_fp32_pass(onnx32, texts):
     ref = packed.PackedMiniLMEmbedder(resolve_model_path()[0], MODEL_ID).encode(texts)
     got = onnx32.encode(texts)

@@ -287,6 +287,7 @@ def test_a_child_forked_during_the_first_model_load_scores(gated):
         text=True,
         timeout=600,
         cwd=Path(__file__).resolve().parents[1],
+        env={**os.environ, "GROUNDLENS_BACKEND": "packed-torch"},  # the gates are inside torch's import and load
     )
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
@@ -299,6 +300,7 @@ def test_a_child_forked_while_the_worker_encodes_scores(monkeypatch, dgi_calibra
     left that lock held for good in the child, whose first encode hung."""
     from groundlens_core import get_embedder
 
+    monkeypatch.setenv("GROUNDLENS_BACKEND", "packed-torch")  # the gate is the packed pass's forward
     inner = get_embedder().inner
     parent = os.getpid()
     entered, gate = threading.Event(), threading.Event()

@@ -71,9 +71,10 @@ class CallRecord:
 def read_now(call: CallRecord) -> None:
     """Fill the question and context of a call whose adapter left them to be read (``call.read``).
 
-    Idempotent; a reading that fails makes the call an error step (the failure is an internal error:
+    Idempotent (``read`` is cleared only once its result is in place, so a call is never decided
+    half-read); a reading that fails makes the call an error step (the failure is an internal error:
     raised under the test suite's setting), so it is never lost."""
-    read, call.read = call.read, None
+    read = call.read
     if read is None:
         return
     try:
@@ -82,8 +83,9 @@ def read_now(call: CallRecord) -> None:
         internal_error(exc, "reading the prompt", log, deferred=True)
         call.error = call.error or f"groundlens could not read the prompt: {type(exc).__name__}: {exc}"
         call.metadata[META_INTERNAL_ERROR] = True
-        return
-    call.question, call.context = question, tuple(context)
+    else:
+        call.question, call.context = question, tuple(context)
+    call.read = None
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:

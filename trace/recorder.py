@@ -17,7 +17,7 @@ from groundlens_core import internal_errors, settings
 from groundlens_core.embedding.lanes import usable_cpus
 from groundlens_core.trace import app_span, lifecycle
 from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
-from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, read_now, text_bytes
+from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.ledger import ledger_listeners
 from groundlens_core.trace.model import Step, Trace, new_id, utc_now
@@ -345,7 +345,6 @@ def _waiting_step(event: Call) -> Step:
     """The step of a call not on its trace yet, as a copy of the trace lists it: ``pending``, or
     skipped/error as it will be recorded when it needs no model."""
     reason: str | None
-    read_now(event.call)  # a listing asked for now shows the question and context the worker will score
     if event.needs_model or event.reason:
         method, reason = "skipped", event.reason or PENDING
     else:

@@ -8,13 +8,15 @@ OS priority with its own torch threads, and never lets a scoring or listener fai
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import logging
 import os
 import sys
 import threading
 from typing import Any, Callable, NoReturn, Protocol
 
-from groundlens_core.embedding import first_load, resolve_backend
+from groundlens_core import settings
+from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import encode_lanes
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace import lifecycle
@@ -42,6 +44,16 @@ class TraceListener(Protocol):
     def on_step(self, trace: Trace, step: Step) -> None: ...
 
     def on_trace_end(self, trace: Trace) -> None: ...
+
+
+def _torch_backend_expected() -> bool:
+    """Whether the scoring will load a torch backend, decided without importing anything: this runs
+    in the first load's window, where an exit does not wait, and an interpreter that finalizes
+    while a thread is inside ONNX Runtime's native import can crash."""
+    chosen = settings.raw("GROUNDLENS_BACKEND")
+    if chosen is not None:
+        return not chosen.startswith("onnx-")  # an unknown name is reported by the scoring itself
+    return importlib.util.find_spec("onnxruntime") is None  # the default without it: packed-torch
 
 
 class Worker:
@@ -123,11 +135,7 @@ class Worker:
         Runtime backends run one intra-op thread per encode lane and never import torch."""
         if not self.torch_threads:
             return
-        try:
-            if "torch" not in sys.modules and resolve_backend().startswith("onnx-"):
-                return
-        except Exception as exc:  # an unknown GROUNDLENS_BACKEND: the scoring reports it on the steps
-            log.debug("groundlens: no backend to set torch threads for: %s", exc)
+        if "torch" not in sys.modules and not _torch_backend_expected():
             return
         try:
             # the worker's first import of torch: under the load lock, so a fork() meanwhile waits for it

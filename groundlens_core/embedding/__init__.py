@@ -36,10 +36,11 @@ def default_backend() -> str:
     """``GROUNDLENS_BACKEND`` if set, else ``onnx-fp32`` where ONNX Runtime is installed (it is a
     dependency), else ``packed-torch``.
 
-    Why the same default on every CPU: a row should score the same, and land in the same band, on
-    the laptop, the CI runner and the server, and the measured figures in the docs should be the
-    ones a user gets. ``onnx-fp32`` is the fastest pass that keeps fp32's bands on the dev sets on
-    any CPU; ``packed-bf16`` is faster where the CPU has native bf16 but changes a few bands, so it
+    Why the same default on every CPU: a row should land in the same band on the laptop, the CI
+    runner and the server (ONNX Runtime's kernels follow the CPU's instruction set, so only the last
+    bits may differ), and the measured figures in the docs should be the ones a user gets.
+    ``onnx-fp32`` is the fastest pass that keeps fp32's bands on the dev sets on any CPU;
+    ``packed-bf16`` is faster where the CPU has native bf16 but changes a few bands, so it
     is a choice to make, not a default. A job spread over machines (Ray) still resolves the backend
     once, on the driver, for all workers.
     """

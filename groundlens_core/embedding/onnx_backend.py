@@ -63,20 +63,31 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None]:
+#: what identifies one version of a file on disk: (inode, size, mtime in ns)
+FileStamp = tuple[int, int, int]
+
+
+def _stamp(path: Path) -> FileStamp:
+    st = path.stat()
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None, FileStamp | None]:
     """The serialised graph (written once per weights and precision, read back after its checksum),
-    and the cache file that holds exactly these bytes (None where the
-    cache folder cannot be written). ONNX Runtime is given the file, not the bytes: its session
+    the cache file that held exactly these bytes (None where the cache folder cannot be written)
+    and that file's stamp when it did. ONNX Runtime is given the file, not the bytes: its session
     reads a file with the GIL released, while taking bytes from Python holds the GIL for the whole
-    parse (about 50 ms, which the agent's thread would wait out during the first load)."""
+    parse (about 50 ms, which the agent's thread would wait out during the first load). The stamp
+    lets the caller check that the file it loaded is still the one that was checked."""
     folder = cache_dir() / "onnx" / f"{weights_sha256(model_dir)[:24]}-v{GRAPH_VERSION}"
     target = folder / f"model-{precision}.onnx"
     check = target.with_name(target.name + ".sha256")
     try:
         if target.is_file() and check.is_file():
+            stamp = _stamp(target)
             data = target.read_bytes()
-            if _sha256(data) == check.read_text(encoding="ascii").strip():
-                return data, target
+            if _sha256(data) == check.read_text(encoding="ascii").strip() and _stamp(target) == stamp:
+                return data, target, stamp
             log.warning("groundlens: %s does not match its checksum; writing it again", target)
     except OSError:
         pass
@@ -90,8 +101,11 @@ def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None]:
             os.replace(tmp, path)  # atomic: another process reads the old file or the whole new one
     except OSError as exc:
         log.info("groundlens: cannot cache the ONNX graph in %s (%s); it is built in memory", folder, exc)
-        return data, None
-    return data, target
+        return data, None, None
+    try:
+        return data, target, _stamp(target)
+    except OSError:
+        return data, None, None
 
 
 def _build(model_dir: Path, precision: str) -> bytes:
@@ -176,11 +190,20 @@ class OnnxMiniLMEmbedder:
         opts.use_deterministic_compute = True
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         opts.log_severity_level = 3
-        data, cached = _graph_file(self._path, precision)
-        # the checked cache file where there is one: ONNX Runtime reads a path without the GIL
-        source: str | bytes = str(cached) if cached is not None else data
-        del data
-        self._session = ort.InferenceSession(source, opts, providers=["CPUExecutionProvider"])
+        data, cached, stamp = _graph_file(self._path, precision)
+        session = None
+        if cached is not None:  # the checked cache file: ONNX Runtime reads a path without the GIL
+            session = ort.InferenceSession(str(cached), opts, providers=["CPUExecutionProvider"])
+            try:
+                unchanged = _stamp(cached) == stamp
+            except OSError:
+                unchanged = False
+            if not unchanged:  # replaced or changed since it was checked: load the checked bytes
+                log.warning("groundlens: %s changed while it was loaded; using the checked graph", cached)
+                session = None
+        if session is None:
+            session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+        self._session = session
 
     @property
     def fingerprint(self) -> str:
