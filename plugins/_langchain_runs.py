@@ -186,30 +186,6 @@ def is_interrupt(error: BaseException) -> bool:
     return any(cls.__name__ in _INTERRUPTS for cls in type(error).__mro__)
 
 
-def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
-    """``state:<key>`` pieces of ``context_keys`` in a state, an update, a Command or a list of them."""
-    if value is None or not context_keys:
-        return []
-    if isinstance(value, (list, tuple)):
-        out: list[ContextPiece] = []
-        for item in value[:64]:
-            if isinstance(item, Mapping) or hasattr(item, "update"):
-                out.extend(state_pieces(context_keys, item))
-        return out
-    if isinstance(value, (str, bytes, int, float)):
-        return []
-    if not isinstance(value, Mapping):
-        update = getattr(value, "update", None)  # langgraph Command(update=...)
-        if update is not None and not callable(update):
-            return state_pieces(context_keys, update)
-    out = []
-    for key in context_keys:
-        item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
-        if item is not None:
-            out.extend(context_from(item, source=f"state:{key}"))
-    return out
-
-
 @dataclass(frozen=True)
 class StateValue:
     """A context key's value as the state held it, made into ``state:<key>`` pieces only when a
@@ -221,8 +197,8 @@ class StateValue:
 
 
 def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
-    """The values of ``context_keys`` in a state, an update, a Command or a list of them, unread:
-    the cheap half of :func:`state_pieces`, for the agent's thread."""
+    """The values of ``context_keys`` in a state, an update, a Command or a list of them, unread
+    (:func:`expand_state` makes them pieces): what the agent's thread keeps."""
     if value is None or not context_keys:
         return []
     if isinstance(value, (list, tuple)):
@@ -254,6 +230,12 @@ def expand_state(items: Sequence[Any]) -> list[Any]:
         else:
             out.append(item)
     return out
+
+
+def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
+    """``state:<key>`` pieces of ``context_keys`` in a state, an update, a Command or a list of them
+    (:func:`state_values`, read at once)."""
+    return expand_state(state_values(context_keys, value))
 
 
 def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
