@@ -4,6 +4,7 @@ steps whose outputs become context (docs/context.md). No exception leaves a call
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -17,8 +18,8 @@ from groundlens_core.plugins._langchain_runs import (
     Run,
     Task,
     collected_context,
+    hint_keys,
     is_interrupt,
-    long_keys,
     md_str,
     model_name,
     node_path,
@@ -117,12 +118,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     step = md.get("langgraph_step")
                     task = Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick(), run_id=rid)
                     task.inputs = state_values(self.context_keys, inputs)
-                    task.long_keys = long_keys(self.context_keys, inputs)
+                    task.state = inputs
                     root.tasks[ns] = task
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
                     root.root_pieces = state_values(self.context_keys, inputs)
-                    root.root_long_keys = long_keys(self.context_keys, inputs)
+                    root.root_input = inputs
             run = Run(
                 root=root_key,
                 ns=ns,
@@ -241,7 +242,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             root = self._roots.get(run.root)
             collected = collected_context(root, run.ns, ancestors)
             task = root.tasks.get(run.ns) if root is not None and run.ns else None
-            hints = (task.long_keys if task is not None else ()) or (root.root_long_keys if root is not None else ())
+            states = (task.state if task is not None else None, root.root_input if root is not None else None)
         revision = revision_mark(md, message_lists[0] if message_lists else ())
         if revision is not None:  # a revision loop sent this node's last answer back (docs/revise.md)
             with self._lock:
@@ -256,7 +257,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             override_q if isinstance(override_q, str) and override_q.strip() else None,
             md.get(CONTEXT_OVERRIDE_KEY),
             collected,
-            tuple(hints or ()),
+            functools.partial(hint_keys, self.context_keys, *states),
         )
         for key in ("langgraph_step", "langgraph_node"):
             if key in md:

@@ -33,8 +33,8 @@ class PromptRead:
     ``messages``: the chat model's message lists (copied, so a list the application changes later
     does not change what is read), or None for a completion model's ``prompts``. ``question`` and
     ``override`` are the run's explicit question and context (config metadata); ``collected`` the
-    context found around the call; ``hints`` the long state keys the call's node received, which
-    the no-context warning names."""
+    context found around the call; ``hints`` gives the long state keys the call's node received,
+    which the no-context warning names (read only when it is due)."""
 
     def __init__(
         self,
@@ -45,7 +45,7 @@ class PromptRead:
         question: str | None,
         override: Any,
         collected: Sequence[ContextPiece | StateValue],
-        hints: tuple[str, ...],
+        hints: Callable[[], tuple[str, ...]],
     ) -> None:
         self._adapter = adapter
         self._node = node
@@ -95,7 +95,7 @@ class PromptRead:
             if not context:
                 bare_words = max(bare_words, reading.words)
         if bare_words >= LONG_PROMPT_WORDS:
-            self._adapter._warn_no_context(self._node, self._hints, bare_words)
+            self._adapter._warn_no_context(self._node, self._hints(), bare_words)
         return out
 
 

@@ -35,7 +35,7 @@ class Task:
     end_seq: int | None = None
     inputs: list[StateValue] = field(default_factory=list)  # state keys the node received
     outputs: list[StateValue] = field(default_factory=list)  # state keys the node wrote
-    long_keys: tuple[str, ...] = ()  # other state keys the node received holding long text
+    state: Any = None  # the state the node received: its long keys are read for a warning, on the worker
 
 
 @dataclass
@@ -47,7 +47,7 @@ class Root:
     tasks: dict[str, Task] = field(default_factory=dict)
     task_runs: dict[str, str] = field(default_factory=dict)  # run id -> ns of the task it opened
     root_pieces: list[StateValue] = field(default_factory=list)  # context keys of the root input
-    root_long_keys: tuple[str, ...] = ()  # other keys of the root input holding long text
+    root_input: Any = None  # the root input: its long keys are read for a warning, on the worker
     # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
     retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
     tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
@@ -240,7 +240,9 @@ def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
 
 def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
     """Keys of a state mapping, other than ``context_keys`` and ``messages``, whose value is long
-    text: named in the no-context warning as the likely place of the context."""
+    text: named in the no-context warning as the likely place of the context. Read on the worker,
+    only when that warning is due, from the mapping the node received (a later change to it can
+    only change the keys the warning names)."""
     if not isinstance(value, Mapping):
         return ()
     out = []
@@ -251,6 +253,19 @@ def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
         if text is not None and len(text) >= _LONG_STATE_CHARS:
             out.append(key)
     return tuple(out)
+
+
+def hint_keys(context_keys: Sequence[str], *states: Any) -> tuple[str, ...]:
+    """The long keys of the first of ``states`` that has any (the node's input, then the root's);
+    () when they cannot be read: a hint for a warning never fails the step it is about."""
+    try:
+        for state in states:
+            keys = long_keys(context_keys, state)
+            if keys:
+                return keys
+    except Exception:
+        return ()
+    return ()
 
 
 def _earlier(root: Root, x: str, t: str) -> bool:

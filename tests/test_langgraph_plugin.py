@@ -765,3 +765,24 @@ def test_tracer_provider_exports_live_spans():
     finished = spans.get_finished_spans()
     assert len(finished) >= 2  # the root run and its LLM step
     assert len({s.context.trace_id for s in finished}) == 1
+
+
+def test_the_warnings_state_hints_come_from_the_first_state_with_long_text_and_never_fail():
+    from collections.abc import Mapping
+
+    from groundlens_core.plugins._langchain_runs import hint_keys
+
+    class Unreadable(Mapping):
+        def __getitem__(self, key):
+            raise KeyError(key)
+
+        def __iter__(self):
+            raise RuntimeError("changed while it was read")
+
+        def __len__(self):
+            return 1
+
+    long = "x " * 200
+    assert hint_keys(("context",), {"question": "q"}, {"policy": long, "context": long}) == ("policy",)
+    assert hint_keys(("context",), {"notes": long}, {"policy": long}) == ("notes",)
+    assert hint_keys(("context",), Unreadable(), {"policy": long}) == ()
