@@ -182,19 +182,23 @@ class Recorder:
         with self._lock:
             if key in self._store:
                 return False
-            trace = Trace(
-                id=new_id(),
-                name=name or self.name,
-                framework=self.framework,
-                started_at=utc_now(),
-                metadata=dict(metadata or {}),
-            )
-            _capture_app_span(trace.metadata)
-            for old in self._store.open(key, trace):
-                self._backlog.drop_held(old)  # never reached by the worker: gone with their trace
-            self._submit(TraceStart(key))  # under the lock: before any call of the trace another thread queues
+            self._open_trace(key, name, metadata)
         self._warn_if_due()
         return True
+
+    def _open_trace(self, key: str, name: str | None, metadata: dict[str, Any] | None) -> None:
+        """Open trace ``key`` (the caller holds the lock and found it not open)."""
+        trace = Trace(
+            id=new_id(),
+            name=name or self.name,
+            framework=self.framework,
+            started_at=utc_now(),
+            metadata=dict(metadata or {}),
+        )
+        _capture_app_span(trace.metadata)
+        for old in self._store.open(key, trace):
+            self._backlog.drop_held(old)  # never reached by the worker: gone with their trace
+        self._submit(TraceStart(key))  # under the lock: before any call of the trace another thread queues
 
     def annotate_trace(self, key: str, metadata: dict[str, Any]) -> None:
         """Merge ``metadata`` into the open trace ``key`` (e.g. ``interrupted``); unknown keys are ignored."""
@@ -208,13 +212,14 @@ class Recorder:
         try:
             if call.otel_parent is None:
                 call.otel_parent = app_span.capture()  # on the caller's thread: the worker has none
-            self.start_trace(call.trace_key)
             heavy = needs_model(call)
             size = text_bytes(call)
             step_id = call.step_id or new_id()
             # the index and the place in the queue under one lock: else two threads recording into one
             # trace (parallel branches) could queue their steps in the other order than their indexes
             with self._lock:
+                if call.trace_key not in self._store:  # the first record opens its trace
+                    self._open_trace(call.trace_key, None, None)
                 index = self._store.take_index(call.trace_key)
                 self._submit(self._backlog.call(Call(call, index, step_id, heavy, size)))
             self._warn_if_due()
