@@ -167,6 +167,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 task = root.tasks[root.task_runs.pop(rid)]
                 task.end_seq = root.tick()
                 task.outputs = state_values(self.context_keys, outputs)
+                task.state = None  # its calls kept what they need of it: the state is not held to the root's end
         for record in records(run) if records is not None else ():
             self.recorder.record(record)
         if run.root == rid:
@@ -263,19 +264,21 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             if key in md:
                 run.metadata[key] = md[key]
 
-    def _warn_no_context(self, node: str, hints: tuple[str, ...], words: int) -> None:
-        """One warning per node: its long prompt is scored with DGI, and how to name its context."""
+    def _warn_no_context(self, node: str, hints: Callable[[], tuple[str, ...]], words: int) -> None:
+        """One warning per node: its long prompt is scored with DGI, and how to name its context
+        (``hints()`` reads the long state keys it received, only when the warning is given)."""
         token = object()
         if self._warned_nodes.setdefault(node, token) is not token:
             return
-        keys = self.context_keys + (hints or ("<your key>",))
+        named = hints()
+        keys = self.context_keys + (named or ("<your key>",))
         self.log.warning(
             "groundlens: node %r is scored without context (DGI, a weak signal) although its prompt carried %d words: "
             "no retriever, tool, state or prompt context was found.%s Name the state key that holds its source text: "
             "%s(context_keys=%r), or pass the text per call: config={'metadata': {'%s': ...}}. (Said once per node.)",
             node,
             words,
-            f" State keys with long text it received: {', '.join(hints)}." if hints else "",
+            f" State keys with long text it received: {', '.join(named)}." if named else "",
             type(self).__name__,
             keys,
             CONTEXT_OVERRIDE_KEY,

@@ -23,8 +23,12 @@ from groundlens_core.trace.prompt_context import LONG_PROMPT_WORDS, read_message
 Reading = tuple[str | None, tuple[ContextPiece, ...]]
 
 
+def _no_hints() -> tuple[str, ...]:
+    return ()
+
+
 class _Warns(Protocol):
-    def _warn_no_context(self, node: str, hints: tuple[str, ...], words: int) -> None: ...
+    def _warn_no_context(self, node: str, hints: Callable[[], tuple[str, ...]], words: int) -> None: ...
 
 
 class PromptRead:
@@ -95,7 +99,8 @@ class PromptRead:
             if not context:
                 bare_words = max(bare_words, reading.words)
         if bare_words >= LONG_PROMPT_WORDS:
-            self._adapter._warn_no_context(self._node, self._hints(), bare_words)
+            self._adapter._warn_no_context(self._node, self._hints, bare_words)
+        self._hints = _no_hints  # read once: the states it holds are let go
         return out
 
 
