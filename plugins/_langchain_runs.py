@@ -240,9 +240,7 @@ def state_pieces(context_keys: Sequence[str], value: Any) -> list[ContextPiece]:
 
 def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
     """Keys of a state mapping, other than ``context_keys`` and ``messages``, whose value is long
-    text: named in the no-context warning as the likely place of the context. Read on the worker,
-    only when that warning is due, from the mapping the node received (a later change to it can
-    only change the keys the warning names)."""
+    text: named in the no-context warning as the likely place of the context."""
     if not isinstance(value, Mapping):
         return ()
     out = []
@@ -257,7 +255,9 @@ def long_keys(context_keys: Sequence[str], value: Any) -> tuple[str, ...]:
 
 def hint_keys(context_keys: Sequence[str], *states: Any) -> tuple[str, ...]:
     """The long keys of the first of ``states`` that has any (the node's input, then the root's);
-    () when they cannot be read: a hint for a warning never fails the step it is about."""
+    () when they cannot be read: a hint for a warning never fails the step it is about. Read on the
+    worker, only when that warning is due, from the mappings the runs received (a later change to
+    one can only change the keys the warning names)."""
     try:
         for state in states:
             keys = long_keys(context_keys, state)
