@@ -35,7 +35,16 @@ from typing import Any, TypeVar
 from groundlens_core import settings
 from groundlens_core.errors import GroundlensError, describe_exception
 
-__all__ = ["ENV", "InternalError", "handle_internal_errors", "internal_error", "raise_seen", "raising", "take_seen"]
+__all__ = [
+    "ENV",
+    "InternalError",
+    "deferring",
+    "handle_internal_errors",
+    "internal_error",
+    "raise_seen",
+    "raising",
+    "take_seen",
+]
 
 #: the setting that raises our internal errors instead of logging them
 ENV = "GROUNDLENS_RAISE_INTERNAL_ERRORS"
@@ -45,6 +54,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 _lock = threading.Lock()
 _seen: list[tuple[str, BaseException, bool]] = []  # failures under the setting (where, exc, deferred), unclaimed
 _logged: set[tuple[str, str, str]] = set()  # (logger, where, exception type): logged with a traceback once
+_local = threading.local()  # .deferring: this thread works for a caller elsewhere (see deferring())
 
 
 class InternalError(RuntimeError):
@@ -77,6 +87,7 @@ def internal_error(
     A :class:`~groundlens_core.errors.GroundlensError` (a model that is not installed, an input we
     cannot score) is raised on purpose with its one-line message: the boundary's documented
     outcome, logged, never raised by the setting."""
+    deferred = deferred or getattr(_local, "deferring", False)
     if raising() and not isinstance(exc, GroundlensError):
         with _lock:
             _seen.append((where, exc, deferred))
@@ -93,6 +104,20 @@ def internal_error(
         logger.warning("groundlens: %s failed: %s", where, describe_exception(exc), exc_info=exc)
     else:
         logger.debug("groundlens: %s failed again: %s", where, describe_exception(exc))
+
+
+class deferring:
+    """A block in which this thread does work queued by another (an adapter's raw events, translated
+    on the recorder's worker or in a ``flush``): a failure inside is kept and raised on the caller's
+    side by :func:`raise_seen`, as a background thread's is, not raised here into the drain."""
+
+    def __enter__(self) -> deferring:
+        self._outer = getattr(_local, "deferring", False)
+        _local.deferring = True
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _local.deferring = self._outer
 
 
 def take_seen() -> list[tuple[str, BaseException]]:

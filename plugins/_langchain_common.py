@@ -1,16 +1,24 @@
 """The LangChain callback translation shared by the LangGraph and LangChain plugins: every root run
 is one trace, an LLM call is read at its start and recorded at its end, tool and retriever runs are
-steps whose outputs become context (docs/context.md). No exception leaves a callback method."""
+steps whose outputs become context (docs/context.md). No exception leaves a callback method.
+
+Each callback method, on the agent's thread, only keeps what could change after it returns (the
+time, the application's span, a copy of the messages and of the state's context keys) and queues
+the raw event; the translation into steps (the run tree, the trace, what context each call can
+see) runs later, in order, on the recorder's worker or wherever a trace is read (the recorder
+drains the queue first). The agent's thread pays for an append, not for the bookkeeping."""
 
 from __future__ import annotations
 
 import functools
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.internal_errors import deferring
 from groundlens_core.plugins._instrumentor_spans import llm_span
 from groundlens_core.plugins._langchain_prompt import PromptRead
 from groundlens_core.plugins._langchain_runs import (
@@ -18,6 +26,7 @@ from groundlens_core.plugins._langchain_runs import (
     Run,
     Task,
     collected_context,
+    documents_now,
     hint_keys,
     is_interrupt,
     md_str,
@@ -30,9 +39,11 @@ from groundlens_core.plugins._langchain_runs import (
     usage_of,
 )
 from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark
+from groundlens_core.trace import app_span
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
-from groundlens_core.trace.model import META_ROOT_RUN_ID, META_TOOL
+from groundlens_core.trace.app_span import SpanRef
+from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.recorder import CallRecord
 
 # the base class only; nothing else from LangChain is needed at import time
@@ -44,12 +55,18 @@ QUESTION_OVERRIDE_KEY = "groundlens_question"
 DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
 
 _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
+#: raw events queued at most: past this the agent's thread translates the oldest itself, a few at a
+#: time (the worker is busy scoring), so the queue, and what its events hold on to, stays bounded
+MAX_RAW_EVENTS = 4096
+_OVERFLOW_DRAIN = 64
 
 
 def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
-    """(trace key, node) of the run a failing callback was about: its root's trace and its node."""
+    """(trace key, node) of the run a failing callback was about: its root's trace and its node
+    (the events queued before it translated first, so the run is known)."""
     run_id = kwargs.get("run_id")
     rid = run_key(run_id) if run_id is not None else None
+    self.recorder.drain_sources()  # nothing while a drain runs: the failure is inside it
     with self._lock:
         run = self._runs.get(rid) if rid else None
     return (run.root, run.node) if run is not None else (rid, None)
@@ -81,7 +98,39 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
+        # raw events, (translate, keywords), in the order the callbacks came (see the module docstring)
+        self._events: deque[tuple[Callable[..., Any], dict[str, Any]]] = deque()
         super().__init__(name=name, **shell)
+        self.recorder.add_source(self)
+
+    # ------------------------------------------------------------ the queue of raw events
+
+    def _queue(self, translate: Callable[..., Any], **event: Any) -> None:
+        """Queue ``translate(**event)`` for :meth:`drain`, and wake the worker that will run it."""
+        self._events.append((translate, event))
+        if len(self._events) > MAX_RAW_EVENTS:  # the worker is behind: the oldest are translated here
+            self.recorder.drain_sources(limit=_OVERFLOW_DRAIN)
+        else:
+            self.recorder.poke()
+
+    def pending(self) -> int:
+        """How many raw events wait to be translated (the recorder asks, without a lock)."""
+        return len(self._events)
+
+    def drain(self, limit: int | None = None) -> None:
+        """Translate the queued events (the first ``limit``), in order (the recorder calls it under
+        its lock): a failure in one is an ``error`` step of its trace, raised on the caller's side in
+        our tests."""
+        events = self._events
+        left = len(events) if limit is None else limit
+        with deferring():
+            while events and left > 0:
+                left -= 1
+                try:
+                    translate, event = events.popleft()
+                except IndexError:  # taken meanwhile (never, under the recorder's lock)
+                    return
+                translate(**event)
 
     def _open_run(
         self,
@@ -89,10 +138,15 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         parent_run_id: Any,
         metadata: Mapping[str, Any] | None,
         name: str,
+        at: float,
         inputs: Any = None,
+        pieces: Sequence[Any] = (),
         tags: Any = None,
+        span: SpanRef | None = None,
     ) -> Run:
-        """Register a run under its root (opening a new trace for a root run) and its LangGraph task."""
+        """Register a run under its root (opening a new trace for a root run, started in the
+        application's ``span``) and its LangGraph task (``pieces``: the context keys of its
+        ``inputs``, as the callback saw them)."""
         rid = run_key(run_id)
         parent_rid = run_key(parent_run_id) if parent_run_id is not None else None
         md = metadata or {}
@@ -117,18 +171,18 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 if ns and ns not in root.tasks:  # the first run of a task is the node's own run
                     step = md.get("langgraph_step")
                     task = Task(ns=ns, step=step if isinstance(step, int) else None, start_seq=root.tick(), run_id=rid)
-                    task.inputs = state_values(self.context_keys, inputs)
+                    task.inputs = list(pieces)
                     task.state = inputs
                     root.tasks[ns] = task
                     root.task_runs[rid] = ns
                 elif new_root is not None and inputs is not None:
-                    root.root_pieces = state_values(self.context_keys, inputs)
+                    root.root_pieces = list(pieces)
                     root.root_input = inputs
             run = Run(
                 root=root_key,
                 ns=ns,
                 node=node_path(ns, md) or name or "run",
-                started_at=time.time(),
+                started_at=at,
                 name=name,
                 parent=parent_rid,
                 parent_step=root.parent_of(rid, ns, parent_rid) if root is not None and parent is not None else None,
@@ -141,7 +195,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     meta["thread_id"] = str(md[key])
             if tags:
                 meta["tags"] = [str(t) for t in tags][:20]
-            self.recorder.start_trace(rid, name=self.name or name or self.framework, metadata=meta)
+            if span is not None:  # the application's span the run started in (the agent's thread saw it)
+                meta[META_OTEL_PARENT] = span.to_dict()
+            self.recorder.start_trace(rid, name=self.name or name or self.framework, metadata=meta, at=at)
         return run
 
     def _drop_root(self, key: str) -> None:
@@ -151,10 +207,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 self._runs.pop(rid, None)
 
     def _finish(
-        self, run_id: Any, records: Any = None, error: BaseException | None = None, outputs: Any = None
+        self,
+        run_id: Any,
+        at: float,
+        records: Any = None,
+        error: BaseException | None = None,
+        pieces: Sequence[Any] = (),
     ) -> Run | None:
-        """Close a run: a LangGraph task's own run ends its task, keeping the ``outputs`` it wrote to
-        the state; record the steps ``records(run)`` gives, and end the trace when it was the root."""
+        """Close a run: a LangGraph task's own run ends its task, keeping the context keys it wrote
+        to the state (``pieces``); record the steps ``records(run)`` gives, and end the trace when
+        it was the root."""
         rid = run_key(run_id)
         with self._lock:
             run = self._runs.get(rid)
@@ -166,17 +228,19 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             elif root is not None and rid in root.task_runs:
                 task = root.tasks[root.task_runs.pop(rid)]
                 task.end_seq = root.tick()
-                task.outputs = state_values(self.context_keys, outputs)
+                task.outputs = list(pieces)
                 task.state = None  # its calls kept what they need of it: the state is not held to the root's end
         for record in records(run) if records is not None else ():
             self.recorder.record(record)
         if run.root == rid:
-            self._end_root(rid, error)
+            self._end_root(rid, error, at)
         return run
 
-    def _step(self, run: Run, run_id: Any, kind: str, **fields: Any) -> CallRecord:
-        """The call record of a step made by ``run``: its trace, node, timing, id and parent."""
-        fields.setdefault("ended_at", time.time())
+    def _step(self, run: Run, run_id: Any, kind: str, at: float, span: SpanRef | None, **fields: Any) -> CallRecord:
+        """The call record of a step made by ``run``: its trace, node, timing, id and parent (``at``:
+        when it ended; ``span``: the application's span then)."""
+        fields.setdefault("ended_at", at)
+        fields.setdefault("otel_parent", span)
         fields.setdefault("step_id", run_key(run_id))
         fields.setdefault("parent_id", run.parent_step)
         return CallRecord(trace_key=run.root, node=run.node, kind=kind, started_at=run.started_at, **fields)
@@ -192,51 +256,195 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             parent = run.parent
         return tuple(out)
 
-    def _end_root(self, key: str, error: BaseException | None = None) -> None:
+    def _end_root(self, key: str, error: BaseException | None, at: float) -> None:
         if error is not None and is_interrupt(error):  # human-in-the-loop pause, not a failure
             self.recorder.annotate_trace(key, {"interrupted": True})
             error = None
         elif isinstance(error, GeneratorExit):  # the caller stopped consuming a stream early
             self.recorder.annotate_trace(key, {"stopped_early": True})
             error = None
-        self.recorder.end_trace(key, error=None if error is None else describe_exception(error))
+        self.recorder.end_trace(key, error=None if error is None else describe_exception(error), at=at)
+
+    # ------------------------------------------------------------ the callbacks (the agent's thread)
 
     @_guarded
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        name = kwargs.get("name") or serialized_name(serialized) or "chain"
-        self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, inputs=inputs, tags=kwargs.get("tags"))
+        self._queue(
+            self._chain_started,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            serialized=serialized,
+            inputs=inputs,
+            pieces=state_values(self.context_keys, inputs),
+            kwargs=_kept(kwargs),
+            at=time.time(),
+            span=app_span.capture(),
+        )
 
     @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
-        rid = run_key(run_id)
-        if rid in self._roots and isinstance(outputs, Mapping) and outputs.get("__interrupt__"):
-            self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
-        self._finish(run_id, outputs=outputs)
+        interrupted = (type(outputs) is dict or isinstance(outputs, Mapping)) and bool(outputs.get("__interrupt__"))
+        pieces = state_values(self.context_keys, outputs)
+        self._queue(self._chain_ended, run_id=run_id, pieces=pieces, interrupted=interrupted, at=time.time())
 
     @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        run = self._finish(run_id, error=error)
+        self._queue(self._chain_failed, run_id=run_id, error=error, at=time.time())
+
+    @_guarded
+    def on_chat_model_start(
+        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    ) -> None:
+        message_lists = [list(m or ()) for m in messages] if messages is not None else None
+        self._queue_llm_start(serialized, message_lists, None, run_id, parent_run_id, kwargs)
+
+    @_guarded
+    def on_llm_start(
+        self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    ) -> None:
+        texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
+        self._queue_llm_start(serialized, None, texts, run_id, parent_run_id, kwargs)
+
+    def _queue_llm_start(
+        self,
+        serialized: Any,
+        message_lists: list[list[Any]] | None,
+        prompts: list[str] | None,
+        run_id: Any,
+        parent_run_id: Any,
+        kwargs: dict[str, Any],
+    ) -> None:
+        self._queue(
+            self._llm_started,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            serialized=serialized,
+            message_lists=message_lists,
+            prompts=prompts,
+            kwargs=_kept(kwargs),
+            at=time.time(),
+            span=llm_span(run_id),  # an instrumentor that ran before us made it already
+        )
+
+    @_guarded
+    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(
+            self._llm_ended,
+            run_id=run_id,
+            response=response,
+            at=time.time(),
+            span=llm_span(run_id),  # an instrumentor that runs after us at the start: still open
+            app=app_span.capture(),
+        )
+
+    @_guarded
+    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(self._llm_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+
+    @_guarded
+    def on_tool_start(
+        self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    ) -> None:
+        self._queue(
+            self._tool_started,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            serialized=serialized,
+            given=input_str,
+            kwargs=_kept(kwargs),
+            at=time.time(),
+        )
+
+    @_guarded
+    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(self._tool_ended, run_id=run_id, output=output, at=time.time(), app=app_span.capture())
+
+    @_guarded
+    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(self._tool_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+
+    @_guarded
+    def on_retriever_start(
+        self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    ) -> None:
+        self._queue(
+            self._retriever_started,
+            run_id=run_id,
+            parent_run_id=parent_run_id,
+            serialized=serialized,
+            given=query,
+            kwargs=_kept(kwargs),
+            at=time.time(),
+        )
+
+    @_guarded
+    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(
+            self._retriever_ended,
+            run_id=run_id,
+            documents=documents_now(documents),
+            at=time.time(),
+            app=app_span.capture(),
+        )
+
+    @_guarded
+    def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+        self._queue(self._retriever_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+
+    # ------------------------------------------------------------ their translation (drain)
+
+    @_guarded
+    def _chain_started(
+        self,
+        *,
+        run_id: Any,
+        parent_run_id: Any,
+        serialized: Any,
+        inputs: Any,
+        pieces: list[Any],
+        kwargs: dict[str, Any],
+        at: float,
+        span: SpanRef | None,
+    ) -> None:
+        name = kwargs.get("name") or serialized_name(serialized) or "chain"
+        md, tags = kwargs.get("metadata"), kwargs.get("tags")
+        self._open_run(run_id, parent_run_id, md, name, at, inputs=inputs, pieces=pieces, tags=tags, span=span)
+
+    @_guarded
+    def _chain_ended(self, *, run_id: Any, pieces: list[Any], interrupted: bool, at: float) -> None:
+        rid = run_key(run_id)
+        if interrupted and rid in self._roots:
+            self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
+        self._finish(run_id, at, pieces=pieces)
+
+    @_guarded
+    def _chain_failed(self, *, run_id: Any, error: BaseException, at: float) -> None:
+        run = self._finish(run_id, at, error=error)
         if run is not None and run.root != run_key(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
 
-    def _start_llm(
+    @_guarded
+    def _llm_started(
         self,
-        serialized: Any,
-        message_lists: Sequence[Sequence[Any]] | None,
-        prompts: Sequence[str] | None,
+        *,
         run_id: Any,
         parent_run_id: Any,
+        serialized: Any,
+        message_lists: list[list[Any]] | None,
+        prompts: list[str] | None,
         kwargs: Mapping[str, Any],
+        at: float,
+        span: SpanRef | None,
     ) -> None:
         md, tags = kwargs.get("metadata") or {}, kwargs.get("tags")
         name = kwargs.get("name") or serialized_name(serialized) or "llm"
-        run = self._open_run(run_id, parent_run_id, md, name, tags=tags)
+        run = self._open_run(run_id, parent_run_id, md, name, at, tags=tags)
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
         run.model = model_name(kwargs.get("invocation_params"), serial_kwargs) or md_str(md, "ls_model_name")
         run.provider = md_str(md, "ls_provider")
-        run.otel_span = llm_span(run_id)  # an instrumentor that ran before us made it already
+        run.otel_span = span
         override_q = md.get(QUESTION_OVERRIDE_KEY)
         with self._lock:
             ancestors = {rid for rid, _ in self._chain(run.parent)}
@@ -253,8 +461,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         run.prompt = PromptRead(
             self,
             run.node,
-            [list(messages or ()) for messages in message_lists] if message_lists is not None else None,
-            [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()],
+            message_lists,
+            prompts or [],
             override_q if isinstance(override_q, str) and override_q.strip() else None,
             md.get(CONTEXT_OVERRIDE_KEY),
             collected,
@@ -285,27 +493,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         )
 
     @_guarded
-    def on_chat_model_start(
-        self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
-    ) -> None:
-        self._start_llm(serialized, messages, None, run_id, parent_run_id, kwargs)
-
-    @_guarded
-    def on_llm_start(
-        self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
-    ) -> None:
-        self._start_llm(serialized, None, prompts, run_id, parent_run_id, kwargs)
-
-    @_guarded
-    def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-        ended = time.time()
+    def _llm_ended(self, *, run_id: Any, response: Any, at: float, span: SpanRef | None, app: SpanRef | None) -> None:
         with self._lock:
             run = self._runs.get(run_key(run_id))
         if run is not None and run.otel_span is None:
-            run.otel_span = llm_span(run_id)  # an instrumentor that runs after us at the start: still open
-        self._finish(run_id, lambda run: self._generation_steps(run, run_key(run_id), response, ended))
+            run.otel_span = span
+        self._finish(run_id, at, lambda run: self._generation_steps(run, run_key(run_id), response, at, app))
 
-    def _generation_steps(self, run: Run, rid: str, response: Any, ended: float) -> Iterable[CallRecord]:
+    def _generation_steps(
+        self, run: Run, rid: str, response: Any, ended: float, app: SpanRef | None
+    ) -> Iterable[CallRecord]:
         """One step per generation of an LLM run (the first keeps the run id as its step id)."""
         llm_output = getattr(response, "llm_output", None)
         generations = getattr(response, "generations", None) or []
@@ -337,23 +534,26 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     run,
                     step_id,
                     kind,
+                    ended,
+                    app,
                     read=run.prompt.reader(i) if run.prompt is not None else None,
                     read_size=run.prompt.size if run.prompt is not None else 0,
                     response=text if text.strip() else None,
                     model=run.model or model_name(llm_output, getattr(message, "response_metadata", None)),
                     provider=run.provider,
                     usage=usage_of(message, llm_output),
-                    ended_at=ended,
                     metadata=meta,
                     revision_of=run.revision_of if (i, j) == (0, 0) else None,
-                    otel_parent=run.otel_span,
+                    otel_parent=run.otel_span or app,
                 )
 
     @_guarded
-    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+    def _llm_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
             run_id,
             error,
+            at,
+            app,
             "llm",
             lambda run: {
                 "read": run.prompt.reader(0) if run.prompt is not None else None,
@@ -364,29 +564,44 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             },
         )
 
-    def _fail(self, run_id: Any, error: BaseException, kind: str, fields: Callable[[Run], dict[str, Any]]) -> None:
+    def _fail(
+        self,
+        run_id: Any,
+        error: BaseException,
+        at: float,
+        app: SpanRef | None,
+        kind: str,
+        fields: Callable[[Run], dict[str, Any]],
+    ) -> None:
         """Close a failed run: one ``error`` step of ``kind`` with ``fields(run)``; the root's trace ends failed."""
         text = describe_exception(error)
-        self._finish(run_id, lambda run: [self._step(run, run_id, kind, error=text, **fields(run))], error)
+        self._finish(run_id, at, lambda run: [self._step(run, run_id, kind, at, app, error=text, **fields(run))], error)
 
     def _open_io_run(
-        self, serialized: Any, given: Any, run_id: Any, parent_run_id: Any, kwargs: Mapping[str, Any], default: str
+        self,
+        serialized: Any,
+        given: Any,
+        run_id: Any,
+        parent_run_id: Any,
+        kwargs: Mapping[str, Any],
+        default: str,
+        at: float,
     ) -> Run:
         """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
         name = kwargs.get("name") or serialized_name(serialized) or default
-        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, tags=kwargs.get("tags"))
+        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, at, tags=kwargs.get("tags"))
         run.input_text = given if isinstance(given, str) else short(given, 2000)
         return run
 
     @_guarded
-    def on_tool_start(
-        self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    def _tool_started(
+        self, *, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
     ) -> None:
-        run = self._open_io_run(serialized, input_str, run_id, parent_run_id, kwargs, "tool")
+        run = self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "tool", at)
         call_id = kwargs.get("tool_call_id")
         run.tool_call_id = str(call_id) if call_id else None
 
-    def _tool_step(self, run: Run, run_id: Any, **fields: Any) -> list[CallRecord]:
+    def _tool_step(self, run: Run, run_id: Any, at: float, app: SpanRef | None, **fields: Any) -> list[CallRecord]:
         """A tool step; its parent is the model turn that asked for it when that turn is a step."""
         with self._lock:
             root = self._roots.get(run.root)
@@ -399,6 +614,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 run,
                 run_id,
                 "tool",
+                at,
+                app,
                 question=run.input_text,
                 parent_id=asked_by or run.parent_step,
                 metadata=meta,
@@ -407,20 +624,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         ]
 
     @_guarded
-    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._finish(run_id, lambda run: self._tool_step(run, run_id, response=tool_output_text(output)))
+    def _tool_ended(self, *, run_id: Any, output: Any, at: float, app: SpanRef | None) -> None:
+        self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, response=tool_output_text(output)))
 
     @_guarded
-    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._finish(run_id, lambda run: self._tool_step(run, run_id, error=describe_exception(error)), error)
+    def _tool_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
+        text = describe_exception(error)
+        self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, error=text), error)
 
     @_guarded
-    def on_retriever_start(
-        self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
+    def _retriever_started(
+        self, *, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
     ) -> None:
-        self._open_io_run(serialized, query, run_id, parent_run_id, kwargs, "retriever")
+        self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "retriever", at)
 
-    def _retrieval_step(self, run: Run, run_id: Any, documents: Any) -> list[CallRecord]:
+    def _retrieval_step(
+        self, run: Run, run_id: Any, documents: Any, at: float, app: SpanRef | None
+    ) -> list[CallRecord]:
         pieces = context_from(list(documents or ()), source="retriever")
         with self._lock:
             root = self._roots.get(run.root)
@@ -428,14 +648,30 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 chain = self._chain(run.parent)
                 root.retrieved.extend((run.ns, chain, p) for p in pieces)
         meta = {"retriever": run.name, "documents": len(pieces)}
-        return [self._step(run, run_id, "retrieval", question=run.input_text, context=tuple(pieces), metadata=meta)]
+        return [
+            self._step(run, run_id, "retrieval", at, app, question=run.input_text, context=tuple(pieces), metadata=meta)
+        ]
 
     @_guarded
-    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._finish(run_id, lambda run: self._retrieval_step(run, run_id, documents))
+    def _retriever_ended(self, *, run_id: Any, documents: Any, at: float, app: SpanRef | None) -> None:
+        self._finish(run_id, at, lambda run: self._retrieval_step(run, run_id, documents, at, app))
 
     @_guarded
-    def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
+    def _retriever_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
-            run_id, error, "retrieval", lambda run: {"question": run.input_text, "metadata": {"retriever": run.name}}
+            run_id,
+            error,
+            at,
+            app,
+            "retrieval",
+            lambda run: {"question": run.input_text, "metadata": {"retriever": run.name}},
         )
+
+
+def _kept(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """A callback's keywords as the translation reads them later: its own dict (new per call), with
+    a copy of the run's metadata, which LangChain's run manager keeps and could still change."""
+    md = kwargs.get("metadata")
+    if md:
+        kwargs["metadata"] = dict(md)
+    return kwargs

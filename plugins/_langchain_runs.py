@@ -201,6 +201,11 @@ def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
     (:func:`expand_state` makes them pieces): what the agent's thread keeps."""
     if value is None or not context_keys:
         return []
+    if type(value) is dict:  # a LangGraph state or update, the common case: no generic checks (agent's thread)
+        found = [(key, value.get(key)) for key in context_keys]
+        return [
+            StateValue(key, tuple(item) if isinstance(item, list) else item) for key, item in found if item is not None
+        ]
     if isinstance(value, (list, tuple)):
         out: list[StateValue] = []
         for item in value[:64]:
@@ -219,6 +224,19 @@ def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
         if item is not None:
             out.append(StateValue(key, tuple(item) if isinstance(item, list) else item))
     return out
+
+
+def documents_now(documents: Any) -> Any:
+    """What a retriever returned, with its documents' texts read now, on the agent's thread: a node
+    may still change a document in place (compress it) after the retrieval step was made."""
+    if not isinstance(documents, (list, tuple)):
+        return documents
+    out = []
+    for doc in documents:
+        plain = doc is None or isinstance(doc, (str, bytes, bytearray, tuple, ContextPiece))
+        text = None if plain else as_text(doc)
+        out.append(doc if text is None else text)
+    return tuple(out)
 
 
 def expand_state(items: Sequence[Any]) -> list[Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 from groundlens_core import internal_errors, settings
 from groundlens_core.embedding.lanes import usable_cpus
@@ -20,7 +20,7 @@ from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
 from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.ledger import ledger_listeners
-from groundlens_core.trace.model import Step, Trace, new_id, utc_now
+from groundlens_core.trace.model import Step, Trace, new_id, to_iso, utc_now
 from groundlens_core.trace.store import TraceStore
 from groundlens_core.trace.worker import TraceListener, Worker
 
@@ -42,6 +42,18 @@ __all__ = [
 ]
 
 log = logging.getLogger("groundlens.recorder")
+
+
+class EventSource(Protocol):
+    """An adapter that queues its framework's raw events on the caller's thread and translates them
+    into the recorder's calls later (:meth:`Recorder.add_source`): the agent's thread then only
+    appends to a queue, and the translation runs on the worker, or wherever a trace is read."""
+
+    def pending(self) -> int: ...  # how many raw events wait to be translated (read without a lock)
+
+    # translate them (or the first ``limit``), in order (called under the recorder's lock)
+    def drain(self, limit: int | None = None) -> None: ...
+
 
 #: the scoring backlog's bounds (docs/recorder.md); override per recorder or by environment. 256 steps
 #: is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many steps with
@@ -98,6 +110,8 @@ class Recorder:
         self._listeners = [*listeners, *ledger_listeners(ledger)]  # ledger: signed records (GROUNDLENS_LEDGER)
         self._lock = threading.RLock()  # guards the store and the backlog (and is held across fork())
         self._store = TraceStore(max_traces)
+        self._sources: list[EventSource] = []  # adapters whose raw events are translated later
+        self._draining = False  # a drain runs (under the lock): a failure inside it does not start another
         self._backlog = Backlog(
             max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps)),
             max(1, int(MAX_PENDING_BYTES if max_pending_bytes is None else max_pending_bytes)),
@@ -110,6 +124,8 @@ class Recorder:
             self._store,
             self._listeners,
             self.scoring_options,
+            self.drain_sources,
+            self._raw_count,
             quiet=quiet_seconds,
             torch_threads=worker_torch_threads,
             # never more lanes than the CPUs this process may use
@@ -172,8 +188,11 @@ class Recorder:
             kwargs["long_context"] = self._long_context
         return kwargs
 
-    def start_trace(self, key: str, *, name: str | None = None, metadata: dict[str, Any] | None = None) -> bool:
-        """Open a trace for root run ``key`` (done implicitly by the first ``record``).
+    def start_trace(
+        self, key: str, *, name: str | None = None, metadata: dict[str, Any] | None = None, at: float | None = None
+    ) -> bool:
+        """Open a trace for root run ``key`` (done implicitly by the first ``record``); ``at``: when
+        it started (a Unix time; default now).
 
         Returns True when it opened a new trace. A key that is already open is left as it is (its
         name and metadata are not touched, so a late or repeated start cannot rewrite a trace);
@@ -182,17 +201,17 @@ class Recorder:
         with self._lock:
             if key in self._store:
                 return False
-            self._open_trace(key, name, metadata)
+            self._open_trace(key, name, metadata, at)
         self._warn_if_due()
         return True
 
-    def _open_trace(self, key: str, name: str | None, metadata: dict[str, Any] | None) -> None:
+    def _open_trace(self, key: str, name: str | None, metadata: dict[str, Any] | None, at: float | None = None) -> None:
         """Open trace ``key`` (the caller holds the lock and found it not open)."""
         trace = Trace(
             id=new_id(),
             name=name or self.name,
             framework=self.framework,
-            started_at=utc_now(),
+            started_at=utc_now() if at is None else (to_iso(at) or utc_now()),
             metadata=dict(metadata or {}),
         )
         _capture_app_span(trace.metadata)
@@ -228,12 +247,13 @@ class Recorder:
             internal_errors.internal_error(exc, "Recorder.record", log)
             return ""
 
-    def end_trace(self, key: str, *, error: str | None = None) -> None:
-        """Mark root run ``key`` finished (``error``: the agent raised; the steps so far are kept)."""
+    def end_trace(self, key: str, *, error: str | None = None, at: float | None = None) -> None:
+        """Mark root run ``key`` finished (``error``: the agent raised; the steps so far are kept;
+        ``at``: when, a Unix time, default now)."""
         with self._lock:
             if key not in self._store:
                 return
-            self._submit(TraceEnd(key, error, utc_now()))
+            self._submit(TraceEnd(key, error, utc_now() if at is None else (to_iso(at) or utc_now())))
         self._warn_if_due()
 
     def _submit(self, event: Event) -> None:
@@ -243,6 +263,45 @@ class Recorder:
             if self._worker.start(WORKER_NICE):
                 lifecycle.started(self)
             self._worker.wake_up(urgent=isinstance(event, FlushMarker))
+
+    def add_source(self, source: EventSource) -> None:
+        """Translate ``source``'s raw events before every batch the worker takes and before every read
+        (``flush``, ``get_trace(s)``, ``idle``, ``backlog``, ``trace_keys``); it calls :meth:`poke`
+        when it queues one."""
+        with self._lock:
+            self._sources.append(source)
+
+    def poke(self) -> None:
+        """A source queued a raw event: start the worker, or wake it when it waits for work. Without
+        a lock when it is awake already (the common case): the worker looks at the sources again
+        after it says it is idle, so an event queued just before is not left waiting."""
+        if self._worker.idle:
+            with self._lock:
+                if self._worker.start(WORKER_NICE):
+                    lifecycle.started(self)
+                self._worker.wake_up(urgent=False)
+
+    def drain_sources(self, limit: int | None = None) -> None:
+        """Translate what the sources queued (each source's first ``limit`` events, when given), in
+        order, under the lock (so a fork never finds a translation half done); a drain already
+        running on this thread is not started again."""
+        if not self._sources:
+            return
+        with self._lock:
+            if self._draining:
+                return
+            self._draining = True
+            try:
+                for source in list(self._sources):
+                    try:
+                        source.drain(limit)
+                    except Exception as exc:  # a source's own guard failed: the others, and the worker, go on
+                        internal_errors.internal_error(exc, f"{type(source).__name__}.drain", log, deferred=True)
+            finally:
+                self._draining = False
+
+    def _raw_count(self) -> int:
+        return sum(source.pending() for source in list(self._sources))
 
     def _warn_if_due(self) -> None:
         """The rate-limited overload warning, when one is due (logged outside the lock)."""
@@ -260,6 +319,7 @@ class Recorder:
 
         It waits for its own marker in the queue, not for an idle recorder: while other threads
         keep recording (other agents on a server), the recorder is never idle."""
+        self.drain_sources()
         with self._lock:
             busy = self._backlog.pending > 0
         if threading.current_thread() is self._worker.thread:
@@ -281,6 +341,8 @@ class Recorder:
         step that another thread recorded while the flush ran)."""
         if wait:
             self.flush(timeout)
+        else:
+            self.drain_sources()
         with self._lock:
             if key is None:
                 key = self._store.latest()
@@ -295,22 +357,27 @@ class Recorder:
         """Every kept trace, oldest first; ``wait``/``timeout`` as in :meth:`get_trace`."""
         if wait:
             self.flush(timeout)
+        else:
+            self.drain_sources()
         with self._lock:
             waiting = self._waiting_steps()
             return [self._store.copy(k, waiting.get(k)) for k in self._store.order]
 
     def trace_keys(self) -> list[str]:
+        self.drain_sources()
         with self._lock:
             return list(self._store.order)
 
     def idle(self) -> bool:
         """True when nothing is waiting for the worker."""
+        self.drain_sources()
         with self._lock:
             return self._backlog.pending <= 0
 
     def backlog(self) -> dict[str, int]:
         """What waits for the worker now: calls to score (queued, and in the batch being scored),
         the queued calls' text bytes, all queued events, and the events held with their traces."""
+        self.drain_sources()
         with self._lock:
             return self._backlog.counts()
 

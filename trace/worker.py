@@ -34,6 +34,8 @@ BATCH_MAX = 16
 #: events of any kind queued that end the wait for a quiet spell: an agent that keeps sending events
 #: which need no model (tool steps) faster than the quiet spell would otherwise hold every step back
 EVENTS_MAX = 64
+#: adapters' raw events waiting that end the wait for a quiet spell (a LangGraph step is about ten)
+RAW_EVENTS_MAX = 256
 
 
 class TraceListener(Protocol):
@@ -70,6 +72,8 @@ class Worker:
         store: TraceStore,
         listeners: list[Any],
         options: Callable[[], dict[str, Any]],
+        drain: Callable[[], None] = lambda: None,
+        raw_count: Callable[[], int] = lambda: 0,
         *,
         quiet: float,
         torch_threads: int | None,
@@ -81,6 +85,8 @@ class Worker:
         self.store = store
         self.listeners = listeners  # the recorder's list: listeners added later are told too
         self.options = options  # the scoring keywords (read per batch)
+        self.drain = drain  # the recorder's: translate the adapters' raw events into events here
+        self.raw_count = raw_count  # the adapters' raw events not translated yet
         self.quiet = quiet
         self.torch_threads = torch_threads
         self.lanes = lanes  # read per batch: a changed setting applies to the next one
@@ -211,8 +217,10 @@ class Worker:
         return self.abandoned or self.parked.wait(timeout)
 
     def _wait_for_batch(self) -> None:
-        """Wait for work, then for a quiet spell (no new event for ``quiet`` seconds), a flush or a
-        full batch (the events are taken after it, in order, up to a batch of calls to score)."""
+        """Wait for work, then for a quiet spell (no new event, queued or raw, for ``quiet`` seconds),
+        a flush or a full batch; then translate the adapters' raw events (after the burst, not in the
+        middle of it: the translation would take the GIL from the agent's thread). The events are
+        taken after it, in order, up to a batch of calls to score."""
         while True:
             with self.lock:
                 if self.backlog.items:
@@ -222,18 +230,23 @@ class Worker:
                     break
                 self.idle = True  # the next event wakes us
                 self.wake.clear()
+            if self.raw_count():  # queued while we were still awake: its poke did not wake us
+                with self.lock:
+                    self.idle = False
+                break
             self.wake.wait()
         batch = min(BATCH_MAX, self.backlog.max_steps)
         while True:
             with self.lock:
-                seen = len(self.backlog.items)
-                if self.backlog.ready(batch) or seen >= EVENTS_MAX:  # EVENTS_MAX: no quiet spell is near
+                seen, raw = len(self.backlog.items), self.raw_count()
+                if self.backlog.ready(batch) or seen >= EVENTS_MAX or raw >= RAW_EVENTS_MAX:  # no quiet spell is near
                     break
             self.wake.wait(self.quiet)  # a flush sets it; new events do not
             self.wake.clear()
             with self.lock:
-                if len(self.backlog.items) == seen:
+                if len(self.backlog.items) == seen and self.raw_count() == raw:
                     break
+        self.drain()
 
     def _finish(self, items: list[Event]) -> None:
         """The worker is done with ``items``: they leave the pending count, and each flush among them
@@ -250,6 +263,7 @@ class Worker:
         is lost from the traces and their listeners. One warning says how many and what to raise."""
         items: list[Event] = []
         try:
+            self.drain()  # raw events an adapter queued go on their traces too
             with self.lock:
                 items = self.backlog.take_all()
             items = [

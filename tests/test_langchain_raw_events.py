@@ -1,0 +1,152 @@
+"""The LangChain callback's two halves: on the agent's thread each callback only keeps what could
+change and queues the raw event; the translation into steps runs later, in order, on the worker or
+where a trace is read. Real LangGraph graphs, scripted model and retriever, the real embedder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+from typing import TypedDict
+
+import pytest
+from langchain_core.documents import Document
+from langchain_core.messages import HumanMessage, SystemMessage
+from scripted_graphs import TableChatModel, TableRetriever, linear_graph
+
+from groundlens_core import internal_errors
+from groundlens_core.plugins import _langchain_common
+from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+from groundlens_core.trace.model import META_OTEL_PARENT
+
+QUESTION = "How tall is the Eiffel Tower?"
+CONTEXT = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars in Paris."
+ANSWER = "The Eiffel Tower is 330 metres tall."
+
+
+class State(TypedDict, total=False):
+    question: str
+    documents: list[Document]
+    answer: str
+
+
+def rag_graph(after=None):
+    """retrieve -> answer (-> after, when given)."""
+    retriever = TableRetriever(table={QUESTION: CONTEXT})
+    model = TableChatModel(table={QUESTION: ANSWER})
+
+    def retrieve(state: State) -> dict:
+        return {"documents": retriever.invoke(state["question"])}
+
+    def answer(state: State) -> dict:
+        context = "\n\n".join(d.page_content for d in state["documents"])
+        msg = model.invoke(
+            [SystemMessage(f"Answer only from this context:\n{context}"), HumanMessage(state["question"])]
+        )
+        return {"answer": msg.content}
+
+    steps = {"retrieve": retrieve, "answer": answer}
+    if after is not None:
+        steps["after"] = after
+    return linear_graph(State, **steps)
+
+
+def unix(iso: str) -> float:
+    return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+
+
+def held(cb: GroundlensLangGraphCallback, monkeypatch) -> GroundlensLangGraphCallback:
+    """``cb`` with its worker never woken: its raw events wait until a trace is read."""
+    monkeypatch.setattr(cb.recorder, "poke", lambda: None)
+    return cb
+
+
+def test_the_agents_thread_only_queues_and_the_worker_translates(monkeypatch):
+    cb = GroundlensLangGraphCallback(name="t")
+    threads: list[str] = []
+    record = cb.recorder.record
+    monkeypatch.setattr(
+        cb.recorder, "record", lambda call: (threads.append(threading.current_thread().name), record(call))[1]
+    )
+    rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    agent = threading.current_thread().name
+    assert agent not in threads  # nothing was translated on the agent's thread
+    deadline = time.monotonic() + 30
+    while (cb.pending() or not threads) and time.monotonic() < deadline:  # the worker drains by itself
+        time.sleep(0.01)
+    assert not cb.pending()
+    assert threads and set(threads) == {"groundlens-langgraph"}
+    (trace,) = cb.get_traces()
+    assert [s.kind for s in trace.steps] == ["retrieval", "llm"]
+    assert trace.steps[1].context[0].text == CONTEXT
+
+
+def test_times_and_the_app_span_are_the_callbacks_not_the_translations(monkeypatch):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("the-app")
+    cb = held(GroundlensLangGraphCallback(name="t"), monkeypatch)
+    before = time.time()
+    with tracer.start_as_current_span("POST /chat") as span:
+        rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    after = time.time()
+    assert cb.pending()
+    time.sleep(0.3)  # the translation comes later (at the read below): its clock must not show
+    (trace,) = cb.get_traces()
+    assert not cb.pending()
+    span_id = format(span.get_span_context().span_id, "016x")
+    assert trace.metadata[META_OTEL_PARENT]["span_id"] == span_id
+    llm = trace.steps[1]
+    assert llm.metadata[META_OTEL_PARENT]["span_id"] == span_id
+    times = [unix(t) for t in (trace.started_at, llm.started_at, llm.ended_at, trace.ended_at)]
+    assert before <= times[0] <= times[1] <= times[2] <= times[3] <= after, (before, times, after)
+
+
+def test_what_a_later_node_changes_in_place_is_not_in_an_earlier_calls_context(monkeypatch):
+    added = "The Eiffel Tower was painted red in 2020."
+
+    def after(state: State) -> dict:
+        state["documents"].append(Document(page_content=added))  # in place, after the call was made
+        state["documents"][0].page_content += " Changed later."
+        return {}
+
+    cb = held(GroundlensLangGraphCallback(name="t"), monkeypatch)
+    rag_graph(after).invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    (trace,) = cb.get_traces()
+    llm = next(s for s in trace.steps if s.kind == "llm")
+    texts = [p.text for p in llm.context]
+    assert added not in " ".join(texts)
+    assert llm.context[0].text == CONTEXT
+
+
+def test_the_queue_stays_bounded_when_the_worker_never_comes(monkeypatch):
+    monkeypatch.setattr(_langchain_common, "MAX_RAW_EVENTS", 8)
+    cb = held(GroundlensLangGraphCallback(name="t", max_traces=50), monkeypatch)
+    graph = rag_graph()
+    most = 0
+    for _ in range(5):
+        graph.invoke({"question": QUESTION}, config={"callbacks": [cb]})
+        most = max(most, len(cb._events))
+    assert 0 < most <= 8
+    traces = cb.get_traces()
+    assert len(traces) == 5 and all([s.kind for s in t.steps] == ["retrieval", "llm"] for t in traces)
+
+
+def test_a_failing_translation_never_reaches_the_agent_and_is_raised_at_the_read(monkeypatch):
+    def broken(*args, **kwargs):
+        raise ZeroDivisionError("translation bug")
+
+    cb = held(GroundlensLangGraphCallback(name="t"), monkeypatch)
+    monkeypatch.setattr(cb, "_generation_steps", broken)
+    out = rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    assert out["answer"] == ANSWER  # the agent's run is untouched
+    with pytest.raises(internal_errors.InternalError, match="translation bug"):
+        cb.get_traces()
+
+    monkeypatch.setenv(internal_errors.ENV, "0")  # a user's program: an error step in the run's own trace
+    cb2 = held(GroundlensLangGraphCallback(name="t"), monkeypatch)
+    monkeypatch.setattr(cb2, "_generation_steps", broken)
+    rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb2]})
+    (trace,) = cb2.get_traces()
+    errors = [s for s in trace.steps if s.error]
+    assert len(errors) == 1 and "translation bug" in errors[0].error and errors[0].node == "answer"
