@@ -41,7 +41,13 @@ from groundlens_core.plugins._langchain_runs import (
 from groundlens_core.plugins._revise_common import REVISION_KEY, revision_mark
 from groundlens_core.trace import app_span
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
-from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, optional_base, require
+from groundlens_core.trace.adapter_shell import (
+    AdapterShell,
+    handle_internal_errors,
+    optional_base,
+    report_internal_error,
+    require,
+)
 from groundlens_core.trace.app_span import SpanRef
 from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.recorder import CallRecord
@@ -64,7 +70,7 @@ _OVERFLOW_DRAIN = 64
 def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
     """(trace key, node) of the run a failing callback was about: its root's trace and its node
     (the events queued before it translated first, so the run is known)."""
-    run_id = kwargs.get("run_id")
+    run_id = kwargs.get("run_id", args[0] if args else None)  # a callback's keyword, a translation's first
     rid = run_key(run_id) if run_id is not None else None
     self.recorder.drain_sources()  # nothing while a drain runs: the failure is inside it
     with self._lock:
@@ -99,14 +105,14 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
         # raw events, (translate, keywords), in the order the callbacks came (see the module docstring)
-        self._events: deque[tuple[Callable[..., Any], dict[str, Any]]] = deque()
+        self._events: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         super().__init__(name=name, **shell)
         self.recorder.add_source(self)
 
     # ------------------------------------------------------------ the queue of raw events
 
-    def _queue(self, translate: Callable[..., Any], **event: Any) -> None:
-        """Queue ``translate(**event)`` for :meth:`drain`, and wake the worker that will run it."""
+    def _queue(self, translate: Callable[..., Any], *event: Any) -> None:
+        """Queue ``translate(*event)`` for :meth:`drain`, and wake the worker that will run it."""
         self._events.append((translate, event))
         if len(self._events) > MAX_RAW_EVENTS:  # the worker is behind: the oldest are translated here
             self.recorder.drain_sources(limit=_OVERFLOW_DRAIN)
@@ -130,7 +136,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     translate, event = events.popleft()
                 except IndexError:  # taken meanwhile (never, under the recorder's lock)
                     return
-                translate(**event)
+                translate(*event)
 
     def _open_run(
         self,
@@ -266,46 +272,67 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self.recorder.end_trace(key, error=None if error is None else describe_exception(error), at=at)
 
     # ------------------------------------------------------------ the callbacks (the agent's thread)
+    # (each catches its own failures in line: a decorator's extra call and keyword repacking cost
+    # the agent's thread more than the callback itself)
 
-    @_guarded
+    def _callback_failed(self, where: str, exc: Exception, run_id: Any) -> None:
+        """A callback's own failure, reported as the error guard reports any: logged once and an
+        ``error`` step of its run's trace (raised under ``GROUNDLENS_RAISE_INTERNAL_ERRORS``)."""
+        try:
+            target = _error_target(self, run_id=run_id)
+        except Exception:
+            target = (None, None)
+        report_internal_error(self, self.framework, where, exc, target, None)
+
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._queue(
-            self._chain_started,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
-            serialized=serialized,
-            inputs=inputs,
-            pieces=state_values(self.context_keys, inputs),
-            kwargs=_kept(kwargs),
-            at=time.time(),
-            span=app_span.capture(),
-        )
+        try:
+            self._queue(
+                self._chain_started,
+                run_id,
+                parent_run_id,
+                serialized,
+                inputs,
+                state_values(self.context_keys, inputs),
+                _kept(kwargs),
+                time.time(),
+                app_span.capture(),
+            )
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_chain_start", exc, run_id)
 
-    @_guarded
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
-        interrupted = (type(outputs) is dict or isinstance(outputs, Mapping)) and bool(outputs.get("__interrupt__"))
-        pieces = state_values(self.context_keys, outputs)
-        self._queue(self._chain_ended, run_id=run_id, pieces=pieces, interrupted=interrupted, at=time.time())
+        try:
+            interrupted = (type(outputs) is dict or isinstance(outputs, Mapping)) and bool(outputs.get("__interrupt__"))
+            pieces = state_values(self.context_keys, outputs)
+            self._queue(self._chain_ended, run_id, pieces, interrupted, time.time())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_chain_end", exc, run_id)
 
-    @_guarded
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(self._chain_failed, run_id=run_id, error=error, at=time.time())
+        try:
+            self._queue(self._chain_failed, run_id, error, time.time())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_chain_error", exc, run_id)
 
-    @_guarded
     def on_chat_model_start(
         self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        message_lists = [list(m or ()) for m in messages] if messages is not None else None
-        self._queue_llm_start(serialized, message_lists, None, run_id, parent_run_id, kwargs)
+        try:
+            message_lists = [list(m or ()) for m in messages] if messages is not None else None
+            self._queue_llm_start(serialized, message_lists, None, run_id, parent_run_id, kwargs)
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_chat_model_start", exc, run_id)
 
-    @_guarded
     def on_llm_start(
         self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
-        self._queue_llm_start(serialized, None, texts, run_id, parent_run_id, kwargs)
+        try:
+            texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
+            self._queue_llm_start(serialized, None, texts, run_id, parent_run_id, kwargs)
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_llm_start", exc, run_id)
 
     def _queue_llm_start(
         self,
@@ -318,87 +345,102 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     ) -> None:
         self._queue(
             self._llm_started,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
-            serialized=serialized,
-            message_lists=message_lists,
-            prompts=prompts,
-            kwargs=_kept(kwargs),
-            at=time.time(),
-            span=llm_span(run_id),  # an instrumentor that ran before us made it already
+            run_id,
+            parent_run_id,
+            serialized,
+            message_lists,
+            prompts,
+            _kept(kwargs),
+            time.time(),
+            llm_span(run_id),  # an instrumentor that ran before us made it already
         )
 
-    @_guarded
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(
-            self._llm_ended,
-            run_id=run_id,
-            response=response,
-            at=time.time(),
-            span=llm_span(run_id),  # an instrumentor that runs after us at the start: still open
-            app=app_span.capture(),
-        )
+        try:
+            self._queue(
+                self._llm_ended,
+                run_id,
+                response,
+                time.time(),
+                llm_span(run_id),  # an instrumentor that runs after us at the start: still open
+                app_span.capture(),
+            )
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_llm_end", exc, run_id)
 
-    @_guarded
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(self._llm_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+        try:
+            self._queue(self._llm_failed, run_id, error, time.time(), app_span.capture())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_llm_error", exc, run_id)
 
-    @_guarded
     def on_tool_start(
         self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._queue(
-            self._tool_started,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
-            serialized=serialized,
-            given=input_str,
-            kwargs=_kept(kwargs),
-            at=time.time(),
-        )
+        try:
+            self._queue(
+                self._tool_started,
+                run_id,
+                parent_run_id,
+                serialized,
+                input_str,
+                _kept(kwargs),
+                time.time(),
+            )
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_tool_start", exc, run_id)
 
-    @_guarded
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(self._tool_ended, run_id=run_id, output=output, at=time.time(), app=app_span.capture())
+        try:
+            self._queue(self._tool_ended, run_id, output, time.time(), app_span.capture())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_tool_end", exc, run_id)
 
-    @_guarded
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(self._tool_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+        try:
+            self._queue(self._tool_failed, run_id, error, time.time(), app_span.capture())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_tool_error", exc, run_id)
 
-    @_guarded
     def on_retriever_start(
         self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
-        self._queue(
-            self._retriever_started,
-            run_id=run_id,
-            parent_run_id=parent_run_id,
-            serialized=serialized,
-            given=query,
-            kwargs=_kept(kwargs),
-            at=time.time(),
-        )
+        try:
+            self._queue(
+                self._retriever_started,
+                run_id,
+                parent_run_id,
+                serialized,
+                query,
+                _kept(kwargs),
+                time.time(),
+            )
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_retriever_start", exc, run_id)
 
-    @_guarded
     def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(
-            self._retriever_ended,
-            run_id=run_id,
-            documents=documents_now(documents),
-            at=time.time(),
-            app=app_span.capture(),
-        )
+        try:
+            self._queue(
+                self._retriever_ended,
+                run_id,
+                documents_now(documents),
+                time.time(),
+                app_span.capture(),
+            )
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_retriever_end", exc, run_id)
 
-    @_guarded
     def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        self._queue(self._retriever_failed, run_id=run_id, error=error, at=time.time(), app=app_span.capture())
+        try:
+            self._queue(self._retriever_failed, run_id, error, time.time(), app_span.capture())
+        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
+            self._callback_failed("on_retriever_error", exc, run_id)
 
     # ------------------------------------------------------------ their translation (drain)
 
     @_guarded
     def _chain_started(
         self,
-        *,
         run_id: Any,
         parent_run_id: Any,
         serialized: Any,
@@ -413,14 +455,14 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self._open_run(run_id, parent_run_id, md, name, at, inputs=inputs, pieces=pieces, tags=tags, span=span)
 
     @_guarded
-    def _chain_ended(self, *, run_id: Any, pieces: list[Any], interrupted: bool, at: float) -> None:
+    def _chain_ended(self, run_id: Any, pieces: list[Any], interrupted: bool, at: float) -> None:
         rid = run_key(run_id)
         if interrupted and rid in self._roots:
             self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
         self._finish(run_id, at, pieces=pieces)
 
     @_guarded
-    def _chain_failed(self, *, run_id: Any, error: BaseException, at: float) -> None:
+    def _chain_failed(self, run_id: Any, error: BaseException, at: float) -> None:
         run = self._finish(run_id, at, error=error)
         if run is not None and run.root != run_key(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
@@ -428,7 +470,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     @_guarded
     def _llm_started(
         self,
-        *,
         run_id: Any,
         parent_run_id: Any,
         serialized: Any,
@@ -493,7 +534,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         )
 
     @_guarded
-    def _llm_ended(self, *, run_id: Any, response: Any, at: float, span: SpanRef | None, app: SpanRef | None) -> None:
+    def _llm_ended(self, run_id: Any, response: Any, at: float, span: SpanRef | None, app: SpanRef | None) -> None:
         with self._lock:
             run = self._runs.get(run_key(run_id))
         if run is not None and run.otel_span is None:
@@ -548,7 +589,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 )
 
     @_guarded
-    def _llm_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
+    def _llm_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
             run_id,
             error,
@@ -595,7 +636,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     @_guarded
     def _tool_started(
-        self, *, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
+        self, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
     ) -> None:
         run = self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "tool", at)
         call_id = kwargs.get("tool_call_id")
@@ -624,17 +665,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         ]
 
     @_guarded
-    def _tool_ended(self, *, run_id: Any, output: Any, at: float, app: SpanRef | None) -> None:
+    def _tool_ended(self, run_id: Any, output: Any, at: float, app: SpanRef | None) -> None:
         self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, response=tool_output_text(output)))
 
     @_guarded
-    def _tool_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
+    def _tool_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         text = describe_exception(error)
         self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, error=text), error)
 
     @_guarded
     def _retriever_started(
-        self, *, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
+        self, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
     ) -> None:
         self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "retriever", at)
 
@@ -653,11 +694,11 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         ]
 
     @_guarded
-    def _retriever_ended(self, *, run_id: Any, documents: Any, at: float, app: SpanRef | None) -> None:
+    def _retriever_ended(self, run_id: Any, documents: Any, at: float, app: SpanRef | None) -> None:
         self._finish(run_id, at, lambda run: self._retrieval_step(run, run_id, documents, at, app))
 
     @_guarded
-    def _retriever_failed(self, *, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
+    def _retriever_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
             run_id,
             error,

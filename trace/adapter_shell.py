@@ -38,6 +38,7 @@ __all__ = [
     "lazy_classes",
     "optional_base",
     "parse_usage",
+    "report_internal_error",
     "require",
 ]
 
@@ -374,6 +375,11 @@ def _report(
             )
     except Exception:  # pragma: no cover - the very last line of defence
         pass
+
+
+#: the error guard's report, for an adapter method that catches its own failures in line (a hot
+#: callback, where a decorator's extra call costs more than the callback itself)
+report_internal_error = _report
 
 
 def _attach_otel(recorder: Recorder, tracer_provider: Any, log: logging.Logger) -> bool:
