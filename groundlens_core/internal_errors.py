@@ -40,6 +40,7 @@ __all__ = [
     "InternalError",
     "deferring",
     "handle_internal_errors",
+    "in_deferred_work",
     "internal_error",
     "raise_seen",
     "raising",
@@ -118,6 +119,11 @@ class deferring:
 
     def __exit__(self, *exc: Any) -> None:
         _local.deferring = self._outer
+
+
+def in_deferred_work() -> bool:
+    """Whether this thread is inside :class:`deferring`: working for a caller elsewhere."""
+    return bool(getattr(_local, "deferring", False))
 
 
 def take_seen() -> list[tuple[str, BaseException]]:

@@ -13,12 +13,10 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.internal_errors import deferring
 from groundlens_core.plugins._instrumentor_spans import llm_span
 from groundlens_core.plugins._langchain_prompt import PromptRead
 from groundlens_core.plugins._langchain_runs import (
@@ -43,12 +41,11 @@ from groundlens_core.trace import app_span
 from groundlens_core.trace.adapter_helpers import context_from, message_text, short
 from groundlens_core.trace.adapter_shell import (
     AdapterShell,
-    handle_internal_errors,
     optional_base,
     report_internal_error,
     require,
 )
-from groundlens_core.trace.app_span import SpanRef
+from groundlens_core.trace.app_span import ABSENT, SpanRef
 from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.recorder import CallRecord
 
@@ -61,26 +58,16 @@ QUESTION_OVERRIDE_KEY = "groundlens_question"
 DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
 
 _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
-#: raw events queued at most: past this the agent's thread translates the oldest itself, a few at a
-#: time (the worker is busy scoring), so the queue, and what its events hold on to, stays bounded
-MAX_RAW_EVENTS = 4096
-_OVERFLOW_DRAIN = 64
 
 
-def _error_target(self: GroundlensCallbackBase, *args: Any, **kwargs: Any) -> tuple[str | None, str | None]:
+def _error_target(self: GroundlensCallbackBase, run_id: Any) -> tuple[str | None, str | None]:
     """(trace key, node) of the run a failing callback was about: its root's trace and its node
     (the events queued before it translated first, so the run is known)."""
-    run_id = kwargs.get("run_id", args[0] if args else None)  # a callback's keyword, a translation's first
     rid = run_key(run_id) if run_id is not None else None
-    self.recorder.drain_sources()  # nothing while a drain runs: the failure is inside it
+    self.recorder.drain_raw()  # nothing while a drain runs: the failure is inside it
     with self._lock:
         run = self._runs.get(rid) if rid else None
     return (run.root, run.node) if run is not None else (rid, None)
-
-
-#: every callback method: nothing it raises reaches LangChain; it is logged and recorded as an
-#: ``error`` step in the run's trace instead
-_guarded = handle_internal_errors(trace_key=_error_target)
 
 
 class GroundlensCallbackBase(AdapterShell, _HandlerBase):
@@ -104,39 +91,22 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
-        # raw events, (translate, keywords), in the order the callbacks came (see the module docstring)
-        self._events: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         super().__init__(name=name, **shell)
-        self.recorder.add_source(self)
 
     # ------------------------------------------------------------ the queue of raw events
 
-    def _queue(self, translate: Callable[..., Any], *event: Any) -> None:
-        """Queue ``translate(*event)`` for :meth:`drain`, and wake the worker that will run it."""
-        self._events.append((translate, event))
-        if len(self._events) > MAX_RAW_EVENTS:  # the worker is behind: the oldest are translated here
-            self.recorder.drain_sources(limit=_OVERFLOW_DRAIN)
-        else:
-            self.recorder.poke()
+    def _queue(self, callback: str, at: float, translate: Callable[..., Any], *args: Any) -> None:
+        """Queue ``translate(*args)``, the translation of ``callback``'s event (made at ``at``), on the
+        recorder (:meth:`~groundlens_core.trace.recorder.Recorder.defer`)."""
+        self.recorder.defer(self._translate, callback, at, translate, args)
 
-    def pending(self) -> int:
-        """How many raw events wait to be translated (the recorder asks, without a lock)."""
-        return len(self._events)
-
-    def drain(self, limit: int | None = None) -> None:
-        """Translate the queued events (the first ``limit``), in order (the recorder calls it under
-        its lock): a failure in one is an ``error`` step of its trace, raised on the caller's side in
-        our tests."""
-        events = self._events
-        left = len(events) if limit is None else limit
-        with deferring():
-            while events and left > 0:
-                left -= 1
-                try:
-                    translate, event = events.popleft()
-                except IndexError:  # taken meanwhile (never, under the recorder's lock)
-                    return
-                translate(*event)
+    def _translate(self, callback: str, at: float, translate: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        """One queued event's translation (``args[0]`` is its run id); a failure is reported as
+        its callback's, at the callback's time."""
+        try:
+            translate(*args)
+        except Exception as exc:
+            self._callback_failed(callback, exc, args[0] if args else None, at)
 
     def _open_run(
         self,
@@ -167,7 +137,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 if len(self._roots) > _MAX_OPEN_ROOTS:
                     abandoned = next(iter(self._roots))
                     self._drop_root(abandoned)
-                    self.recorder.end_trace(abandoned, error="abandoned: the run never ended (too many open runs)")
+                    self.recorder.end_trace(
+                        abandoned, error="abandoned: the run never ended (too many open runs)", at=at
+                    )
                 root_key = rid
             else:
                 root_key = parent.root
@@ -201,8 +173,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     meta["thread_id"] = str(md[key])
             if tags:
                 meta["tags"] = [str(t) for t in tags][:20]
-            if span is not None:  # the application's span the run started in (the agent's thread saw it)
-                meta[META_OTEL_PARENT] = span.to_dict()
+            # the application's span the run started in, as the agent's thread saw it (none: none)
+            meta[META_OTEL_PARENT] = span.to_dict() if span is not None else ABSENT
             self.recorder.start_trace(rid, name=self.name or name or self.framework, metadata=meta, at=at)
         return run
 
@@ -246,7 +218,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         """The call record of a step made by ``run``: its trace, node, timing, id and parent (``at``:
         when it ended; ``span``: the application's span then)."""
         fields.setdefault("ended_at", at)
-        fields.setdefault("otel_parent", span)
+        fields.setdefault("otel_parent", span if span is not None else ABSENT)  # none on the agent's thread
         fields.setdefault("step_id", run_key(run_id))
         fields.setdefault("parent_id", run.parent_step)
         return CallRecord(trace_key=run.root, node=run.node, kind=kind, started_at=run.started_at, **fields)
@@ -275,20 +247,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     # (each catches its own failures in line: a decorator's extra call and keyword repacking cost
     # the agent's thread more than the callback itself)
 
-    def _callback_failed(self, where: str, exc: Exception, run_id: Any) -> None:
+    def _callback_failed(self, where: str, exc: Exception, run_id: Any, at: float | None = None) -> None:
         """A callback's own failure, reported as the error guard reports any: logged once and an
         ``error`` step of its run's trace (raised under ``GROUNDLENS_RAISE_INTERNAL_ERRORS``)."""
         try:
-            target = _error_target(self, run_id=run_id)
+            target = _error_target(self, run_id)
         except Exception:
             target = (None, None)
-        report_internal_error(self, self.framework, where, exc, target, None)
+        report_internal_error(self, self.framework, where, exc, target, None, at=at)
 
     def on_chain_start(
         self, serialized: Any, inputs: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
+            at = time.time()
             self._queue(
+                "on_chain_start",
+                at,
                 self._chain_started,
                 run_id,
                 parent_run_id,
@@ -296,7 +271,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                 inputs,
                 state_values(self.context_keys, inputs),
                 _kept(kwargs),
-                time.time(),
+                at,
                 app_span.capture(),
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
@@ -304,15 +279,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def on_chain_end(self, outputs: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
+            at = time.time()
             interrupted = (type(outputs) is dict or isinstance(outputs, Mapping)) and bool(outputs.get("__interrupt__"))
             pieces = state_values(self.context_keys, outputs)
-            self._queue(self._chain_ended, run_id, pieces, interrupted, time.time())
+            self._queue("on_chain_end", at, self._chain_ended, run_id, pieces, interrupted, at)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_chain_end", exc, run_id)
 
     def on_chain_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            self._queue(self._chain_failed, run_id, error, time.time())
+            at = time.time()
+            self._queue("on_chain_error", at, self._chain_failed, run_id, error, at)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_chain_error", exc, run_id)
 
@@ -320,8 +297,11 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, messages: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
+            at = time.time()
             message_lists = [list(m or ()) for m in messages] if messages is not None else None
-            self._queue_llm_start(serialized, message_lists, None, run_id, parent_run_id, kwargs)
+            self._queue_llm_start(
+                "on_chat_model_start", at, serialized, message_lists, None, run_id, parent_run_id, kwargs
+            )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_chat_model_start", exc, run_id)
 
@@ -329,13 +309,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, prompts: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
+            at = time.time()
             texts = [prompt if isinstance(prompt, str) else str(prompt) for prompt in prompts or ()]
-            self._queue_llm_start(serialized, None, texts, run_id, parent_run_id, kwargs)
+            self._queue_llm_start("on_llm_start", at, serialized, None, texts, run_id, parent_run_id, kwargs)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_llm_start", exc, run_id)
 
     def _queue_llm_start(
         self,
+        callback: str,
+        at: float,
         serialized: Any,
         message_lists: list[list[Any]] | None,
         prompts: list[str] | None,
@@ -344,6 +327,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         kwargs: dict[str, Any],
     ) -> None:
         self._queue(
+            callback,
+            at,
             self._llm_started,
             run_id,
             parent_run_id,
@@ -351,17 +336,21 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             message_lists,
             prompts,
             _kept(kwargs),
-            time.time(),
+            at,
             llm_span(run_id),  # an instrumentor that ran before us made it already
+            app_span.capture(),  # the application's span, should this call be a root run
         )
 
     def on_llm_end(self, response: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
+            at = time.time()
             self._queue(
+                "on_llm_end",
+                at,
                 self._llm_ended,
                 run_id,
                 response,
-                time.time(),
+                at,
                 llm_span(run_id),  # an instrumentor that runs after us at the start: still open
                 app_span.capture(),
             )
@@ -370,7 +359,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            self._queue(self._llm_failed, run_id, error, time.time(), app_span.capture())
+            at = time.time()
+            self._queue("on_llm_error", at, self._llm_failed, run_id, error, at, app_span.capture())
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_llm_error", exc, run_id)
 
@@ -378,27 +368,33 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
+            at = time.time()
             self._queue(
+                "on_tool_start",
+                at,
                 self._tool_started,
                 run_id,
                 parent_run_id,
                 serialized,
                 input_str,
                 _kept(kwargs),
-                time.time(),
+                at,
+                app_span.capture(),  # the application's span, should this run be a root
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_start", exc, run_id)
 
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            self._queue(self._tool_ended, run_id, output, time.time(), app_span.capture())
+            at = time.time()
+            self._queue("on_tool_end", at, self._tool_ended, run_id, output, at, app_span.capture())
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_end", exc, run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            self._queue(self._tool_failed, run_id, error, time.time(), app_span.capture())
+            at = time.time()
+            self._queue("on_tool_error", at, self._tool_failed, run_id, error, at, app_span.capture())
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_error", exc, run_id)
 
@@ -406,25 +402,32 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
+            at = time.time()
             self._queue(
+                "on_retriever_start",
+                at,
                 self._retriever_started,
                 run_id,
                 parent_run_id,
                 serialized,
                 query,
                 _kept(kwargs),
-                time.time(),
+                at,
+                app_span.capture(),  # the application's span, should this run be a root
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_start", exc, run_id)
 
     def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
+            at = time.time()
             self._queue(
+                "on_retriever_end",
+                at,
                 self._retriever_ended,
                 run_id,
                 documents_now(documents),
-                time.time(),
+                at,
                 app_span.capture(),
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
@@ -432,13 +435,13 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            self._queue(self._retriever_failed, run_id, error, time.time(), app_span.capture())
+            at = time.time()
+            self._queue("on_retriever_error", at, self._retriever_failed, run_id, error, at, app_span.capture())
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_error", exc, run_id)
 
     # ------------------------------------------------------------ their translation (drain)
 
-    @_guarded
     def _chain_started(
         self,
         run_id: Any,
@@ -454,20 +457,17 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         md, tags = kwargs.get("metadata"), kwargs.get("tags")
         self._open_run(run_id, parent_run_id, md, name, at, inputs=inputs, pieces=pieces, tags=tags, span=span)
 
-    @_guarded
     def _chain_ended(self, run_id: Any, pieces: list[Any], interrupted: bool, at: float) -> None:
         rid = run_key(run_id)
         if interrupted and rid in self._roots:
             self.recorder.annotate_trace(rid, {"interrupted": True})  # paused for a human (interrupt())
         self._finish(run_id, at, pieces=pieces)
 
-    @_guarded
     def _chain_failed(self, run_id: Any, error: BaseException, at: float) -> None:
         run = self._finish(run_id, at, error=error)
         if run is not None and run.root != run_key(run_id) and is_interrupt(error):
             self.recorder.annotate_trace(run.root, {"interrupted": True})  # a node paused the graph (interrupt())
 
-    @_guarded
     def _llm_started(
         self,
         run_id: Any,
@@ -478,10 +478,11 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         kwargs: Mapping[str, Any],
         at: float,
         span: SpanRef | None,
+        app: SpanRef | None,
     ) -> None:
         md, tags = kwargs.get("metadata") or {}, kwargs.get("tags")
         name = kwargs.get("name") or serialized_name(serialized) or "llm"
-        run = self._open_run(run_id, parent_run_id, md, name, at, tags=tags)
+        run = self._open_run(run_id, parent_run_id, md, name, at, tags=tags, span=app)
         serial_kwargs = serialized.get("kwargs") if isinstance(serialized, Mapping) else None
         run.model = model_name(kwargs.get("invocation_params"), serial_kwargs) or md_str(md, "ls_model_name")
         run.provider = md_str(md, "ls_provider")
@@ -533,7 +534,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             CONTEXT_OVERRIDE_KEY,
         )
 
-    @_guarded
     def _llm_ended(self, run_id: Any, response: Any, at: float, span: SpanRef | None, app: SpanRef | None) -> None:
         with self._lock:
             run = self._runs.get(run_key(run_id))
@@ -585,10 +585,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     usage=usage_of(message, llm_output),
                     metadata=meta,
                     revision_of=run.revision_of if (i, j) == (0, 0) else None,
-                    otel_parent=run.otel_span or app,
+                    otel_parent=run.otel_span or app or ABSENT,
                 )
 
-    @_guarded
     def _llm_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
             run_id,
@@ -627,18 +626,26 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         kwargs: Mapping[str, Any],
         default: str,
         at: float,
+        app: SpanRef | None,
     ) -> Run:
         """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
         name = kwargs.get("name") or serialized_name(serialized) or default
-        run = self._open_run(run_id, parent_run_id, kwargs.get("metadata"), name, at, tags=kwargs.get("tags"))
+        md, tags = kwargs.get("metadata"), kwargs.get("tags")
+        run = self._open_run(run_id, parent_run_id, md, name, at, tags=tags, span=app)
         run.input_text = given if isinstance(given, str) else short(given, 2000)
         return run
 
-    @_guarded
     def _tool_started(
-        self, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
+        self,
+        run_id: Any,
+        parent_run_id: Any,
+        serialized: Any,
+        given: Any,
+        kwargs: Mapping[str, Any],
+        at: float,
+        app: SpanRef | None,
     ) -> None:
-        run = self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "tool", at)
+        run = self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "tool", at, app)
         call_id = kwargs.get("tool_call_id")
         run.tool_call_id = str(call_id) if call_id else None
 
@@ -664,20 +671,24 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             )
         ]
 
-    @_guarded
     def _tool_ended(self, run_id: Any, output: Any, at: float, app: SpanRef | None) -> None:
         self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, response=tool_output_text(output)))
 
-    @_guarded
     def _tool_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         text = describe_exception(error)
         self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, error=text), error)
 
-    @_guarded
     def _retriever_started(
-        self, run_id: Any, parent_run_id: Any, serialized: Any, given: Any, kwargs: Mapping[str, Any], at: float
+        self,
+        run_id: Any,
+        parent_run_id: Any,
+        serialized: Any,
+        given: Any,
+        kwargs: Mapping[str, Any],
+        at: float,
+        app: SpanRef | None,
     ) -> None:
-        self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "retriever", at)
+        self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "retriever", at, app)
 
     def _retrieval_step(
         self, run: Run, run_id: Any, documents: Any, at: float, app: SpanRef | None
@@ -693,11 +704,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             self._step(run, run_id, "retrieval", at, app, question=run.input_text, context=tuple(pieces), metadata=meta)
         ]
 
-    @_guarded
     def _retriever_ended(self, run_id: Any, documents: Any, at: float, app: SpanRef | None) -> None:
         self._finish(run_id, at, lambda run: self._retrieval_step(run, run_id, documents, at, app))
 
-    @_guarded
     def _retriever_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         self._fail(
             run_id,

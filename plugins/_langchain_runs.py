@@ -189,8 +189,9 @@ def is_interrupt(error: BaseException) -> bool:
 @dataclass(frozen=True)
 class StateValue:
     """A context key's value as the state held it, made into ``state:<key>`` pieces only when a
-    model call's context is read (on the worker: :func:`expand_state`). A list is kept as a tuple, so
-    what the node appends later is not read into an earlier call's context."""
+    model call's context is read (on the worker: :func:`expand_state`). A list is kept as a tuple of
+    its documents' texts, so what a node appends or changes in place later is not read into an
+    earlier call's context."""
 
     key: str
     value: Any
@@ -203,9 +204,7 @@ def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
         return []
     if type(value) is dict:  # a LangGraph state or update, the common case: no generic checks (agent's thread)
         found = [(key, value.get(key)) for key in context_keys]
-        return [
-            StateValue(key, tuple(item) if isinstance(item, list) else item) for key, item in found if item is not None
-        ]
+        return [StateValue(key, _now(item)) for key, item in found if item is not None]
     if isinstance(value, (list, tuple)):
         out: list[StateValue] = []
         for item in value[:64]:
@@ -222,8 +221,14 @@ def state_values(context_keys: Sequence[str], value: Any) -> list[StateValue]:
     for key in context_keys:
         item = value.get(key) if isinstance(value, Mapping) else getattr(value, key, None)
         if item is not None:
-            out.append(StateValue(key, tuple(item) if isinstance(item, list) else item))
+            out.append(StateValue(key, _now(item)))
     return out
+
+
+def _now(value: Any) -> Any:
+    """A state value as it is now: a list or tuple of documents as a tuple of their texts
+    (:func:`documents_now`), anything else as it is."""
+    return documents_now(value) if isinstance(value, (list, tuple)) else value
 
 
 def documents_now(documents: Any) -> Any:

@@ -15,8 +15,8 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from scripted_graphs import TableChatModel, TableRetriever, linear_graph
 
 from groundlens_core import internal_errors
-from groundlens_core.plugins import _langchain_common
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+from groundlens_core.trace import recorder as recorder_mod
 from groundlens_core.trace.model import META_OTEL_PARENT
 
 QUESTION = "How tall is the Eiffel Tower?"
@@ -56,8 +56,8 @@ def unix(iso: str) -> float:
 
 
 def held(cb: GroundlensLangGraphCallback, monkeypatch) -> GroundlensLangGraphCallback:
-    """``cb`` with its worker never woken: its raw events wait until a trace is read."""
-    monkeypatch.setattr(cb.recorder, "poke", lambda: None)
+    """``cb`` with its worker never woken by an event: its raw events wait until a trace is read."""
+    monkeypatch.setattr(cb.recorder._worker, "idle", False)
     return cb
 
 
@@ -72,9 +72,9 @@ def test_the_agents_thread_only_queues_and_the_worker_translates(monkeypatch):
     agent = threading.current_thread().name
     assert agent not in threads  # nothing was translated on the agent's thread
     deadline = time.monotonic() + 30
-    while (cb.pending() or not threads) and time.monotonic() < deadline:  # the worker drains by itself
+    while (cb.recorder.raw_pending() or not threads) and time.monotonic() < deadline:  # the worker drains by itself
         time.sleep(0.01)
-    assert not cb.pending()
+    assert not cb.recorder.raw_pending()
     assert threads and set(threads) == {"groundlens-langgraph"}
     (trace,) = cb.get_traces()
     assert [s.kind for s in trace.steps] == ["retrieval", "llm"]
@@ -90,10 +90,10 @@ def test_times_and_the_app_span_are_the_callbacks_not_the_translations(monkeypat
     with tracer.start_as_current_span("POST /chat") as span:
         rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
     after = time.time()
-    assert cb.pending()
+    assert cb.recorder.raw_pending()
     time.sleep(0.3)  # the translation comes later (at the read below): its clock must not show
     (trace,) = cb.get_traces()
-    assert not cb.pending()
+    assert not cb.recorder.raw_pending()
     span_id = format(span.get_span_context().span_id, "016x")
     assert trace.metadata[META_OTEL_PARENT]["span_id"] == span_id
     llm = trace.steps[1]
@@ -115,18 +115,18 @@ def test_what_a_later_node_changes_in_place_is_not_in_an_earlier_calls_context(m
     (trace,) = cb.get_traces()
     llm = next(s for s in trace.steps if s.kind == "llm")
     texts = [p.text for p in llm.context]
-    assert added not in " ".join(texts)
+    assert texts and all(added not in t and "Changed later" not in t for t in texts), texts
     assert llm.context[0].text == CONTEXT
 
 
 def test_the_queue_stays_bounded_when_the_worker_never_comes(monkeypatch):
-    monkeypatch.setattr(_langchain_common, "MAX_RAW_EVENTS", 8)
+    monkeypatch.setattr(recorder_mod, "MAX_RAW_EVENTS", 8)
     cb = held(GroundlensLangGraphCallback(name="t", max_traces=50), monkeypatch)
     graph = rag_graph()
     most = 0
     for _ in range(5):
         graph.invoke({"question": QUESTION}, config={"callbacks": [cb]})
-        most = max(most, len(cb._events))
+        most = max(most, cb.recorder.raw_pending())
     assert 0 < most <= 8
     traces = cb.get_traces()
     assert len(traces) == 5 and all([s.kind for s in t.steps] == ["retrieval", "llm"] for t in traces)
@@ -150,3 +150,40 @@ def test_a_failing_translation_never_reaches_the_agent_and_is_raised_at_the_read
     (trace,) = cb2.get_traces()
     errors = [s for s in trace.steps if s.error]
     assert len(errors) == 1 and "translation bug" in errors[0].error and errors[0].node == "answer"
+    assert errors[0].metadata["callback"] == "on_llm_end"  # named after the callback, at its time
+    assert unix(trace.started_at) <= unix(errors[0].started_at) <= unix(trace.ended_at)
+
+
+def test_a_root_llm_call_keeps_its_app_span_and_a_read_elsewhere_lends_it_none(monkeypatch):
+    from opentelemetry.sdk.trace import TracerProvider
+
+    tracer = TracerProvider().get_tracer("the-app")
+    model = TableChatModel(table={QUESTION: ANSWER})
+    cb = held(GroundlensLangGraphCallback(name="t"), monkeypatch)
+    with tracer.start_as_current_span("POST /chat") as span:
+        model.invoke([HumanMessage(QUESTION)], config={"callbacks": [cb]})  # the LLM run is the root
+    model.invoke([HumanMessage(QUESTION)], config={"callbacks": [cb]})  # outside any span
+    with tracer.start_as_current_span("GET /other-request"):
+        inside, outside = cb.recorder.get_traces(wait=False)  # translated here, inside another request's span
+    span_id = format(span.get_span_context().span_id, "016x")
+    assert inside.metadata[META_OTEL_PARENT]["span_id"] == span_id
+    assert inside.steps[0].metadata[META_OTEL_PARENT]["span_id"] == span_id
+    assert META_OTEL_PARENT not in outside.metadata
+    assert META_OTEL_PARENT not in outside.steps[0].metadata
+
+
+def test_callbacks_sharing_a_recorder_are_let_go_once_their_events_are_translated():
+    import gc
+    import weakref
+
+    shared = recorder_mod.Recorder("langgraph", worker_torch_threads=None)
+    graph = rag_graph()
+    refs = []
+    for _ in range(5):
+        cb = GroundlensLangGraphCallback(name="t", recorder=shared)
+        graph.invoke({"question": QUESTION}, config={"callbacks": [cb]})
+        refs.append(weakref.ref(cb))
+        del cb
+    assert len(shared.get_traces()) == 5  # nothing queued was lost with its callback
+    gc.collect()
+    assert all(ref() is None for ref in refs)

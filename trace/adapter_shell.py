@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, TypeVar
 
+from groundlens_core import internal_errors
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.errors import describe_exception
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore
+from groundlens_core.trace import app_span
 from groundlens_core.trace.adapter_helpers import context_from
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
@@ -330,7 +332,14 @@ _SEEN: set[tuple[str, str, str]] = set()
 
 
 def _report(
-    adapter: Any, framework: str | None, where: str, exc: BaseException, trace_key: Any, node: str | None
+    adapter: Any,
+    framework: str | None,
+    where: str,
+    exc: BaseException,
+    trace_key: Any,
+    node: str | None,
+    *,
+    at: float | None = None,
 ) -> None:
     """Log once and record an error step. Never raises (but under GROUNDLENS_RAISE_INTERNAL_ERRORS,
     as every boundary does: see groundlens_core.internal_errors)."""
@@ -361,7 +370,7 @@ def _report(
             logger.debug("groundlens: %s failed inside %s again: %s", owner, where, describe_exception(exc))
         recorder = getattr(adapter, "recorder", None)
         if isinstance(recorder, Recorder):
-            now = time.time()
+            now = time.time() if at is None else at  # ``at``: when the event came, if it is translated later
             recorder.record(
                 CallRecord(
                     trace_key=str(trace_key) if trace_key else INTERNAL_TRACE_KEY,
@@ -371,6 +380,8 @@ def _report(
                     started_at=now,
                     ended_at=now,
                     metadata={META_INTERNAL_ERROR: True, "callback": where},
+                    # translated later, on another thread: its span is not the event's
+                    otel_parent=app_span.ABSENT if internal_errors.in_deferred_work() else None,
                 )
             )
     except Exception:  # pragma: no cover - the very last line of defence

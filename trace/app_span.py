@@ -20,10 +20,33 @@ from typing import Any, Mapping, NamedTuple
 
 from groundlens_core.trace.model import META_OTEL_PARENT
 
-__all__ = ["META_OTEL_PARENT", "SpanRef", "active_span", "capture", "is_llm_span", "parent_of", "span_ref"]
+__all__ = [
+    "ABSENT",
+    "META_OTEL_PARENT",
+    "AbsentSpan",
+    "SpanRef",
+    "active_span",
+    "capture",
+    "is_llm_span",
+    "parent_of",
+    "span_ref",
+]
 
 #: ``gen_ai.operation.name`` values of a model call (OpenTelemetry GenAI conventions)
 _GENAI_MODEL_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+
+
+class AbsentSpan:
+    """See :data:`ABSENT`."""
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+#: what an adapter that translates its events later passes (as a call's ``otel_parent``, or as the
+#: trace metadata's :data:`META_OTEL_PARENT`) when the caller's thread had no span: the recorder then
+#: looks for none on the thread that translates, whose span is another request's or none
+ABSENT = AbsentSpan()
 
 
 class SpanRef(NamedTuple):

@@ -15,7 +15,7 @@ from groundlens_core.embedding import first_load
 from groundlens_core.internal_errors import internal_error
 from groundlens_core.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
-from groundlens_core.trace.app_span import SpanRef, as_metadata
+from groundlens_core.trace.app_span import AbsentSpan, SpanRef, as_metadata
 from groundlens_core.trace.model import (
     META_INTERNAL_ERROR,
     META_OTEL_PARENT,
@@ -58,7 +58,7 @@ class CallRecord:
     revision_of: str | None = None  # the earlier flagged step this call answers again (a revision loop)
     # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
     # the instrumentor's LLM span passes it; else the recorder takes the span current when it is recorded.
-    otel_parent: SpanRef | None = None
+    otel_parent: SpanRef | AbsentSpan | None = None  # ABSENT: looked for on the caller's thread, none
     # The question and context, when the adapter leaves reading them to the worker: a callable giving
     # (question, context), run once before the call is decided (see :func:`read_now`). Splitting a
     # prompt into its question and the context it carries costs several times the append the agent's

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any, Protocol, Sequence
+from collections import deque
+from typing import Any, Callable, Sequence
 
 from groundlens_core import internal_errors, settings
 from groundlens_core.embedding.lanes import usable_cpus
@@ -44,17 +45,6 @@ __all__ = [
 log = logging.getLogger("groundlens.recorder")
 
 
-class EventSource(Protocol):
-    """An adapter that queues its framework's raw events on the caller's thread and translates them
-    into the recorder's calls later (:meth:`Recorder.add_source`): the agent's thread then only
-    appends to a queue, and the translation runs on the worker, or wherever a trace is read."""
-
-    def pending(self) -> int: ...  # how many raw events wait to be translated (read without a lock)
-
-    # translate them (or the first ``limit``), in order (called under the recorder's lock)
-    def drain(self, limit: int | None = None) -> None: ...
-
-
 #: the scoring backlog's bounds (docs/recorder.md); override per recorder or by environment. 256 steps
 #: is a few seconds of work for the worker at realistic step sizes; 8 MiB holds that many steps with
 #: contexts of ~30 KB each; 4096 events of any kind is a few hundred agent calls' worth.
@@ -68,6 +58,11 @@ QUIET_SECONDS = 0.02
 #: torch intra-op threads for the worker's own forward passes (a per-thread setting: the agent's
 #: threads keep theirs); the embeddings are the same bits whatever the thread count.
 WORKER_TORCH_THREADS = 1
+#: adapters' raw events waiting for their translation at most (:meth:`Recorder.defer`): past this
+#: the agent's thread translates the oldest itself, a few at a time (the worker is busy scoring),
+#: so the queue, and what its events hold on to, stays bounded
+MAX_RAW_EVENTS = 4096
+OVERFLOW_DRAIN = 64
 #: encode lanes of the worker (groundlens_core/embedding/lanes.py): its forward passes are shared with
 #: helper threads, one per spare core, up to this many lanes in all; the scores are the same bits.
 WORKER_LANES = settings.whole_number("GROUNDLENS_WORKER_LANES", 2)
@@ -110,7 +105,8 @@ class Recorder:
         self._listeners = [*listeners, *ledger_listeners(ledger)]  # ledger: signed records (GROUNDLENS_LEDGER)
         self._lock = threading.RLock()  # guards the store and the backlog (and is held across fork())
         self._store = TraceStore(max_traces)
-        self._sources: list[EventSource] = []  # adapters whose raw events are translated later
+        # adapters' raw events, (translate, args), in the order they came: see defer()
+        self._raw: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
         self._draining = False  # a drain runs (under the lock): a failure inside it does not start another
         self._backlog = Backlog(
             max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps)),
@@ -124,8 +120,8 @@ class Recorder:
             self._store,
             self._listeners,
             self.scoring_options,
-            self.drain_sources,
-            self._raw_count,
+            self.drain_raw,
+            self.raw_pending,
             quiet=quiet_seconds,
             torch_threads=worker_torch_threads,
             # never more lanes than the CPUs this process may use
@@ -231,6 +227,8 @@ class Recorder:
         try:
             if call.otel_parent is None:
                 call.otel_parent = app_span.capture()  # on the caller's thread: the worker has none
+            elif call.otel_parent is app_span.ABSENT:  # the adapter looked on the caller's thread: none
+                call.otel_parent = None
             heavy = needs_model(call)
             size = text_bytes(call)
             step_id = call.step_id or new_id()
@@ -264,44 +262,53 @@ class Recorder:
                 lifecycle.started(self)
             self._worker.wake_up(urgent=isinstance(event, FlushMarker))
 
-    def add_source(self, source: EventSource) -> None:
-        """Translate ``source``'s raw events before every batch the worker takes and before every read
-        (``flush``, ``get_trace(s)``, ``idle``, ``backlog``, ``trace_keys``); it calls :meth:`poke`
-        when it queues one."""
-        with self._lock:
-            self._sources.append(source)
-
-    def poke(self) -> None:
-        """A source queued a raw event: start the worker, or wake it when it waits for work. Without
-        a lock when it is awake already (the common case): the worker looks at the sources again
-        after it says it is idle, so an event queued just before is not left waiting."""
-        if self._worker.idle:
+    def defer(self, translate: Callable[..., Any], *args: Any) -> None:
+        """Queue an adapter's raw event: ``translate(*args)`` runs later, in the order the events
+        came, under the lock, on the worker once a quiet spell has passed or in whatever reads a
+        trace first (``flush``, ``get_trace(s)``, ``idle``, ``backlog``, ``trace_keys``). The
+        agent's thread then pays for an append, not for the translation; ``translate`` catches its
+        own failures (an adapter's error guard). Wakes the worker without a lock when it is awake
+        already (the worker looks at this queue again after it says it is idle, so an event queued
+        just before is not left waiting)."""
+        raw = self._raw
+        raw.append((translate, args))
+        if len(raw) > MAX_RAW_EVENTS:  # the worker is behind: the oldest are translated here
+            self.drain_raw(limit=OVERFLOW_DRAIN)
+        elif self._worker.idle:
             with self._lock:
                 if self._worker.start(WORKER_NICE):
                     lifecycle.started(self)
                 self._worker.wake_up(urgent=False)
 
-    def drain_sources(self, limit: int | None = None) -> None:
-        """Translate what the sources queued (each source's first ``limit`` events, when given), in
-        order, under the lock (so a fork never finds a translation half done); a drain already
-        running on this thread is not started again."""
-        if not self._sources:
+    def raw_pending(self) -> int:
+        """How many raw events wait for their translation (read without a lock; nothing is drained)."""
+        return len(self._raw)
+
+    def drain_raw(self, limit: int | None = None) -> None:
+        """Translate the queued raw events (the first ``limit``), in order, under the lock (so a fork
+        never finds a translation half done); a drain already running on this thread is not started
+        again. A failure inside is kept for the caller's side (``internal_errors.deferring``)."""
+        raw = self._raw
+        if not raw:
             return
         with self._lock:
             if self._draining:
                 return
             self._draining = True
+            left = len(raw) if limit is None else limit
             try:
-                for source in list(self._sources):
-                    try:
-                        source.drain(limit)
-                    except Exception as exc:  # a source's own guard failed: the others, and the worker, go on
-                        internal_errors.internal_error(exc, f"{type(source).__name__}.drain", log, deferred=True)
+                with internal_errors.deferring():
+                    while raw and left > 0:
+                        left -= 1
+                        translate, args = raw.popleft()
+                        try:
+                            translate(*args)
+                        except Exception as exc:  # an adapter's own guard failed: the rest go on
+                            internal_errors.internal_error(
+                                exc, f"translating {getattr(translate, '__name__', translate)}", log
+                            )
             finally:
                 self._draining = False
-
-    def _raw_count(self) -> int:
-        return sum(source.pending() for source in list(self._sources))
 
     def _warn_if_due(self) -> None:
         """The rate-limited overload warning, when one is due (logged outside the lock)."""
@@ -319,7 +326,7 @@ class Recorder:
 
         It waits for its own marker in the queue, not for an idle recorder: while other threads
         keep recording (other agents on a server), the recorder is never idle."""
-        self.drain_sources()
+        self.drain_raw()
         with self._lock:
             busy = self._backlog.pending > 0
         if threading.current_thread() is self._worker.thread:
@@ -342,7 +349,7 @@ class Recorder:
         if wait:
             self.flush(timeout)
         else:
-            self.drain_sources()
+            self.drain_raw()
         with self._lock:
             if key is None:
                 key = self._store.latest()
@@ -358,26 +365,26 @@ class Recorder:
         if wait:
             self.flush(timeout)
         else:
-            self.drain_sources()
+            self.drain_raw()
         with self._lock:
             waiting = self._waiting_steps()
             return [self._store.copy(k, waiting.get(k)) for k in self._store.order]
 
     def trace_keys(self) -> list[str]:
-        self.drain_sources()
+        self.drain_raw()
         with self._lock:
             return list(self._store.order)
 
     def idle(self) -> bool:
         """True when nothing is waiting for the worker."""
-        self.drain_sources()
+        self.drain_raw()
         with self._lock:
             return self._backlog.pending <= 0
 
     def backlog(self) -> dict[str, int]:
         """What waits for the worker now: calls to score (queued, and in the batch being scored),
         the queued calls' text bytes, all queued events, and the events held with their traces."""
-        self.drain_sources()
+        self.drain_raw()
         with self._lock:
             return self._backlog.counts()
 
@@ -394,7 +401,7 @@ class Recorder:
     def _stopped(self, timeout: float) -> bool:
         """At exit: whether the worker is out of the way (waiting up to ``timeout``: see
         ``Worker.stop_at_exit``) or nothing is pending."""
-        return self._worker.stop_at_exit(timeout) or self._backlog.pending <= 0
+        return self._worker.stop_at_exit(timeout) or (self._backlog.pending <= 0 and not self._raw)
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new lock, no worker (the next event starts one), and the batch the
@@ -407,7 +414,9 @@ class Recorder:
 
 def _capture_app_span(metadata: dict[str, Any]) -> None:
     """The application span a new trace starts in (on the caller's thread), unless the adapter set one."""
-    if app_span.META_OTEL_PARENT not in metadata:
+    if metadata.get(app_span.META_OTEL_PARENT) is app_span.ABSENT:  # the adapter looked on the caller's thread
+        del metadata[app_span.META_OTEL_PARENT]
+    elif app_span.META_OTEL_PARENT not in metadata:
         parent = app_span.active_span()
         if parent is not None:
             metadata[app_span.META_OTEL_PARENT] = parent
