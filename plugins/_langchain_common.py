@@ -368,21 +368,26 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
-            at = time.time()
-            self._queue(
-                "on_tool_start",
-                at,
-                self._tool_started,
-                run_id,
-                parent_run_id,
-                serialized,
-                input_str,
-                _kept(kwargs),
-                at,
-                app_span.capture(),  # the application's span, should this run be a root
+            self._queue_io_start(
+                "on_tool_start", self._tool_started, run_id, parent_run_id, serialized, input_str, kwargs
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_start", exc, run_id)
+
+    def _queue_io_start(
+        self,
+        callback: str,
+        translate: Callable[..., Any],
+        run_id: Any,
+        parent_run_id: Any,
+        serialized: Any,
+        given: Any,
+        kwargs: dict[str, Any],
+    ) -> None:
+        """Queue the start of a tool or retriever run (what it was given is its step's question)."""
+        at = time.time()
+        app = app_span.capture()  # the application's span, should this run be a root
+        self._queue(callback, at, translate, run_id, parent_run_id, serialized, given, _kept(kwargs), at, app)
 
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
@@ -402,18 +407,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
         try:
-            at = time.time()
-            self._queue(
-                "on_retriever_start",
-                at,
-                self._retriever_started,
-                run_id,
-                parent_run_id,
-                serialized,
-                query,
-                _kept(kwargs),
-                at,
-                app_span.capture(),  # the application's span, should this run be a root
+            self._queue_io_start(
+                "on_retriever_start", self._retriever_started, run_id, parent_run_id, serialized, query, kwargs
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_start", exc, run_id)

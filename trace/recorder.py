@@ -258,9 +258,13 @@ class Recorder:
         """Queue for the worker, within the bounds, or hold with its trace; start or wake the worker."""
         with self._lock:
             self._backlog.put(event)
-            if self._worker.start(WORKER_NICE):
-                lifecycle.started(self)
-            self._worker.wake_up(urgent=isinstance(event, FlushMarker))
+            self._start_or_wake(urgent=isinstance(event, FlushMarker))
+
+    def _start_or_wake(self, urgent: bool) -> None:
+        """Start the worker unless it runs, or wake it when it waits (the caller holds the lock)."""
+        if self._worker.start(WORKER_NICE):
+            lifecycle.started(self)
+        self._worker.wake_up(urgent=urgent)
 
     def defer(self, translate: Callable[..., Any], *args: Any) -> None:
         """Queue an adapter's raw event: ``translate(*args)`` runs later, in the order the events
@@ -276,9 +280,7 @@ class Recorder:
             self.drain_raw(limit=OVERFLOW_DRAIN)
         elif self._worker.idle:
             with self._lock:
-                if self._worker.start(WORKER_NICE):
-                    lifecycle.started(self)
-                self._worker.wake_up(urgent=False)
+                self._start_or_wake(urgent=False)
 
     def raw_pending(self) -> int:
         """How many raw events wait for their translation (read without a lock; nothing is drained)."""
