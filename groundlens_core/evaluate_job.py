@@ -114,6 +114,9 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         _check_ledger(job)
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input, InputColumns.of(job.columns))
+    no_context = info.names.context_warning(info.columns, where=str(job.input))
+    if no_context:  # scored anyway (a file of questions and answers alone is valid), but never silently
+        log(no_context)
     if job.group_by and job.group_by not in info.columns:  # the report's grouping, known before any row is scored
         raise GroundlensInputError(f"--group-by {job.group_by}: {job.input} has no such column")
     check_target(job.output, what="the output")  # the input was refused as the output above

@@ -26,6 +26,27 @@ ROLES: dict[str, str] = {
 #: how close (difflib ratio, case-insensitive) a found column must be to be offered as the one meant
 _CLOSE = 0.4
 
+#: names a file's source text often goes by; offered as the context column when no name is close
+#: in spelling (``passage`` is nothing like ``context`` letter by letter)
+CONTEXT_NAMES: tuple[str, ...] = (
+    "passage",
+    "passages",
+    "document",
+    "documents",
+    "docs",
+    "source",
+    "sources",
+    "source_text",
+    "reference",
+    "references",
+    "evidence",
+    "knowledge",
+    "retrieved",
+    "retrieved_context",
+    "chunks",
+    "article",
+)
+
 
 @dataclass(frozen=True)
 class InputColumns:
@@ -94,6 +115,23 @@ class InputColumns:
         raise GroundlensInputError(
             f"{where}: missing column(s) {'; '.join(parts)}; found: {', '.join(found) or 'none'}"
         )
+
+    def context_warning(self, found: Sequence[str], where: str, *, python: bool = False) -> str | None:
+        """One line to show when ``found`` has no context column (None when it has one): every row is
+        then scored without a source (DGI, a weak signal), which a file whose source sits in a column
+        of another name does not want. Names the closest found column and the fix, as :meth:`require`."""
+        if self.has_context(found):
+            return None
+        name = self.context
+        label = "context" if name == "context" else f"{name!r} (the context column)"
+        claimed = {getattr(self, role) for role in ROLES}
+        spare = [c for c in found if c not in claimed]
+        close = _closest(name, spare) or next((c for c in spare if c.lower() in CONTEXT_NAMES), None)
+        line = f"warning: {where}: no column {label}; every row is scored without a source (DGI, a weak signal)"
+        if close:
+            fix = f"columns={{'context': {close!r}}}" if python else f"{ROLES['context']} {close}"
+            line += f"; closest found: {close!r} ({fix})"
+        return line
 
     def item(self, row: Mapping[str, Any], has_context: bool) -> dict[str, Any]:
         """The (question, response, context) of a row; an empty context cell means "no context"."""

@@ -61,6 +61,14 @@ def test_cli_missing_column_sample_is_the_error_evaluate_gives(tmp_path, monkeyp
     assert capsys.readouterr().err.splitlines() == want
 
 
+def test_cli_no_context_sample_is_the_warning_evaluate_gives(tmp_path, monkeypatch, capsys):
+    argv, want = console_sample("docs/cli.md", "groundlens evaluate passages.csv")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / argv[1]).write_text("question,response,passage\nWhere?,In Delhi.,The office is in Delhi.\n")
+    assert main(argv) == 0
+    assert [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")] == want
+
+
 def test_cli_lists_every_appended_column_in_order():
     text = read("docs/cli.md")
     start = text.index("`evaluate` keeps every input column and appends")
@@ -78,7 +86,9 @@ def test_cli_names_every_evaluate_option():
     def documented(action) -> bool:  # under any of its spellings (-o or --output)
         return any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text) for o in action.option_strings)
 
-    missing = [a.option_strings[-1] for a in evaluate._actions if a.option_strings and a.dest != "help" and not documented(a)]
+    missing = [
+        a.option_strings[-1] for a in evaluate._actions if a.option_strings and a.dest != "help" and not documented(a)
+    ]
     assert missing == []
 
 
@@ -153,7 +163,9 @@ def test_quality_prose_quotes_its_own_tables():
     r = "README.md"
     one, two = quoted(r, r"\(AUROC\s+(\d+\.\d+) and (\d+\.\d+), on the rows\s+the rules")
     assert (float(one), float(two)) == (round(claims["triage ranking"][0], 2), round(claims2["triage ranking"][0], 2))
-    assert float(quoted(r, r"on HaluEval QA the ranking reaches AUROC (\d+(?:\.\d+)?)")) == round(qa["triage ranking"][0], 2)
+    assert float(quoted(r, r"on HaluEval QA the ranking reaches AUROC (\d+(?:\.\d+)?)")) == round(
+        qa["triage ranking"][0], 2
+    )
     assert float(quoted(r, r"FaithBench\s+summaries (\d+(?:\.\d+)?)")) == round(fb["triage ranking"][0], 2)
     assert quoted(r, r"held-out data \((\d+(?:\.\d+)?)\)") == dgi
     ok1, bad1 = map(int, quoted(q, r"flagged: (\d+) of 24 paraphrases, (\d+) of 36 changed answers"))

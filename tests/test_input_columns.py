@@ -58,8 +58,23 @@ def test_a_missing_column_names_the_closest_found_column(tmp_path, capsys):
     assert "response, closest found: 'answer' (--response-col answer)" in err
     assert "found: ref, query, passage, answer" in err
     # a given name that is not in the file: named as given, with the column it probably meant
-    assert main(["evaluate", str(renamed), "-o", str(tmp_path / "o.csv"), "--question-col", "query",
-                 "--context-col", "passage", "--response-col", "answr"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                str(renamed),
+                "-o",
+                str(tmp_path / "o.csv"),
+                "--question-col",
+                "query",
+                "--context-col",
+                "passage",
+                "--response-col",
+                "answr",
+            ]
+        )
+        == 2
+    )
     err = one_line_error(capsys)
     assert "missing column(s) 'answr' (the response column), closest found: 'answer'" in err
     # nothing close: no guess
@@ -86,8 +101,11 @@ def test_the_python_file_job_takes_columns(tmp_path):
     renamed = write_csv(tmp_path / "renamed.csv", _renamed(ROWS))
     plain = write_csv(tmp_path / "plain.csv", ROWS)
     plain_summary = run_evaluate(EvaluateJob(input=plain, output=tmp_path / "a.csv"), log=lambda m: None)
-    job = EvaluateJob(input=renamed, output=tmp_path / "b.csv", columns={"question": "query", "context": "passage",
-                                                                          "response": "answer", "id": "ref"})
+    job = EvaluateJob(
+        input=renamed,
+        output=tmp_path / "b.csv",
+        columns={"question": "query", "context": "passage", "response": "answer", "id": "ref"},
+    )
     summary = run_evaluate(job, log=lambda m: None)
     assert summary.rows == 3 and summary.counts == plain_summary.counts and summary.methods == {"sgi": 2, "dgi": 1}
     assert _scores(_read(tmp_path / "b.csv")) == _scores(_read(tmp_path / "a.csv"))
@@ -112,18 +130,24 @@ def test_evaluate_stream_reads_rows_by_the_given_keys():
     want = list(evaluate_stream(ROWS))
     got = list(evaluate_stream(_renamed(ROWS), columns=RENAMED, batch_size=2))
     assert got == want
-    with pytest.raises(GroundlensInputError, match=r"missing column\(s\) response, closest found: 'answer' \(columns=\{'response': 'answer'\}\)"):
+    with pytest.raises(
+        GroundlensInputError,
+        match=r"missing column\(s\) response, closest found: 'answer' \(columns=\{'response': 'answer'\}\)",
+    ):
         list(evaluate_stream(_renamed(ROWS), columns={"question": "query", "context": "passage"}))
     # tuples are not read by name
     assert list(evaluate_stream([("Where?", "In Delhi.", CTX)], columns=RENAMED))[0].method == "sgi"
 
 
-@pytest.mark.parametrize("value,message", [
-    ({"answer": "x"}, "unknown column role"),
-    ({"question": ""}, "non-empty string"),
-    ({"question": "text", "response": "text"}, "more than one of question, response"),
-    (["query"], "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "value,message",
+    [
+        ({"answer": "x"}, "unknown column role"),
+        ({"question": ""}, "non-empty string"),
+        ({"question": "text", "response": "text"}, "more than one of question, response"),
+        (["query"], "must be a mapping"),
+    ],
+)
 def test_bad_column_names_are_one_line_errors(value, message):
     with pytest.raises(GroundlensInputError, match=message):
         InputColumns.of(value)
@@ -131,3 +155,30 @@ def test_bad_column_names_are_one_line_errors(value, message):
 
 def test_the_id_may_be_any_column():
     assert InputColumns.of({"id": "question"}).id == "question"
+
+
+def test_a_file_without_a_context_column_is_scored_with_a_warning_naming_the_closest_column(tmp_path, capsys):
+    """question/response and the source in ``passage``: every row would be scored by DGI alone, silently."""
+    rows = [{"question": r["question"], "response": r["response"], "passage": r["context"]} for r in ROWS[:2]]
+    path = write_csv(tmp_path / "passage.csv", rows)
+    assert main(["evaluate", str(path), "-o", str(tmp_path / "o.csv")]) == 0
+    err = capsys.readouterr().err
+    warning = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert len(warning) == 1, err
+    assert f"{path}: no column context" in warning[0] and "without a source" in warning[0]
+    assert "closest found: 'passage' (--context-col passage)" in warning[0]
+    assert [r["groundlens_method"] for r in _read(tmp_path / "o.csv")] == ["dgi", "dgi"]
+    # a misspelt name is offered by its spelling; a file with a context column gets no warning
+    assert (
+        InputColumns()
+        .context_warning(["question", "response", "contxt"], where="typo.csv")
+        .endswith("closest found: 'contxt' (--context-col contxt)")
+    )
+    assert "columns={'context': 'contxt'}" in InputColumns().context_warning(
+        ["question", "response", "contxt"], where="rows", python=True
+    )
+    assert main(["evaluate", str(write_csv(tmp_path / "ok.csv", ROWS[:1])), "-o", str(tmp_path / "ok.out.csv")]) == 0
+    assert "warning:" not in capsys.readouterr().err
+    # nothing like a source: the warning still says the rows have none, with no guess
+    bare = InputColumns().context_warning(["question", "response", "id"], where="bare.csv")
+    assert bare.startswith("warning: bare.csv: no column context") and "closest" not in bare
