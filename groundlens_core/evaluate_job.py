@@ -110,13 +110,11 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
+    check_own_files(job)
     if job.ledger is not None:
-        _check_ledger(job)
+        job.ledger.check()  # its last line can be continued from
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input, InputColumns.of(job.columns))
-    no_context = info.names.context_warning(info.columns, where=str(job.input))
-    if no_context:  # scored anyway (a file of questions and answers alone is valid), but never silently
-        log(no_context)
     if job.group_by and job.group_by not in info.columns:  # the report's grouping, known before any row is scored
         raise GroundlensInputError(f"--group-by {job.group_by}: {job.input} has no such column")
     check_target(job.output, what="the output")  # the input was refused as the output above
@@ -133,23 +131,67 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         lock.release()
 
 
-def _check_ledger(job: EvaluateJob) -> None:
-    """The ledger is appended to, never a file the run reads or writes itself, and its tail can be
-    continued (a blank, unsigned or foreign last line is refused here, before the model loads or a
-    checkpoint is made). Its own files matter most: appending to the partial output mixes records
-    into the rows, and the output's lock file is held by the run, so a ledger there waits for good."""
-    path = job.ledger.path
-    own: list[tuple[Path | None, str]] = [(job.input, f"the input file {job.input}")]
-    own += [(job.output, f"the output file {job.output}")]
-    own += [(job.html, f"the HTML report file {job.html}")]
-    own += [(p, f"the {role} file of {job.output}") for p, role in PartialPaths.beside(job.output).roles()]
-    own += [(job.ledger.writer.key.path, f"the signing key {job.ledger.writer.key.path}")]
+@dataclass(frozen=True)
+class _OwnFile:
+    """One path a run is given or keeps: how a refusal names it, whether the run writes (or
+    removes) it, and what a refusal naming it as the one at fault asks for."""
+
+    path: Path
+    name: str
+    written: bool
+    fix: str = "give it its own file"
+    folder: bool = False  # the run removes it with everything inside it
+
+
+def own_files(job: EvaluateJob) -> list[_OwnFile]:
+    """Every path a run reads, writes or removes: what it was given and the files it keeps beside
+    its output until it completes (the partial output, for Parquet a folder, is removed then with
+    everything in it)."""
+    out: list[_OwnFile] = []
+    if job.ledger is not None:
+        out.append(_OwnFile(job.ledger.path, f"the ledger {job.ledger.path}", True, "give the ledger its own file"))
+    if job.html is not None:
+        out.append(_OwnFile(job.html, f"the HTML report {job.html}", True, "write the report to another file"))
     if isinstance(job.calibration, (str, os.PathLike)):
-        own.append((Path(job.calibration), f"the calibration file {job.calibration}"))
-    for data, name in own:
-        if data is not None and same_file(path, data):
-            raise GroundlensInputError(f"the ledger {path} is {name}; give the ledger its own file")
-    job.ledger.check()
+        out.append(_OwnFile(Path(job.calibration), f"the calibration file {job.calibration}", False))
+    key_path = getattr(getattr(job.ledger, "writer", None), "key", None)
+    key_path = getattr(key_path, "path", None)
+    if key_path is not None:
+        out.append(_OwnFile(Path(key_path), f"the signing key {key_path}", False))
+    out.append(_OwnFile(job.input, f"the input file {job.input}", False))
+    out.append(_OwnFile(job.output, f"the output file {job.output}", True))
+    paths = PartialPaths.beside(job.output)
+    for p, role in paths.roles():
+        folder = role == "partial output"  # a folder of Arrow parts for Parquet
+        out.append(_OwnFile(p, f"the {role} {p.name} of {job.output}", True, folder=folder))
+    return out
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """True when ``path`` lies somewhere under ``folder`` (links resolved, neither needs to exist)."""
+    try:
+        return Path(folder).resolve() in Path(path).resolve().parents
+    except (OSError, RuntimeError):
+        return False
+
+
+def check_own_files(job: EvaluateJob) -> None:
+    """Refuse, in one line and before any work, two paths of one run that are one file (a link
+    too) or one inside the other where the run writes or removes either: a ledger or report in the
+    partial folder of a Parquet output would be deleted with it when the run completes, a ledger
+    that is the partial output would be written into the rows, an input there would be lost."""
+    files = own_files(job)
+    for i, a in enumerate(files):
+        for b in files[i + 1 :]:
+            if not (a.written or b.written):
+                continue
+            for first, second in ((a, b), (b, a)):
+                if second.folder and _inside(first.path, second.path):
+                    raise GroundlensInputError(
+                        f"{first.name} is inside {second.name}, which the run removes when it completes; {first.fix}"
+                    )
+            if same_file(a.path, b.path):
+                raise GroundlensInputError(f"{a.name} is {b.name}; {a.fix}")
 
 
 def _ledger_identity(ledger: Any) -> dict[str, str] | None:
@@ -160,12 +202,8 @@ def _ledger_identity(ledger: Any) -> dict[str, str] | None:
 
 
 def _check_report(job: EvaluateJob, html: Path) -> Callable[..., int]:
-    """The writer of the HTML report ``html``, once its path is known to be a new or replaceable HTML file."""
-    for data, name in ((job.input, "the input"), (job.output, "the output")):
-        if same_file(html, data):
-            raise GroundlensInputError(
-                f"the HTML report {html} is {name} file {data}; write the report to another file"
-            )
+    """The writer of the HTML report ``html``, once its path is known to be a new or replaceable HTML
+    file (that it is none of the run's other files, :func:`check_own_files` has checked)."""
     if table_kind_or_none(html) is not None:
         raise GroundlensInputError(f"the HTML report {html} would overwrite a data file; give it an .html name")
     check_target(html, what="the HTML report")
@@ -255,6 +293,9 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     # the engine starts (Ray: installed? cluster reachable?) before any file of the run is made, so a
     # run that cannot start leaves nothing that would ask the next run for --resume
     scorer = _make_scorer(job, emb, run.cal, info)
+    no_context = info.names.context_warning(info.columns, where=str(job.input))
+    if no_context:  # scored all the same (questions and answers alone are valid input), but never silently
+        run.log(no_context)
     sink = Sink(run.out_kind, paths, run.columns, run.schema)
     bar = None
     try:
