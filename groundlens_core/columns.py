@@ -13,7 +13,10 @@ Besides method, value, normalized, flagged, triage and error:
 - ``groundlens_support``: share of the response's content the context contains (empty without context);
 - ``groundlens_weakest_sentence``: the sentence stating the most the context lacks (empty when none);
 - ``groundlens_unsupported``: the absent numbers, dates, names and words, ``; ``-separated, first
-  occurrence of each, in order.
+  occurrence of each, in order;
+- ``groundlens_reason``: why the row is in its band, in words (the decision's reason: the rule that
+  decided it, with the failed facts and what the source says); empty for an error row or a score
+  saved without a decision.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ OUT_COLUMNS: tuple[str, ...] = (
     "groundlens_weakest_sentence",
     "groundlens_unsupported",
     "groundlens_facts",
+    "groundlens_reason",
 )
 
 #: value type of each appended column in typed formats (Parquet/Arrow): "string", "float64", "bool".
@@ -55,6 +59,7 @@ OUT_COLUMN_TYPES: dict[str, str] = {
     "groundlens_weakest_sentence": "string",
     "groundlens_unsupported": "string",
     "groundlens_facts": "string",
+    "groundlens_reason": "string",
 }
 
 #: review order of the bands, riskiest first (rows that could not be scored come before all)
@@ -92,6 +97,7 @@ def result_columns(res: Any) -> dict[str, Any]:
         "groundlens_weakest_sentence": f["weakest_sentence"],
         "groundlens_unsupported": None if ev is None else unsupported_text(ev),
         "groundlens_facts": None if f["facts"] is None else "; ".join(f["facts"]),
+        "groundlens_reason": f["reason"],
     }
 
 

@@ -58,11 +58,27 @@ def test_evaluate_score_equals_the_csv_groundlens_score(tmp_path):
     assert "25 % \u2014 the source says 15 %" in out[0]["groundlens_facts"]
 
 
+def test_every_scored_row_says_why_in_a_reason_column_even_without_facts(tmp_path):
+    """A flagged row whose ``groundlens_facts`` is empty still says why, outside the report."""
+    rows = [
+        {"question": QUESTION, "response": WRONG, "context": CONTRACT},
+        {"question": QUESTION, "response": RIGHT, "context": CONTRACT},
+        {"question": "Who wrote Hamlet?", "response": "Hamlet was written by Christopher Marlowe.", "context": ""},
+    ]
+    src = write_csv(tmp_path / "in.csv", rows)
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "out.jsonl")]) == 0
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert list(out[0])[-1] == "groundlens_reason"
+    for row, cells in zip(rows, out):
+        res = evaluate(row["question"], row["response"], row["context"] or None)
+        assert cells["groundlens_reason"] == res.decision.reason and res.decision.reason, row
+    assert "the source says 15 %" in out[0]["groundlens_reason"]
+    assert not out[2]["groundlens_facts"] and out[2]["groundlens_reason"]  # no facts, still a reason
+
+
 def test_evaluator_carries_the_score_and_ranks_a_wrong_fee_below_a_correct_one():
     ev = GroundlensEvaluator()
-    got = {
-        a: ev(inputs={"question": QUESTION, "context": CONTRACT}, outputs={"answer": a}) for a in (WRONG, RIGHT)
-    }
+    got = {a: ev(inputs={"question": QUESTION, "context": CONTRACT}, outputs={"answer": a}) for a in (WRONG, RIGHT)}
     for answer, out in got.items():
         res = evaluate(QUESTION, answer, CONTRACT)
         assert out["score"] == res.score and out["metadata"]["score"] == res.score
@@ -82,8 +98,10 @@ def test_evaluator_carries_the_score_and_ranks_a_wrong_fee_below_a_correct_one()
     example = Example(id="9f0c9cbb-4c5d-4b59-9c5e-3f3c3f3c3f3d", inputs={"question": QUESTION},
                       outputs={"context": CONTRACT}, dataset_id="9f0c9cbb-4c5d-4b59-9c5e-3f3c3f3c3f3e",
                       created_at="2026-01-01T00:00:00")  # fmt: skip
-    run2 = dataclasses.replace(run, inputs={"question": QUESTION}) if dataclasses.is_dataclass(run) else run.copy(
-        update={"inputs": {"question": QUESTION}}
+    run2 = (
+        dataclasses.replace(run, inputs={"question": QUESTION})
+        if dataclasses.is_dataclass(run)
+        else run.copy(update={"inputs": {"question": QUESTION}})
     )
     assert ev.evaluate_run(run2, example)["score"] == got[RIGHT]["score"]  # the context from the example
 
