@@ -153,8 +153,10 @@ def test_live_evaluation_attributes_match_the_trace(calibration):
         assert a["groundlens.fingerprint"] == step.score.fingerprint
         assert a["groundlens.scoring_latency_ms"] >= 0
     # the grounded answer is ranked as better grounded than the off-topic one
-    assert nodes["grounded"].attributes["gen_ai.evaluation.score.value"] > \
-        nodes["off_topic"].attributes["gen_ai.evaluation.score.value"]
+    assert (
+        nodes["grounded"].attributes["gen_ai.evaluation.score.value"]
+        > nodes["off_topic"].attributes["gen_ai.evaluation.score.value"]
+    )
 
     for node in ("search", "broken"):
         assert not any(k.startswith("gen_ai.evaluation") for k in nodes[node].attributes)
@@ -193,18 +195,25 @@ def test_evaluation_events_are_linked_to_their_step_spans(calibration):
         assert record.attributes["event.name"] == "gen_ai.evaluation.result"
         assert record.trace_id == span.context.trace_id
         assert record.span_id == span.context.span_id
-        for key in ("gen_ai.evaluation.name", "gen_ai.evaluation.score.value", "gen_ai.evaluation.score.label",
-                    "gen_ai.evaluation.explanation"):
+        for key in (
+            "gen_ai.evaluation.name",
+            "gen_ai.evaluation.score.value",
+            "gen_ai.evaluation.score.label",
+            "gen_ai.evaluation.explanation",
+        ):
             assert record.attributes[key] == span.attributes[key]
         assert record.timestamp == span.end_time
 
 
 def test_single_agent_trace_root_is_invoke_agent(calibration):
     sink = Sink()
-    recorder = Recorder("test", calibration=calibration,
-                        listeners=[OTelExporter(sink.tracer_provider, sink.logger_provider)])
+    recorder = Recorder(
+        "test", calibration=calibration, listeners=[OTelExporter(sink.tracer_provider, sink.logger_provider)]
+    )
     recorder.start_trace("a", name="helper", metadata={"single_agent": True})
-    recorder.record(CallRecord("a", "helper", question=QUESTION_DGI, response=ANSWER_DGI, started_at=T0, ended_at=T0 + 1))
+    recorder.record(
+        CallRecord("a", "helper", question=QUESTION_DGI, response=ANSWER_DGI, started_at=T0, ended_at=T0 + 1)
+    )
     recorder.end_trace("a", error="ValueError: agent crashed")
     recorder.flush()
     root = sink.root()
@@ -373,9 +382,17 @@ def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
             t = time.perf_counter()
             in_record.on = True
             try:
-                recorder.record(CallRecord(key, f"n{j}", question=QUESTION_SGI,
-                                           context=[ContextPiece(CONTEXT_SGI, "retriever")],
-                                           response=GROUNDED, started_at=T0 + j, ended_at=T0 + j + 0.5))
+                recorder.record(
+                    CallRecord(
+                        key,
+                        f"n{j}",
+                        question=QUESTION_SGI,
+                        context=[ContextPiece(CONTEXT_SGI, "retriever")],
+                        response=GROUNDED,
+                        started_at=T0 + j,
+                        ended_at=T0 + j + 0.5,
+                    )
+                )
             finally:
                 in_record.on = False
             worst = max(worst, time.perf_counter() - t)
@@ -412,8 +429,13 @@ def _run(code: str) -> subprocess.CompletedProcess:
 def test_global_providers_are_used_when_none_is_passed(tmp_path):
     """In a subprocess: the global OTel providers can be set once per process only."""
     path = tmp_path / "trace.json"
-    trace = Trace(id="t1", name="saved", framework="test", started_at="2025-01-02T03:04:05.000006Z",
-                  ended_at="2025-01-02T03:04:09.000000Z")
+    trace = Trace(
+        id="t1",
+        name="saved",
+        framework="test",
+        started_at="2025-01-02T03:04:05.000006Z",
+        ended_at="2025-01-02T03:04:09.000000Z",
+    )
     trace.save(path)
     proc = _run(f"""
         from opentelemetry import trace as api, _logs
@@ -440,11 +462,66 @@ def test_global_providers_are_used_when_none_is_passed(tmp_path):
 
 
 def test_trace_package_imports_without_opentelemetry():
-    out = run_without(("opentelemetry",), """
+    out = run_without(
+        ("opentelemetry",),
+        """
         import groundlens_core.trace
         from groundlens_core.trace import otel
         hint(lambda: otel.OTelExporter())
         hint(lambda: otel.configure_otlp("http://127.0.0.1:1"))
-    """)
+    """,
+    )
     assert len(hints(out)) == 2
     assert all('pip install "groundlens-core[otel]"' in h for h in hints(out))
+
+
+# ---------------------------------------------------------------- configure_otlp: spans and logs
+
+
+def test_configure_otlp_ships_the_evaluation_log_records_beside_the_spans(calibration):
+    """The ``gen_ai.evaluation.result`` records reach the backend with no LoggerProvider built by hand,
+    each in the context of its step's span; the return value is still a TracerProvider."""
+    from otlp_receiver import OTLPReceiver, attributes
+
+    with OTLPReceiver() as rx:
+        provider = configure_otlp(rx.url, project="logs", timeout=5.0)
+        assert isinstance(provider, TracerProvider) and isinstance(provider.logger_provider, LoggerProvider)
+        recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
+        record_run(recorder)
+        assert provider.force_flush(10_000)  # flushes the logs too
+        spans = {s.span_id: s for s in rx.spans()}
+        logs = rx.logs()
+        provider.shutdown()
+    assert logs, "no evaluation log records arrived"
+    assert {r.event_name for r in logs} == {"gen_ai.evaluation.result"}
+    scored = {attributes(s).get("groundlens.node"): s for s in spans.values() if "groundlens.node" in attributes(s)}
+    for record in logs:
+        span = spans[record.span_id]  # each record in its step's span, in the same trace
+        assert record.trace_id == span.trace_id
+        assert attributes(record)["gen_ai.evaluation.score.label"] == attributes(span)["gen_ai.evaluation.score.label"]
+    assert {attributes(spans[r.span_id])["groundlens.node"] for r in logs} >= {"grounded", "off_topic"}
+    assert set(scored) >= {"grounded", "off_topic", "no_context"}
+
+
+def test_a_backend_without_otlp_logs_is_one_info_line_and_logs_false_makes_no_logger(calibration, caplog):
+    from otlp_receiver import OTLPReceiver
+
+    caplog.set_level(logging.INFO, logger="groundlens")
+    with OTLPReceiver(serve=("/v1/traces",)) as rx:  # as Phoenix: traces yes, logs 404
+        provider = configure_otlp(rx.url, timeout=5.0)
+        recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])
+        for key in ("run-1", "run-2"):
+            record_run(recorder, key)
+            provider.force_flush(10_000)
+        provider.shutdown()
+        assert rx.spans() and len(rx._bodies("/v1/logs")) == 1  # tried once, then no more
+    ours = [r for r in caplog.records if r.name.startswith("groundlens")]
+    assert [r.levelno for r in ours] == [logging.INFO], [r.getMessage() for r in ours]
+    assert "takes no OTLP logs" in ours[0].getMessage() and "logs=False" in ours[0].getMessage()
+    assert not [
+        r for r in caplog.records if r.name.startswith("opentelemetry.exporter") and r.levelno >= logging.WARNING
+    ]
+
+    no_logs = configure_otlp("http://127.0.0.1:1", logs=False)
+    assert no_logs.logger_provider is None
+    no_logs.shutdown()

@@ -39,11 +39,19 @@ from groundlens_core.trace.otel_attributes import (
     step_span,
     step_times,
 )
-from groundlens_core.trace.otlp import configure_otlp, export_failures, require_otel
+from groundlens_core.trace.otlp import configure_otlp, export_failures, logger_provider_of, require_otel
 
 log = logging.getLogger("groundlens.otel")
 
-__all__ = ["OTelExporter", "export_trace", "configure_otlp", "export_failures", "iso_to_ns", "render_text"]
+__all__ = [
+    "OTelExporter",
+    "export_trace",
+    "configure_otlp",
+    "export_failures",
+    "logger_provider_of",
+    "iso_to_ns",
+    "render_text",
+]
 
 
 class _Root:
@@ -105,6 +113,8 @@ class OTelExporter:
                 "groundlens: the tracer provider failed (%s: %s); no spans will be exported", type(exc).__name__, exc
             )
             self._tracer = otel_trace.NoOpTracer()
+        if logger_provider is None:  # configure_otlp's provider carries the logs of the same backend
+            logger_provider = logger_provider_of(tracer_provider)
         try:
             if logger_provider is None:
                 self._logger = otel_logs.get_logger("groundlens", __version__)  # no-op until a global one is set
