@@ -1,6 +1,8 @@
 """The ``groundlens`` command: doctor, check, evaluate, calibrate, benchmark; ``report`` comes from the trace package.
 
 Errors are one line on stderr and exit code 2; no traceback for anything the user can fix.
+``--fail-on flagged|review`` makes ``check`` and ``evaluate`` exit 3 when a response is at or below
+that band (a CI job fails on a flagged answer).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import TRIAGE_NOTE
+from groundlens_core.bands import TRIAGE_NOTE, risk_rank
 from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
 from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
 from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
@@ -23,6 +25,32 @@ from groundlens_core.input_columns import ROLES
 from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
 
 # ---------------------------------------------------------------- commands
+
+#: the exit status of ``check`` and ``evaluate`` when ``--fail-on`` finds a response at or below its band
+EXIT_FAIL_ON = 3
+FAIL_ON_BANDS = ("flagged", "review")
+
+
+def failing_rows(counts: dict[str, int], fail_on: str | None) -> dict[str, int]:
+    """The rows by band that ``--fail-on`` fails on: those at or below its band in the review order
+    (``review`` takes ``flagged`` too; a row that could not be scored is below every band)."""
+    if fail_on is None:
+        return {}
+    return {band: n for band, n in counts.items() if n and risk_rank(band) <= risk_rank(fail_on)}
+
+
+def _fail_on_status(counts: dict[str, int], fail_on: str | None, rows: int | None = None) -> int:
+    """0, or :data:`EXIT_FAIL_ON` with one line on stderr saying what failed (``rows``: of a file)."""
+    failing = failing_rows(counts, fail_on)
+    if not failing:
+        return 0
+    if rows is None:
+        what = f"the response is {next(iter(failing))}"
+    else:
+        parts = ", ".join(f"{failing[b]} {b}" for b in ("error", "flagged", "review") if b in failing)
+        what = f"{sum(failing.values())} of {rows} rows at or below {fail_on} ({parts})"
+    print(f"groundlens: --fail-on {fail_on}: {what}; exit {EXIT_FAIL_ON}", file=sys.stderr)
+    return EXIT_FAIL_ON
 
 
 def mark_unsupported(sentence: Any, response: str) -> str:
@@ -73,7 +101,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(res.explanation)
         for text in evidence_lines(res, args.response):
             print(text)
-    return 0
+    return _fail_on_status({res.triage: 1}, args.fail_on)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -121,7 +149,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     print(f"note: scores are {TRIAGE_NOTE}", file=sys.stderr)
-    return 0
+    return _fail_on_status(counts, args.fail_on, rows=summary.rows)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -247,6 +275,16 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _add_fail_on(s: argparse.ArgumentParser, subject: str) -> None:
+    s.add_argument(
+        "--fail-on",
+        choices=FAIL_ON_BANDS,
+        default=None,
+        help=f"exit {EXIT_FAIL_ON} when {subject} at or below this band (review includes flagged; "
+        "a row that could not be scored counts too): fails a CI job",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="groundlens", description=f"Grounding triage for LLM outputs. Scores are {TRIAGE_NOTE}."
@@ -266,6 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", default=None, help="a DGI direction from `groundlens calibrate`")
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
     s.add_argument("--json", action="store_true", help="print the full result as JSON")
+    _add_fail_on(s, "the response is")
     s.set_defaults(func=cmd_check)
 
     s = sub.add_parser(
@@ -316,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)"
     )
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
+    _add_fail_on(s, "any row is")
     add_ledger_options(s)
     s.set_defaults(func=cmd_evaluate)
 
