@@ -3,21 +3,51 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable
+from typing import Any, AsyncIterator, Iterable, Sequence
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.plugins._autogen_reading import _agentchat, _AutoGenShell, _Conversation, _messages_of
+from groundlens_core.plugins._autogen_reading import (
+    DEFAULT_QUESTION_SOURCES,
+    _agentchat,
+    _AutoGenShell,
+    _Conversation,
+    _messages_of,
+)
 from groundlens_core.trace.adapter_shell import handle_internal_errors
 from groundlens_core.trace.model import Trace, new_id
-from groundlens_core.trace.recorder import CallRecord
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 
 class GroundlensChecker(_AutoGenShell):
     """Scores the answers in a finished (or streaming) AgentChat run; one trace per check."""
 
-    def __init__(self, **kwargs: Any):
+    def __init__(
+        self,
+        *,
+        question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
+        agent_messages_as_context: bool = True,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
+    ):
         _agentchat()
-        super().__init__(**kwargs)
+        super().__init__(
+            question_sources=question_sources,
+            agent_messages_as_context=agent_messages_as_context,
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
 
     def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:
         records: list[CallRecord] = []

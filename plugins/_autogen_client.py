@@ -20,7 +20,7 @@ from groundlens_core.plugins._autogen_reading import (
 )
 from groundlens_core.trace.adapter_shell import handle_internal_errors, parse_usage, require
 from groundlens_core.trace.model import new_id
-from groundlens_core.trace.recorder import CallRecord
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 
 class _ClientTranslation(_AutoGenShell):
@@ -28,13 +28,38 @@ class _ClientTranslation(_AutoGenShell):
     first access (see :func:`_build_client`)."""
 
     def __init__(
-        self, client: Any, *, agent_name: str | None = None, trace_key: str = DEFAULT_TRACE_KEY, **kwargs: Any
+        self,
+        client: Any,
+        *,
+        agent_name: str | None = None,
+        trace_key: str = DEFAULT_TRACE_KEY,
+        question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
+        agent_messages_as_context: bool = True,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
         self._client = client
         self.agent_name = agent_name
         self.trace_key = trace_key
         self._turns: dict[str, str] = {}  # trace key -> this agent's current turn in it
-        super().__init__(**kwargs)
+        super().__init__(
+            question_sources=question_sources,
+            agent_messages_as_context=agent_messages_as_context,
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
 
     @property
     def wrapped(self) -> Any:

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from groundlens_core.trace.adapter_helpers import as_text, context_from, short, trace_scope
 from groundlens_core.trace.adapter_shell import AdapterShell, parse_usage, require
 from groundlens_core.trace.model import ContextPiece
-from groundlens_core.trace.recorder import CallRecord, Recorder
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 FRAMEWORK = "autogen"
 EXTRA = "autogen"
@@ -233,11 +233,27 @@ class _AutoGenShell(AdapterShell):
         *,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        **shell: Any,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
         self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
-        super().__init__(**shell)
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)

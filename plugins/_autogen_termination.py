@@ -8,6 +8,7 @@ from typing import Any, Sequence
 from groundlens_core.plugins._autogen_reading import DEFAULT_QUESTION_SOURCES, EXTRA, _agentchat, _AutoGenShell
 from groundlens_core.trace.adapter_shell import handle_internal_errors, require
 from groundlens_core.trace.model import new_id
+from groundlens_core.trace.recorder import Recorder, TraceListener
 
 
 class _TerminationTranslation(_AutoGenShell):
@@ -20,14 +21,33 @@ class _TerminationTranslation(_AutoGenShell):
         stop_on: Sequence[str] = ("flagged",),
         sources: Sequence[str] | None = None,
         name: str | None = None,
-        **kwargs: Any,
+        question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
+        agent_messages_as_context: bool = True,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
         bad = set(stop_on) - {"flagged", "review", "trusted"}
         if bad:
             raise ValueError(f"stop_on takes triage bands (flagged, review, trusted), got {sorted(bad)}")
         self.stop_on = tuple(stop_on)
         self.sources = None if sources is None else tuple(sources)
-        super().__init__(name=name or "flagged-termination", **kwargs)
+        super().__init__(
+            question_sources=question_sources,
+            agent_messages_as_context=agent_messages_as_context,
+            name=name or "flagged-termination",
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
         self._conv = self._conversation()
         self._terminated = False
         self._key: str | None = None

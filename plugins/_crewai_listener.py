@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Any, Sequence
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins._crewai_names import (
@@ -29,7 +29,7 @@ from groundlens_core.plugins._revise_crewai import RevisionLinks
 from groundlens_core.trace.adapter_helpers import AI_ROLES, as_json, first_user_question, message_role
 from groundlens_core.trace.adapter_shell import AdapterShell, handle_internal_errors, require
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 #: what crewai puts in a tool result when the tool raised (ReAct and native paths)
 _TOOL_ERROR_MARKERS = ("I encountered an error while trying to use the tool", "Error executing tool:")
@@ -82,12 +82,33 @@ class GroundlensCrewListener(AdapterShell):
     framework = FRAMEWORK
     extra = EXTRA
 
-    def __init__(self, *, include_expected_output: bool = False, **shell: Any):
+    def __init__(
+        self,
+        *,
+        include_expected_output: bool = False,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
+    ):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
-        super().__init__(**{**shell, "name": shell.get("name") or "crew"})
-        self._given_name: str | None = shell.get("name") or None  # names every trace when given
+        super().__init__(
+            name=name or "crew",
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
+        self._given_name: str | None = name or None  # names every trace when given
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()
         #: final answers and the revisions a ``GroundlensGuardrail`` asked for (docs/revise.md)

@@ -47,7 +47,7 @@ from groundlens_core.trace.adapter_shell import (
 )
 from groundlens_core.trace.app_span import ABSENT, SpanRef
 from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
-from groundlens_core.trace.recorder import CallRecord
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 # the base class only; nothing else from LangChain is needed at import time
 _HandlerBase: Any = optional_base("langchain_core.callbacks", "BaseCallbackHandler")
@@ -81,7 +81,19 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     run_inline = True
     raise_error = False
 
-    def __init__(self, name: str | None = None, *, context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS, **shell: Any):
+    def __init__(
+        self,
+        name: str | None = None,
+        *,
+        context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
+    ):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
         self._lock = threading.Lock()
@@ -91,7 +103,16 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
-        super().__init__(name=name, **shell)
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
 
     # ------------------------------------------------------------ the queue of raw events
 

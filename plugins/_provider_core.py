@@ -9,7 +9,7 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, ContextManager
@@ -32,7 +32,6 @@ from groundlens_core.plugins._provider_values import (
 from groundlens_core.trace.adapter_helpers import trace_scope
 from groundlens_core.trace.adapter_shell import (
     GUARD_MODES,
-    SHELL_KEYWORDS,
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
@@ -42,7 +41,7 @@ from groundlens_core.trace.adapter_shell import (
     require,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, context_pieces
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
 
 
 @dataclass
@@ -214,12 +213,31 @@ class ProviderCore(AdapterShell):
         async_client: Any = None,
         mode: str = "annotate",
         on_flagged: Callable[..., Any] | None = None,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
         **kwargs: Any,
     ):
+        """``**kwargs`` are the SDK client's own (``api_key=``, ``base_url=`` ...), for the client
+        made when none is given."""
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
         self.model = model
         self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)
         is_async = client is not None and self._is_async_client(client)

@@ -29,7 +29,7 @@ from groundlens_core.trace.adapter_shell import (
     require,
 )
 from groundlens_core.trace.model import ContextPiece, Usage, new_id
-from groundlens_core.trace.recorder import CallRecord
+from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
 if TYPE_CHECKING:  # pragma: no cover
     from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
@@ -95,7 +95,14 @@ class GroundlensFilter(AdapterShell):
         question_arguments: Sequence[str] = QUESTION_NAMES,
         context_arguments: Sequence[str] = CONTEXT_NAMES,
         metadata_key: str = "groundlens",
-        **shell: Any,
+        name: str | None = None,
+        recorder: Recorder | None = None,
+        embedder: Any = None,
+        calibration: Any = None,
+        long_context: str | None = None,
+        listeners: Sequence[TraceListener] = (),
+        tracer_provider: Any = None,
+        max_traces: int = 100,
     ):
         self.mode = check_mode(mode, on_flagged, MODES)
         require("semantic_kernel", EXTRA, "Semantic Kernel")
@@ -104,7 +111,16 @@ class GroundlensFilter(AdapterShell):
         self.question_arguments = tuple(question_arguments)
         self.context_arguments = tuple(context_arguments)
         self.metadata_key = metadata_key
-        super().__init__(**shell)
+        super().__init__(
+            name=name,
+            recorder=recorder,
+            embedder=embedder,
+            calibration=calibration,
+            long_context=long_context,
+            listeners=listeners,
+            tracer_provider=tracer_provider,
+            max_traces=max_traces,
+        )
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""
