@@ -35,7 +35,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 from groundlens_core.content import DISCOURSE_WORDS, NUMBER_WORDS, STOP_WORDS
@@ -43,6 +43,7 @@ from groundlens_core.lemmas import stem
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
 from groundlens_core.units import MONTHS, UNITS
+from groundlens_core.word_index import WordIndex
 
 __all__ = ["ContextClaims", "context_claims", "check_claims", "FAMILIES"]
 
@@ -250,6 +251,29 @@ class ContextClaims:
     sentence_topics: tuple[frozenset[str], ...]
     stems: frozenset[str]  # every content stem of the context
     conditions: tuple[_Condition, ...]
+    indexes: dict[object, object] = field(default_factory=dict, compare=False, repr=False)  # built on first use
+
+    def by_family(self, family: str) -> list[tuple[int, WordIndex, list[int]]]:
+        """For each sign of ``family``: the positions of the unrestricted clauses that state it, in
+        order, indexed by their words as :func:`_polarity` weighs them (:func:`_near_words`)."""
+        found = self.indexes.get(family)
+        if found is None:
+            signs: dict[int, list[int]] = {}
+            for pos, k in enumerate(self.clauses):
+                if not k.conditional:  # "available only if ...": its polarity holds under the condition only
+                    for f, s in _families(k):
+                        if f == family:
+                            signs.setdefault(s, []).append(pos)
+            found = [(s, WordIndex([_near_words(self.clauses[p], self) for p in at]), at) for s, at in signs.items()]
+            self.indexes[family] = found
+        return found  # type: ignore[return-value]
+
+    def by_topic(self) -> WordIndex:
+        """Every clause, indexed by its topic (for the clause sharing most words with another)."""
+        found = self.indexes.get(None)
+        if found is None:
+            found = self.indexes[None] = WordIndex([dict.fromkeys(k.topic, 1.0) for k in self.clauses])
+        return found  # type: ignore[return-value]
 
 
 def _stems_of(text: str) -> set[str]:
@@ -286,15 +310,14 @@ def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
     return ContextClaims(clauses, tuple(topics), stems, tuple(conditions))
 
 
-def _overlap(c: _Clause, k: _Clause, ctx: ContextClaims) -> float:
-    """Shared content stems, a name counting twice (it says what the clause is about), the words of
-    the context clause's sentence outside the clause counting half."""
+def _near_words(k: _Clause, ctx: ContextClaims) -> dict[str, float]:
+    """A context clause's words as the overlap weighs them: its own 1, the rest of its sentence's 1/2."""
+    return {**dict.fromkeys(ctx.sentence_topics[k.sentence], 0.5), **dict.fromkeys(k.topic, 1.0)}
 
-    def weight(stems: frozenset[str]) -> float:
-        return sum(2.0 if s in c.capitalised else 1.0 for s in stems)
 
-    near = c.topic & k.topic
-    return weight(near) + 0.5 * weight((c.topic & ctx.sentence_topics[k.sentence]) - near)
+def _weights(c: _Clause) -> dict[str, float]:
+    """A response clause's stems, a name counting twice (it says what the clause is about)."""
+    return {s: 2.0 if s in c.capitalised else 1.0 for s in c.topic}
 
 
 def _families(c: _Clause) -> list[tuple[str, int]]:
@@ -303,32 +326,31 @@ def _families(c: _Clause) -> list[tuple[str, int]]:
 
 
 def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
-    """The context clause that ``c`` contradicts, if any."""
+    """The context clause that ``c`` contradicts, if any: among the unrestricted context clauses of
+    one of its polar families, those sharing the most content stems with it (a name counting twice,
+    the words of the context clause's sentence outside the clause counting half) all state the
+    other side. Found through the context's word indexes, not by comparing ``c`` with each clause."""
     if c.conditional:  # "open every day except Monday": what it asserts holds only in part
         return None
+    weights = _weights(c)
     for family, sign in _families(c):
-        scored = [
-            (_overlap(c, k, ctx), s, k)
-            for k in ctx.clauses
-            if not k.conditional  # "available only if ...": its polarity holds under the condition only
-            for f, s in _families(k)
-            if f == family
-        ]
-        if not scored or not c.topic:
+        by_sign = ctx.by_family(family)
+        if not by_sign or not c.topic:
             continue
-        best = max(o for o, _, _ in scored)
-        if best < max(1.0, POLARITY_MIN_SHARE * sum(2.0 if s in c.capitalised else 1.0 for s in c.topic)):
+        tops = [(s, index.top(weights), ks) for s, index, ks in by_sign]
+        best = max(top.best for _, top, _ in tops)
+        if best < max(1.0, POLARITY_MIN_SHARE * sum(weights.values())):
             continue
-        top = [(s, k) for o, s, k in scored if o == best]
-        if all(s != sign for s, _ in top):
-            return top[0][1]
+        if all(s != sign for s, top, _ in tops if top.best == best):
+            return ctx.clauses[min(at[top.first()] for _, top, at in tops if top.best == best)]
     # copied wording with the negation added or dropped
-    best_k = max(ctx.clauses, key=lambda k: len(c.topic & k.topic), default=None)
-    if best_k is not None and not c.polar and not best_k.polar:
-        shared = len(c.topic & best_k.topic)
-        similar = shared >= COPY_MIN_SHARE * max(len(c.topic), len(best_k.topic))
-        if shared >= COPY_MIN_WORDS and similar and c.negated != best_k.negated:
-            return best_k
+    if not c.polar and ctx.clauses:
+        best_k = ctx.clauses[ctx.by_topic().top(dict.fromkeys(c.topic, 1.0)).first()]
+        if not best_k.polar:
+            shared = len(c.topic & best_k.topic)
+            similar = shared >= COPY_MIN_SHARE * max(len(c.topic), len(best_k.topic))
+            if shared >= COPY_MIN_WORDS and similar and c.negated != best_k.negated:
+                return best_k
     return None
 
 

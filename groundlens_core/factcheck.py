@@ -25,14 +25,15 @@ import bisect
 import dataclasses
 import re
 from collections import Counter
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Collection, Iterator, Sequence
 
 from groundlens_core.claims import ContextClaims, check_claims, context_claims
 from groundlens_core.content import STOP_WORDS, content_tokens
 from groundlens_core.facts import MONTHS, UNITS, Fact, extract_facts
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
+from groundlens_core.word_index import Top, WordIndex
 
 __all__ = ["ContextFacts", "context_facts", "check_facts"]
 
@@ -86,6 +87,34 @@ class ContextFacts:
     claims: ContextClaims | None = None  # clauses and conditions, for the checks without a number
     initials: frozenset[str] = frozenset()  # initials of runs of capitalised words ("managing director" -> "md")
     acronyms: frozenset[str] = frozenset()  # the abbreviations the context writes in capitals, folded
+    groups: dict[tuple, _Group | None] = field(default_factory=dict, compare=False, repr=False)  # by _group_key
+
+    def by_key(self) -> dict[tuple, list[int]]:
+        """The mentions by what makes them candidates (see :func:`_candidates`), built once."""
+        by = self.groups.get(("by",))
+        if by is None:
+            by = {}
+            for i, m in enumerate(self.mentions):
+                f = m.fact
+                if f.dim in ("name", "count"):
+                    words = str(f.value).split() if f.dim == "name" else f.noun.split()
+                    keys = [(f.dim, w) for w in dict.fromkeys(words)]
+                elif f.dim == "label":
+                    keys = [("label", str(f.value).split()[0])]
+                else:
+                    keys = [(f.dim,)]
+                for key in keys:
+                    by.setdefault(key, []).append(i)
+            self.groups[("by",)] = by  # type: ignore[assignment]
+        return by  # type: ignore[return-value]
+
+    def group(self, fact: Fact) -> _Group | None:
+        """The candidates :func:`_candidates` gives ``fact``, indexed once for every fact that has them."""
+        key = _group_key(fact)
+        if key not in self.groups:
+            cands = _candidates(fact, self)
+            self.groups[key] = _Group(cands) if cands else None
+        return self.groups[key]
 
 
 #: clauses further than this from a fact do not count in its anchor (their weight would be 1/32 or less)
@@ -251,17 +280,302 @@ def _same(a: Fact, b: Fact) -> bool:
     return abs(a.value - b.value) <= 1e-9 * max(1.0, abs(a.value), abs(b.value))
 
 
-def _candidates(fact: Fact, ctx: ContextFacts) -> list[_Mention]:
+_NEAR = 1e-6  # the margin of a range of values (a range only narrows what :func:`_same` then decides)
+_INF = float("inf")
+
+
+def _rate_class(rate: str) -> str:
+    """What of an amount's rate :func:`_same` reads: none, which unit of time, or some other unit."""
+    return rate if not rate or rate in _TIME_RATES else "*"
+
+
+def _rate_clash(a: str, b_class: str) -> bool:
+    """:func:`_same`'s test of two rates, against a class of rates (:func:`_rate_class`)."""
+    if not a or not b_class:
+        return False
+    return a in _TIME_RATES if b_class == "*" else a != b_class
+
+
+@dataclass
+class _Bucket:
+    """The distinct values, ascending, of the candidates with one bound, one class of rate and one
+    reading of the clock; ``below[k]``: how many candidates hold the values before the k-th."""
+
+    approx: str
+    rate: str
+    half_day: bool
+    values: list[float]
+    slots: list[int]
+    below: list[int]
+
+
+class _Values:
+    """Candidates by value, so that whether one of them states the same value as a response fact
+    (:func:`_same`), or another one, is found without comparing the fact with each. Candidates alike
+    in all that :func:`_same` reads share a *slot*, compared once. A number is looked for in the
+    range of values of each bucket that could be the same (each then compared), or, on the side of
+    a bound ("more than 5": every larger value), taken as a whole. Every candidate outside the
+    ranges states another value: numbers and words never compare equal."""
+
+    def __init__(self, facts: Sequence[Fact], ids: Sequence[int]):
+        self.n = len(ids)
+        slot_of: dict[tuple, int] = {}
+        self.reps: list[Fact] = []  # one fact per slot
+        self.members: list[list[int]] = []  # the candidates of each slot
+        self.slot: dict[int, int] = {}
+        for i in ids:
+            f = facts[i]
+            if type(f.value) is float and f.value == f.value:
+                key: tuple = ("f", f.value, f.approx, _rate_class(f.rate), f.noun == "12h")
+            elif isinstance(f.value, str):
+                key = ("s", self._string_key(f), f.value, f.approx, f.rate, f.noun)
+            else:
+                key = ("x", i)
+            s = slot_of.get(key)
+            if s is None:
+                s = slot_of[key] = len(self.reps)
+                self.reps.append(f)
+                self.members.append([])
+            self.members[s].append(i)
+            self.slot[i] = s
+        grouped: dict[tuple[str, str, bool], list[tuple[float, int]]] = {}
+        self.strings: dict[str, list[int]] = {}  # the slots of each value in words, by its key
+        self.odd: list[int] = []  # slots of neither (compared every time)
+        for key, s in slot_of.items():
+            if key[0] == "f":
+                grouped.setdefault((key[2], key[3], key[4]), []).append((key[1], s))
+            elif key[0] == "s":
+                self.strings.setdefault(key[1], []).append(s)
+            else:
+                self.odd.append(s)
+        self.all_strings = [s for slots in self.strings.values() for s in slots]
+        self.buckets: list[_Bucket] = []
+        self.where: dict[int, tuple[int, int]] = {}  # slot -> (bucket, position)
+        for (approx, rate, half_day), pairs in grouped.items():
+            pairs.sort()
+            below = [0]
+            for _, s in pairs:
+                below.append(below[-1] + len(self.members[s]))
+            for pos, (_, s) in enumerate(pairs):
+                self.where[s] = (len(self.buckets), pos)
+            self.buckets.append(_Bucket(approx, rate, half_day, [v for v, _ in pairs], [s for _, s in pairs], below))
+
+    @staticmethod
+    def _string_key(f: Fact) -> str:
+        """What a value in words must share to be the same: a date's month and day, a label's text;
+        names are compared with every name (their candidates already share a word)."""
+        if f.dim == "date":
+            return "-".join(str(f.value).split("-")[:2])
+        return "" if f.dim == "name" else str(f.value)
+
+    def _ranges(self, fact: Fact) -> list[tuple[int, int, int, bool]]:
+        """Disjoint (bucket, start, stop, certain) ranges holding every value that may be the same as
+        ``fact``'s: ``certain`` when each value in it is. Mirrors :func:`_same`, branch by branch."""
+        va, aa = fact.value, fact.approx
+        assert isinstance(va, float)
+        out: list[tuple[int, int, int, bool]] = []
+        for b, bucket in enumerate(self.buckets):
+            vals = bucket.values
+            first, last = bisect.bisect_right(vals, -_INF), bisect.bisect_left(vals, _INF)
+            if abs(va) == _INF:
+                out.append((b, 0, len(vals), False))
+                continue
+            if _rate_clash(fact.rate, bucket.rate) or _bounds_disagree(aa, bucket.approx):
+                continue
+            out += [(b, 0, first, False), (b, last, len(vals), False)]  # an infinite value
+            near: list[tuple[float, float]]
+            if _same_side(aa, bucket.approx) or (aa == "~" and bucket.approx != aa):
+                d = 0.12 * abs(va) + _NEAR  # within a tenth of the larger
+                near = [(va - d, va + d)]
+            elif aa and aa != bucket.approx:
+                at, past = bisect.bisect_left(vals, va), bisect.bisect_right(vals, va)
+                out.append((b, at, past, False))
+                out.append((b, past, last, True) if aa in (">", ">=") else (b, first, at, True))
+                continue
+            elif fact.dim == "time" and (fact.noun == "12h" or bucket.half_day):
+                near = [(va + 720 * k - _NEAR, va + 720 * k + _NEAR) for k in range(-3, 4)]
+            else:
+                d = 2e-9 * max(1.0, abs(va)) + _NEAR
+                near = [(va - d, va + d)]
+            for x, y in near:
+                out.append((b, max(first, bisect.bisect_left(vals, x)), min(last, bisect.bisect_right(vals, y)), False))
+        return [r for r in out if r[2] > r[1]]
+
+    def _looked_at(self, fact: Fact) -> tuple[list[tuple[Sequence[int], bool]], Callable[[int], bool]]:
+        """The slots that may hold ``fact``'s value, in runs (with whether each surely does), and a
+        test of whether a slot is among them."""
+        if not isinstance(fact.value, float):
+            strings = self.all_strings if fact.dim == "name" else self.strings.get(self._string_key(fact), [])
+            if isinstance(fact.value, str):
+                runs = [(strings, False), (self.odd, False)]
+                inside = set(strings) | set(self.odd)
+            else:
+                runs = [(list(range(len(self.reps))), False)]
+                inside = set(range(len(self.reps)))
+            return runs, inside.__contains__
+        ranges = self._ranges(fact)
+        odd = set(self.odd)
+        runs = [(_Slice(self.buckets[b].slots, lo, hi), certain) for b, lo, hi, certain in ranges]
+        runs.append((self.odd, False))
+
+        def looked(s: int) -> bool:
+            if s in odd:
+                return True
+            b, pos = self.where.get(s, (-1, -1))
+            return any(b == rb and lo <= pos < hi for rb, lo, hi, _ in ranges)
+
+        return runs, looked
+
+    def _count(self, fact: Fact) -> int:
+        """How many candidates the slots :meth:`_looked_at` gives hold."""
+        if not isinstance(fact.value, float):
+            runs, _ = self._looked_at(fact)
+            return sum(len(self.members[s]) for slots, _ in runs for s in slots)
+        below = [self.buckets[b].below[hi] - self.buckets[b].below[lo] for b, lo, hi, _ in self._ranges(fact)]
+        return sum(below) + sum(len(self.members[s]) for s in self.odd)
+
+    def _free(self, s: int, skip: Collection[int]) -> bool:
+        """Some candidate of slot ``s`` is not in ``skip``."""
+        return len(self.members[s]) > sum(1 for i in skip if self.slot.get(i) == s)
+
+    def same(self, fact: Fact, skip: Collection[int] = ()) -> bool:
+        """Some candidate outside ``skip`` states ``fact``'s value."""
+        runs, _ = self._looked_at(fact)
+        return any(
+            (certain or _same(fact, self.reps[s])) and self._free(s, skip) for slots, certain in runs for s in slots
+        )
+
+    def other(self, fact: Fact, skip: Collection[int] = ()) -> bool:
+        """Some candidate outside ``skip`` states another value than ``fact``'s."""
+        runs, looked = self._looked_at(fact)
+        outside = self.n - self._count(fact) - sum(1 for i in skip if i in self.slot and not looked(self.slot[i]))
+        if outside > 0:
+            return True
+        return any(
+            not _same(fact, self.reps[s]) and self._free(s, skip)
+            for slots, certain in runs
+            if not certain
+            for s in slots
+        )
+
+
+@dataclass(frozen=True)
+class _Slice(Sequence[int]):
+    """``items[start:stop]`` without the copy."""
+
+    items: Sequence[int]
+    start: int
+    stop: int
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, k):  # type: ignore[override]
+        if isinstance(k, slice):
+            return [self[j] for j in range(*k.indices(len(self)))]
+        if not 0 <= k < len(self):
+            raise IndexError(k)
+        return self.items[self.start + k]
+
+    def __iter__(self) -> Iterator[int]:
+        return (self.items[j] for j in range(self.start, self.stop))
+
+
+def _group_key(fact: Fact) -> tuple:
+    """Facts of one key have the same candidates (see :func:`_candidates`)."""
     if fact.dim == "name":
-        mine = set(str(fact.value).split())
-        return [m for m in ctx.mentions if m.fact.dim == "name" and mine & set(str(m.fact.value).split())]
-    if fact.dim == "count":  # "3 attempts" competes with other counts of attempts only
-        mine = set(fact.noun.split())
-        return [m for m in ctx.mentions if m.fact.dim == "count" and mine & set(m.fact.noun.split())]
+        return ("name", frozenset(str(fact.value).split()))
+    if fact.dim == "count":
+        return ("count", frozenset(fact.noun.split()))
     if fact.dim == "label":
-        head = str(fact.value).split()[0]
-        return [m for m in ctx.mentions if m.fact.dim == "label" and str(m.fact.value).split()[0] == head]
-    return [m for m in ctx.mentions if m.fact.dim == fact.dim]
+        return ("label", str(fact.value).split()[0])
+    return (fact.dim,)
+
+
+#: a contradicted fact names at most this many of the values the source gives in its place
+SHOWN_VALUES = 6
+#: and looks at no more of them than this to find those
+_SHOWN_LOOK = 64
+
+
+class _Group:
+    """The candidates of a fact (the context facts it competes with), indexed once for every response
+    fact that has them: by anchor word (:class:`WordIndex`), by value (:class:`_Values`), and by the
+    own-clause words that single out one of them (:func:`_slot_says`)."""
+
+    def __init__(self, mentions: list[_Mention]):
+        self.mentions = mentions
+        self.facts = [m.fact for m in mentions]
+        owns = [_own(m) for m in mentions]
+        counts = Counter(k for o in owns for k in o)
+        self.owner = {k: i for i, o in enumerate(owns) for k in o if counts[k] == 1}
+        self.anchor_own = [frozenset(k for k, w in m.anchor.items() if w == 1.0) for m in mentions]
+        self.words = WordIndex([m.anchor for m in mentions])
+        self.values = _Values(self.facts, range(len(mentions)))
+
+    def _rest(self, top: Top) -> tuple[_Values, Counter[str], list[int]]:
+        """The value index and own-word counts of the candidates scoring ``top.best`` on common words."""
+        memo = self.words.levels_memo(top)
+        got = memo.get(top.best)
+        if got is None:
+            rest = list(top.rest)
+            got = memo[top.best] = (
+                _Values(self.facts, rest),
+                Counter(k for i in rest for k in self.anchor_own[i]),
+                rest,
+            )
+        return got  # type: ignore[return-value]
+
+    def top_same(self, fact: Fact, top: Top) -> bool:
+        """One of ``top`` states ``fact``'s value."""
+        if any(_same(fact, self.facts[i]) for i in top.touched):
+            return True
+        return bool(top.rest) and self._rest(top)[0].same(fact, top.skip)
+
+    def top_own_words(self, own: set[str], top: Top) -> int:
+        """How many of ``own`` are own-clause words of some candidate of ``top``."""
+        found = {k for i in top.touched for k in self.anchor_own[i] if k in own}
+        if top.rest:
+            _, counts, rest = self._rest(top)
+            skipped = [i for i in top.skip if _holds(rest, i)]
+            for k in own - found:
+                if counts[k] > sum(1 for i in skipped if k in self.anchor_own[i]):
+                    found.add(k)
+        return len(found)
+
+    def shown(self, top: Top) -> str:
+        """What the source says in place of a fact: the values of ``top``, each once, the first few."""
+        shown: dict[str, None] = {}
+        looked = 0
+        for i in top:
+            shown.setdefault(_shown(self.facts[i]), None)
+            looked += 1
+            if len(shown) > SHOWN_VALUES or looked >= _SHOWN_LOOK:
+                break
+        values = list(shown)
+        more = len(values) > SHOWN_VALUES or looked < len(top)
+        return "; ".join(values[:SHOWN_VALUES]) + ("; \u2026" if more else "")
+
+
+def _holds(ascending: Sequence[int], i: int) -> bool:
+    k = bisect.bisect_left(ascending, i)
+    return k < len(ascending) and ascending[k] == i
+
+
+def _candidates(fact: Fact, ctx: ContextFacts) -> list[_Mention]:
+    """The context facts ``fact`` competes with, in the context's order: those of its dimension; for
+    a name, the names sharing a word with it; for a count, the counts of a noun sharing a word ("3
+    attempts" competes with other counts of attempts only); for a label, those of its first word."""
+    by = ctx.by_key()
+    if fact.dim == "name":
+        found = {i for w in str(fact.value).split() for i in by.get(("name", w), ())}
+    elif fact.dim == "count":
+        found = {i for w in fact.noun.split() for i in by.get(("count", w), ())}
+    elif fact.dim == "label":
+        found = set(by.get(("label", str(fact.value).split()[0]), ()))
+    else:
+        found = set(by.get((fact.dim,), ()))
+    return [ctx.mentions[i] for i in sorted(found)]
 
 
 #: demonyms whose country shares no four-letter start with them ("French" for "France")
@@ -291,32 +605,35 @@ def _own(m: _Mention) -> set[str]:
     return {k for k, w in (m.slot or m.anchor).items() if w == 1.0}
 
 
-def _slot_says(fact: Fact, slot: _Slot, cands: Sequence[_Mention]) -> tuple[str | None, list[_Mention]]:
+def _slot_says(fact: Fact, slot: _Slot, group: _Group) -> tuple[str | None, list[_Mention]]:
     """Whose value the response states, judged by its slot: the words of the fact's own clause that
     single out one candidate of the source (in that candidate's own clause and no other's:
     "interns", "Europe"). ``("other", them)`` when they single out candidates with another value at
     least as strongly as any with this value (a name counts twice, and on a tie a name settles it),
-    ``("same", [])`` when they single out this value more strongly, else ``(None, [])``. Linear in
-    the candidates: each own-clause word is counted once over all of them."""
+    ``("same", [])`` when they single out this value more strongly, else ``(None, [])``. Only the
+    candidates a word singles out are looked at one by one; of the rest (each singled out by no
+    word, so scoring 0) it is enough to know whether one states this value and one another."""
     own_words, names = {k for k, w in slot[0].items() if w == 1.0}, slot[1]
-    owns = [_own(m) for m in cands]
-    counts = Counter(k for o in owns for k in o)
-    hits: list[tuple[float, bool, set[str]]] = []
-    for o in owns:
-        found = {k for k in own_words & o if counts[k] == 1}
-        hits.append((sum(2.0 if k in names else 1.0 for k in found), bool(found & names), found))
-    same = [h for h, m in zip(hits, cands) if _same(fact, m.fact)]
-    other = [(h, m) for h, m in zip(hits, cands) if not _same(fact, m.fact)]
-    if not same or not other:
+    found: dict[int, set[str]] = {}
+    for k in own_words:
+        if (i := group.owner.get(k)) is not None:
+            found.setdefault(i, set()).add(k)
+    score = {i: sum(2.0 if k in names else 1.0 for k in ks) for i, ks in found.items()}
+    named = {i: bool(ks & names) for i, ks in found.items()}
+    same = [i for i in sorted(found) if _same(fact, group.facts[i])]
+    other = [i for i in sorted(found) if i not in same]
+    rest_same, rest_other = group.values.same(fact, found), group.values.other(fact, found)
+    if not (same or rest_same) or not (other or rest_other):
         return None, []
-    best_same, best_other = max(h[0] for h in same), max(h[0] for h, _ in other)
+    best_same = max([score[i] for i in same] + ([0.0] if rest_same else []))
+    best_other = max([score[i] for i in other] + ([0.0] if rest_other else []))
     if best_same > best_other:
         return "same", []
     if best_other <= 0:
         return None, []
-    named = any(h[1] for h, _ in other if h[0] == best_other) and not any(h[1] for h in same if h[0] == best_same)
-    if best_other > best_same or named:
-        return "other", [m for h, m in other if h[2]]
+    is_named = any(named[i] for i in other if score[i] == best_other)
+    if best_other > best_same or (is_named and not any(named[i] for i in same if score[i] == best_same)):
+        return "other", [group.mentions[i] for i in other]
     return None, []
 
 
@@ -345,7 +662,7 @@ def _check_one(
     sentence: int,
     slot: _Slot | None = None,
 ) -> FactFinding:
-    cands = _candidates(fact, ctx)
+    group = ctx.group(fact)
     if fact.dim == "name":
         abbreviation = _abbreviation(fact, ctx)
         if abbreviation is not None:
@@ -353,35 +670,33 @@ def _check_one(
         words = str(fact.value).split()
         if not all(_name_word_in(w, ctx) for w in re.findall(r"[^\W_]+", str(fact.value))):
             pass  # a word the context never uses: compete below, or unsupported
-        elif f" {' '.join(words)} " not in ctx.phrases or not cands:
+        elif f" {' '.join(words)} " not in ctx.phrases or group is None:
             return _finding(fact, sentence, "supported", None)  # every word is there (perhaps split otherwise)
-    if not cands:
+    if group is None:
         if fact.dim == "count" and float(fact.value) in ctx.numbers:  # type: ignore[arg-type]
             return _finding(fact, sentence, "supported", None)
         if fact.dim == "count" and not fact.text[:1].isdigit() and float(fact.value) <= 12:  # type: ignore[arg-type]
             # "the two teams", "three players": a small count in words that a summary may infer from a list
             return _finding(fact, sentence, "unverified", None)
         return _finding(fact, sentence, "unsupported", None)
-    overlap = [_overlap(anchor, m.anchor) for m in cands]
-    best = max(overlap)
-    top = [m for m, o in zip(cands, overlap) if o == best]
-    judged, others = _slot_says(fact, slot, cands) if slot is not None else (None, [])
+    # the candidates whose anchors share the most with this one's (all of them when none shares a word)
+    top = group.words.top(anchor)
+    judged, others = _slot_says(fact, slot, group) if slot is not None else (None, [])
     if judged == "other":
         says = "; ".join(dict.fromkeys(_shown(m.fact) for m in others))
         return _finding(fact, sentence, "contradicted", says)
     if judged == "same":  # "interns get 10 days" where the source gives interns 10 and staff 30
         return _finding(fact, sentence, "supported", None)
-    if any(_same(fact, m.fact) for m in top):
+    if group.top_same(fact, top):
         return _finding(fact, sentence, "supported", None)
     # the value is stated about something else: support, unless the response repeats the words of a
     # passage that states another value (two or more shared words, half of the fact's own clause)
     own = {k for k, w in anchor.items() if w == 1.0}
-    shared = len(own & {k for m in top for k, w in m.anchor.items() if w == 1.0})
+    shared = group.top_own_words(own, top)
     strong = shared >= 2 and 2 * shared >= len(own)
-    if not strong and any(_same(fact, m.fact) for m in cands):
+    if not strong and group.values.same(fact):
         return _finding(fact, sentence, "supported", None)
-    says = "; ".join(dict.fromkeys(_shown(m.fact) for m in top))
-    return _finding(fact, sentence, "contradicted", says)
+    return _finding(fact, sentence, "contradicted", group.shown(top))
 
 
 _QUALIFIER_WORDS = {"<=": "at most", ">=": "at least", ">": "more than", "<": "less than", "~": "about"}
