@@ -3,9 +3,11 @@
 The revision loops (the LangGraph router and node, the CrewAI guardrail, the LangChain wrapper)
 send the agent one message built here from the structured findings of its score, never from the
 explanation text: for a contradicted fact what the source says instead ("The source says 15%, not
-25%."), for an unsupported one that the source does not state it, and, when no single fact failed
-(the answer ignores its source), the words the source lacks. There is no second model: the agent's
-own model tries again with the source's values in front of it.
+25%."), for a contradicted claim both sides as one sentence ("The source says return shipping is
+paid by the customer; the answer says it is free."), for an unsupported one that the source does not
+state it, and, when no single fact failed (the answer ignores its source), the words the source
+lacks. There is no second model: the agent's own model tries again with the source's values in
+front of it.
 
 :func:`score_of` and :func:`findings_of` are the only places that read the band, the score and the
 findings off a result, so a change in how a result carries them is a change here.
@@ -13,9 +15,11 @@ findings off a result, so a change in how a result carries them is a change here
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterable
 
+from groundlens_core.decision import CLAIM_KINDS
 from groundlens_core.results import FactFinding, quote_sentence
 
 __all__ = ["MAX_FINDINGS", "Feedback", "feedback_for", "findings_of", "render_feedback", "score_of"]
@@ -53,7 +57,74 @@ def findings_of(result: Any) -> tuple[FactFinding, ...]:
     return tuple(evidence.failed_facts()) if evidence is not None else ()
 
 
-def _finding_line(f: FactFinding) -> str:
+# ---------------------------------------------------------------- a claim quoted inside a sentence
+
+#: words that join a clause to the one before it ("..., and return shipping is free"): not the claim's
+_JOINERS = frozenset("and but or so yet while whereas although though because since also then however".split())
+#: sentence-initial words that are never names: lowercased when the claim is quoted mid-sentence
+_COMMON_FIRST = frozenset(
+    "the a an this that these those it its they their there you your we our he she his her each every all "
+    "any some no none one our my i'm it's there's".split()
+)
+_SINGULAR = frozenset({"is", "was", "has", "does", "isn't", "wasn't", "hasn't", "doesn't"})
+_PLURAL = frozenset({"are", "were", "have", "do", "aren't", "weren't", "haven't", "don't"})
+_MODAL = frozenset({"can", "will", "would", "could", "should", "must", "may", "might", "cannot", "can't", "won't"})
+_PRONOUNS = frozenset({"i", "you", "we", "they", "it", "he", "she"})
+
+
+def _clause(text: str, known: str) -> str:
+    """A claim as it reads inside a sentence: no joining word in front ("and"), no end punctuation,
+    and its first word in lower case unless it is a name. A first word counts as a name unless it is
+    a common sentence opener or ``known`` (the source and the answer) has it in lower case too."""
+    words = text.strip().rstrip(".;:,!?").split()
+    while len(words) > 1 and words[0].lower().strip(",") in _JOINERS:
+        words.pop(0)
+    if not words:
+        return text.strip()
+    first = words[0]
+    lower = first[:1].lower() + first[1:]
+    if first[:1].isupper() and not first[1:2].isupper():  # "The", "Return"; never "X200", "USB"
+        if first.lower() in _COMMON_FIRST or re.search(rf"(?<![\w-]){re.escape(lower)}(?![\w-])", known):
+            words[0] = lower
+    return " ".join(words)
+
+
+def _what_the_answer_says(source: str, answer: str) -> str:
+    """``answer`` with the subject it shares with ``source`` said once: "return shipping is free"
+    against "return shipping is paid by the customer" is "it is free"."""
+    s, a = source.split(), answer.split()
+    shared = 0
+    while shared < min(len(s), len(a)) - 1 and s[shared].lower() == a[shared].lower():
+        shared += 1
+    for i in range(1, shared):  # the first verb after a subject of one word or more, both shared
+        verb = a[i].lower()
+        if verb not in _SINGULAR | _PLURAL | _MODAL:
+            continue
+        subject = a[:i]
+        if len(subject) == 1 and subject[0].lower() in _PRONOUNS:
+            return answer  # "you can ...": already as short as it gets
+        if verb in _SINGULAR:
+            pronoun = "it"
+        elif verb in _PLURAL:
+            pronoun = "they"
+        else:
+            last = subject[-1].lower()
+            pronoun = "they" if last.endswith("s") and not last.endswith("ss") else "it"
+        return " ".join([pronoun, *a[i:]])
+    return answer
+
+
+def _finding_line(f: FactFinding, known: str) -> str:
+    if f.kind in CLAIM_KINDS:  # a whole claim, not a value: quote it inside the sentence
+        said = _clause(f.text, known)
+        if f.status == "contradicted" and f.source:
+            source = _clause(f.source, known)
+            return f"The source says {source}; the answer says {_what_the_answer_says(source, said)}."
+        if f.status == "contradicted":
+            return f"The source says otherwise than that {said}."
+        if f.kind == "condition" and f.source:
+            return f"The answer says {said}; the source adds a condition: {_clause(f.source, known)}."
+        return f"The source does not say that {said}."
     if f.status == "contradicted" and f.source:
         return f"The source says {f.source}, not {f.text}."
     if f.status == "contradicted":
@@ -61,12 +132,22 @@ def _finding_line(f: FactFinding) -> str:
     return f"The source does not state {f.text}."
 
 
+def _known_text(result: Any, findings: Iterable[FactFinding]) -> str:
+    """The texts a finding's words can be looked up in: the findings, the response's sentences and
+    their passages of the source."""
+    parts = [t for f in findings for t in (f.text, f.source) if t]
+    for sentence in getattr(getattr(result, "evidence", None), "sentences", None) or ():
+        parts += [getattr(sentence, "text", "") or "", getattr(sentence, "passage", "") or ""]
+    return "\n".join(parts)
+
+
 def render_feedback(result: Any) -> str:
     """The message a flagged answer is sent back with (see the module docstring)."""
     findings = findings_of(result)
     lines: list[str] = []
     if findings:
-        lines.extend(_finding_line(f) for f in findings[:MAX_FINDINGS])
+        known = _known_text(result, findings)
+        lines.extend(_finding_line(f, known) for f in findings[:MAX_FINDINGS])
         if len(findings) > MAX_FINDINGS:
             lines.append(f"({len(findings) - MAX_FINDINGS} more of its facts are not supported by the source.)")
     else:

@@ -87,6 +87,63 @@ def test_feedback_for_an_unsupported_fact_and_for_an_answer_with_no_failed_fact(
     assert render_feedback(ignores).endswith("state nothing it does not support.")
 
 
+SHIPPING = "Returns are accepted within 30 days of delivery. Return shipping is paid by the customer."
+CASE = "The X200 ships with a charger and a USB-C cable. The padded travel case is sold separately for $29."
+
+
+@pytest.mark.parametrize(
+    ("question", "answer", "source", "want"),
+    [
+        (
+            "Who pays for return shipping?",
+            "Returns are accepted within 30 days, and return shipping is free.",
+            SHIPPING,
+            "The source says return shipping is paid by the customer; the answer says it is free.",
+        ),
+        (
+            "Does the X200 come with a case?",
+            "The X200 has a padded travel case included in the box.",
+            CASE,
+            "The source says the padded travel case is sold separately for $29; the answer says the X200 has a "
+            "padded travel case included in the box.",
+        ),
+        (
+            "When is it open?",
+            "The museum is open on Mondays.",
+            "The museum is closed on Mondays.",
+            "The source says the museum is closed on Mondays; the answer says it is open on Mondays.",
+        ),
+        (
+            "Can I get a refund?",
+            "You can get a refund for your ticket.",
+            "You can get a refund only for cancellations made 48 hours ahead.",
+            "The answer says you can get a refund for your ticket; the source adds a condition: only for "
+            "cancellations made 48 hours ahead.",
+        ),
+    ],
+    ids=["shared-subject", "other-subject", "flipped", "condition"],
+)
+def test_feedback_on_a_claim_reads_as_one_sentence(question, answer, source, want):
+    """A contradicted claim is quoted inside the sentence: no joining "and", no capital mid-sentence,
+    the shared subject said once."""
+    res = evaluate(question, answer, [source])
+    assert res.triage == "flagged"
+    text = render_feedback(res)
+    assert text.startswith(want + " Answer again from the source"), text
+
+
+def test_a_claim_quoted_mid_sentence_keeps_its_names_capitalised():
+    from groundlens_core.feedback import _clause, _what_the_answer_says
+
+    assert _clause("Paris is the capital of France.", "Paris is the capital") == "Paris is the capital of France"
+    assert _clause("And Return shipping is free", "return shipping") == "return shipping is free"
+    assert _clause("USB-C cables are included", "") == "USB-C cables are included"
+    assert _clause("The fees are waived", "") == "the fees are waived"
+    assert _what_the_answer_says("the fees are due in May", "the fees are waived") == "they are waived"
+    assert _what_the_answer_says("the hotel can host 200 guests", "the hotel can host 500") == "it can host 500"
+    assert _what_the_answer_says("you can pay later", "you can pay now") == "you can pay now"
+
+
 # ---------------------------------------------------------------- LangGraph
 
 
