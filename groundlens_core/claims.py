@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from groundlens_core.content import DISCOURSE_WORDS, NUMBER_WORDS, STOP_WORDS
+from groundlens_core.facts import blank_controls
 from groundlens_core.lemmas import stem
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
@@ -220,7 +221,7 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
 
 
 def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
-    text = span.text
+    text = blank_controls(span.text)  # a terminal's escape sequence is no clause ("ESC]0;title BEL")
     cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
     pieces = [text[a:b] for a, b in zip(cuts, cuts[1:])]
     out = []
@@ -277,11 +278,11 @@ class ContextClaims:
 
 
 def _stems_of(text: str) -> set[str]:
-    return {stem(w.lower()) for w, _, _ in _words(text) if w.lower() not in _NOT_TOPIC and len(w) > 1}
+    return {stem(w.lower()) for w, _, _ in _words(blank_controls(text)) if w.lower() not in _NOT_TOPIC and len(w) > 1}
 
 
 def _numbers_of(text: str) -> set[str]:
-    return {"#" + n.replace(",", "") for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", text)}
+    return {"#" + n.replace(",", "") for n in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", blank_controls(text))}
 
 
 def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:

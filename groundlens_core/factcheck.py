@@ -30,7 +30,7 @@ from typing import Callable, Collection, Iterator, Sequence
 
 from groundlens_core.claims import ContextClaims, check_claims, context_claims
 from groundlens_core.content import STOP_WORDS, content_tokens
-from groundlens_core.facts import MONTHS, UNITS, Fact, extract_facts
+from groundlens_core.facts import MONTHS, UNITS, Fact, blank_controls, extract_facts
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
 from groundlens_core.word_index import Top, WordIndex
@@ -215,7 +215,7 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
         for f, a in zip(facts, _anchors(span.text, span.start, facts)):
             slot, _ = _slot_anchor(f, a, span.text, span.start, in_sentence)
             mentions.append(_Mention(f, a, slot))
-    numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", context)}
+    numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", blank_controls(context))}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
     initials = frozenset(i for span in spans for i in _initials(span.text))

@@ -23,7 +23,7 @@ from groundlens_core.lemmas import stem
 from groundlens_core.units import CURRENCIES, MONTHS, UNITS
 from groundlens_core.units import SCALES as _SCALES
 
-__all__ = ["Fact", "extract_facts", "UNITS"]
+__all__ = ["Fact", "extract_facts", "UNITS", "blank_controls"]
 
 
 @dataclass(frozen=True)
@@ -180,11 +180,35 @@ def _time_value(text: str) -> float | None:
     return float(h * 60 + mins)
 
 
+#: what a terminal reads as a command, not as text: escape sequences (OSC "ESC ] 0;title BEL" sets a
+#: title, CSI "ESC [ 2 J" clears the screen; their 8-bit forms), then any other control character
+_CONTROLS = re.compile(
+    r"\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC, ended by BEL or ST
+    r"|\x1b\][0-9]*;?"  # an OSC never ended: its number
+    r"|\x1b[PX^_][^\x1b]*\x1b\\"  # DCS, SOS, PM, APC strings
+    r"|\x1b\[[0-?]*[ -/]*[@-~]"  # CSI
+    r"|\x1b[ -/]*[0-~]"  # any other escape ("ESC ( B", "ESC c")
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # CSI in one byte
+    r"|\x9d[^\x07\x9c]*(?:\x07|\x9c)"  # OSC in one byte
+    r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]"
+)
+
+
+def blank_controls(text: str) -> str:
+    """``text`` with every terminal escape sequence and control character (tab and line breaks
+    kept) replaced by as many spaces: no number inside one is read as a fact, and every offset into
+    the text still points at the same character of the original."""
+    if not _CONTROLS.search(text):
+        return text
+    return _CONTROLS.sub(lambda m: " " * len(m.group(0)), text)
+
+
 def extract_facts(text: str, offset: int = 0) -> list[Fact]:
     """The facts of ``text`` (one sentence), in order; offsets shifted by ``offset``. A sentence the
-    reader cannot parse (a pathological number, say) has no facts rather than failing the score."""
+    reader cannot parse (a pathological number, say) has no facts rather than failing the score.
+    Terminal escape sequences and control characters are no text (:func:`blank_controls`)."""
     try:
-        return _extract(text, offset)
+        return _extract(blank_controls(text), offset)
     except (ValueError, OverflowError, ArithmeticError, IndexError):
         return []
 

@@ -54,3 +54,21 @@ def test_a_contradicted_fact_names_a_few_of_many_values_the_source_gives():
                 if f.kind.startswith("money")]  # fmt: skip
     assert found.status == "contradicted" and found.source.endswith("\u2026")
     assert found.source.count(";") <= 7
+
+
+# ---------------------------------------------------------------- terminal escapes are no facts
+
+
+def test_numbers_inside_terminal_escape_sequences_are_not_facts_and_offsets_stay_true():
+    response = "\x1b]0;X\x07\x1b[2J In 1999. \x1b]2;12 days\x1b\\It costs 5 dollars\x07."
+    context = "In 1999 the shop opened. It costs 5 dollars."
+    plan = plan_evidence(response, context)
+    found = [f for f in check_facts(plan.response_spans, context_facts(context, plan.context_spans))]
+    assert [(f.text, f.status) for f in found] == [("1999", "supported"), ("5 dollars", "supported")]
+    assert all(response[f.start : f.end] == f.text for f in found)
+
+
+def test_a_number_inside_an_escape_in_the_context_is_no_support():
+    plan = plan_evidence("You get 2 attempts.", "\x1b[2J You may try again.")
+    found = check_facts(plan.response_spans, context_facts(plan.context, plan.context_spans))
+    assert [(f.text, f.status) for f in found if f.kind == "count"] == [("2", "unsupported")]
