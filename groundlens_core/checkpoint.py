@@ -1,7 +1,7 @@
 """The checkpoint of a ``groundlens evaluate`` run, and the checks a resume makes before it continues.
 
 The checkpoint pins everything that could change a byte of the output (the input's SHA-256,
-columns, chunk size, options, embedder, version) and the length and SHA-256 of the rows and keys
+columns, chunk size, options, text limit, embedder, version) and the length and SHA-256 of the rows and keys
 written so far. A resume proves what it continues: a damaged, edited or missing piece, or a
 malformed checkpoint, is :class:`Unresumable` naming the file.
 """
@@ -176,6 +176,7 @@ def _blame(path: Path, exc: BaseException) -> Unresumable:
 
 def run_signature(job: Any, info, out_kind: str, emb, cal) -> dict:
     """What a resume must find unchanged (``job`` is an :class:`~groundlens_core.evaluate_job.EvaluateJob`)."""
+    from groundlens_core import scoring
     from groundlens_core._version import __version__
 
     return {
@@ -187,6 +188,7 @@ def run_signature(job: Any, info, out_kind: str, emb, cal) -> dict:
         "output_kind": out_kind,
         "batch_size": job.batch_size,
         "long_context": job.long_context,
+        "max_chars": scoring.MAX_TEXT_CHARS,  # GROUNDLENS_MAX_CHARS: which rows are refused as too long
         "calibration": None if cal is None else cal.direction_id,
         "fingerprint": emb.fingerprint,
         "backend": emb.backend,

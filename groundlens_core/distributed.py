@@ -78,7 +78,7 @@ class GroundlensScorer:
 
         from groundlens_core.chunks import score_chunk
         from groundlens_core.columns import result_columns
-        from groundlens_core.io_formats import row_item
+        from groundlens_core.io_formats import renamed_inputs, row_item
         from groundlens_core.threads import scoring_threads
 
         found = batch.column_names
@@ -93,12 +93,12 @@ class GroundlensScorer:
             )
         cells = [result_columns(r) for r in results]
         types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
+        renamed = renamed_inputs(batch.column_names)  # an input column named as ours is kept, renamed
+        if renamed:
+            batch = batch.rename_columns([renamed.get(c, c) for c in batch.column_names])
         for c in OUT_COLUMNS:
             arr = pa.array([cell[c] for cell in cells], type=types[OUT_COLUMN_TYPES.get(c, "string")])
-            if c in batch.column_names:
-                batch = batch.set_column(batch.column_names.index(c), c, arr)
-            else:
-                batch = batch.append_column(c, arr)
+            batch = batch.append_column(c, arr)
         return batch
 
 

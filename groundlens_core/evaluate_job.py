@@ -115,8 +115,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         job.ledger.check()  # its last line can be continued from
     write_report = _check_report(job, job.html) if job.html is not None else None
     info = scan_table(job.input, InputColumns.of(job.columns))
-    if job.group_by and job.group_by not in info.columns:  # the report's grouping, known before any row is scored
-        raise GroundlensInputError(f"--group-by {job.group_by}: {job.input} has no such column")
+    _check_named_columns(job, info)  # the report's columns, known before any row is scored
     check_target(job.output, what="the output")  # the input was refused as the output above
     cal = _load_calibration(job.calibration)
     columns = output_columns(info.columns)
@@ -151,7 +150,7 @@ def own_files(job: EvaluateJob) -> list[_OwnFile]:
     if job.ledger is not None:
         out.append(_OwnFile(job.ledger.path, f"the ledger {job.ledger.path}", True, "give the ledger its own file"))
     if job.html is not None:
-        out.append(_OwnFile(job.html, f"the HTML report {job.html}", True, "write the report to another file"))
+        out.append(_OwnFile(job.html, f"the HTML report file {job.html}", True, "write the report to another file"))
     if isinstance(job.calibration, (str, os.PathLike)):
         out.append(_OwnFile(Path(job.calibration), f"the calibration file {job.calibration}", False))
     key_path = getattr(getattr(job.ledger, "writer", None), "key", None)
@@ -192,6 +191,31 @@ def check_own_files(job: EvaluateJob) -> None:
                     )
             if same_file(a.path, b.path):
                 raise GroundlensInputError(f"{a.name} is {b.name}; {a.fix}")
+
+
+def _check_named_columns(job: EvaluateJob, info: Any) -> None:
+    """Every column named for the report (``--keep-columns``, ``--group-by``, an ``--id-col`` that
+    was given) is one the input has: a typo is one line naming the closest column, never a report
+    quietly without it. The default id column ``id`` may be absent (rows are then ``row <n>``)."""
+    from groundlens_core.input_columns import closest_column
+
+    named = [("--keep-columns", c) for c in job.keep_columns]
+    if job.group_by:
+        named.append(("--group-by", job.group_by))
+    given = job.columns
+    if isinstance(given, Mapping):
+        id_column = given.get("id")
+    else:  # InputColumns (one naming its own id column) or None
+        id_column = given.id if isinstance(given, InputColumns) and given.id != "id" else None
+    if id_column is not None:
+        named.append(("--id-col", id_column))
+    for option, name in named:
+        if name not in info.columns:
+            close = closest_column(name, info.columns)
+            hint = f"; closest found: {close!r} ({option} {close})" if close else ""
+            raise GroundlensInputError(
+                f"{option} {name}: {job.input} has no such column{hint}; found: {', '.join(info.columns) or 'none'}"
+            )
 
 
 def _ledger_identity(ledger: Any) -> dict[str, str] | None:
@@ -266,14 +290,26 @@ def _resume_state(run: _Run, signature: dict):
         raise GroundlensInputError(f"cannot resume: {problem}; run again without --resume to start over")
     diff = [k for k in signature if saved["signature"].get(k) != signature[k]]
     if diff:
+        was = [_was(k, saved["signature"].get(k), signature[k]) for k in diff if k in _SHOWN_CHANGES]
         raise GroundlensInputError(
             f"cannot resume: {', '.join(diff)} changed since the interrupted run "
-            "(the output would not match an "
-            f"uninterrupted run); delete {paths.partial} and {paths.checkpoint.name} to start over"
+            f"({'; '.join([*was, ''])}the output would not match an uninterrupted run); "
+            f"run again as before, or delete {paths.partial} and {paths.checkpoint.name} to start over"
         )
     if renamed:
         os.replace(job.output, paths.partial)  # checked: the output is exactly the partial
     return saved, verified
+
+
+#: what a refused resume shows the old and new value of: the settings that are not on the command line
+_SHOWN_CHANGES = {"max_chars": "GROUNDLENS_MAX_CHARS", "ledger_text": "--ledger-text"}
+
+
+def _was(key: str, then: Any, now: Any) -> str:
+    def shown(value: Any) -> str:
+        return ("on" if value else "off") if isinstance(value, bool) or value is None else str(value)
+
+    return f"{_SHOWN_CHANGES[key]} was {shown(then)}, is {shown(now)} now"
 
 
 def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummary:
@@ -283,6 +319,7 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     emb = get_default_embedder()
     signature = run_signature(job, info, run.out_kind, emb, run.cal)
     signature["ledger"] = _ledger_identity(job.ledger)  # a resume never switches ledgers or keys
+    signature["ledger_text"] = bool(job.ledger is not None and job.ledger.include_text)  # nor what records keep
     signature["input_columns"] = info.names.as_dict()  # nor reads other columns
     state, verified = _resume_state(run, signature)
     rows_done = int(state["rows_done"]) if state else 0
@@ -328,9 +365,10 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
 
 def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: dict) -> None:
     """Score the rows after ``rows_done`` chunk by chunk, each written and checkpointed before the next."""
-    from groundlens_core.io_formats import READ_ERROR, row_item
+    from groundlens_core.io_formats import READ_ERROR, renamed_inputs, row_item
 
     job, has_context, names = run.job, run.info.has_context, run.info.names
+    renamed = renamed_inputs(run.info.columns)
     rows_iter = iter_rows_checked(run.info, rows_done)
     while True:
         rows = list(islice(rows_iter, scorer.chunk_rows))
@@ -347,7 +385,7 @@ def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: d
             job.ledger.record_rows([row_item(r, has_context, names) for r in rows], results, rows_done, signature)
         out = []
         for r, res in zip(rows, results):
-            o = dict(r)
+            o = {renamed.get(k, k): v for k, v in r.items()}  # an input column named as ours is kept
             o.update(res if isinstance(res, dict) else result_columns(res))  # Ray sends the cells
             out.append(o)
         # write in checkpoint-sized pieces so a resume never has to redo more than one chunk

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -23,13 +23,24 @@ def risk_order(keys: np.ndarray) -> np.ndarray:
 
 
 def read_rows_at(
-    out_kind: str, paths: PartialPaths, keys: np.ndarray, indices: Sequence[int], columns: list[str], schema=None
+    out_kind: str,
+    paths: PartialPaths,
+    keys: np.ndarray,
+    indices: Sequence[int],
+    columns: list[str],
+    schema=None,
+    *,
+    each: Callable[[dict], dict] | None = None,
 ) -> list[dict]:
     """The written rows at ``indices`` (in that order), read back by offset: the second pass never
-    holds more rows than it was asked for."""
+    holds more rows than it was asked for. ``each`` is applied to every row as it is read, so what
+    it drops (a long text cut) is never held for all the rows at once."""
+    each = each or (lambda row: row)
     if out_kind == "parquet":
         tables = _arrow_rows(paths, keys, indices)
-        return tables.to_pylist() if tables is not None else []
+        if tables is None:
+            return []
+        return [each(row) for batch in tables.to_batches() for row in batch.to_pylist()]
     import csv as _csv
     import io as _io
 
@@ -41,9 +52,9 @@ def read_rows_at(
             blob = fh.read(int(ends[i] - keys["offset"][i])).decode("utf-8")
             if out_kind == "csv":
                 cells = next(_csv.reader(_io.StringIO(blob, newline="")))
-                out.append(dict(zip(columns, cells)))
+                out.append(each(dict(zip(columns, cells))))
             else:
-                out.append(json.loads(blob))
+                out.append(each(json.loads(blob)))
     return out
 
 

@@ -109,7 +109,7 @@ class InputColumns:
         for role in missing:
             name = getattr(self, role)
             label = role if name == role else f"{name!r} (the {role} column)"
-            close = _closest(name, spare)
+            close = closest_column(name, spare)
             fix = f"columns={{{role!r}: {close!r}}}" if python else f"{ROLES[role]} {close}"
             parts.append(f"{label}, closest found: {close!r} ({fix})" if close else label)
         raise GroundlensInputError(
@@ -126,7 +126,7 @@ class InputColumns:
         label = "context" if name == "context" else f"{name!r} (the context column)"
         claimed = {getattr(self, role) for role in ROLES}
         spare = [c for c in found if c not in claimed]
-        close = _closest(name, spare) or next((c for c in spare if c.lower() in CONTEXT_NAMES), None)
+        close = closest_column(name, spare) or next((c for c in spare if c.lower() in CONTEXT_NAMES), None)
         line = f"warning: {where}: no column {label}; every row is scored without a source (DGI, a weak signal)"
         if close:
             fix = f"columns={{'context': {close!r}}}" if python else f"{ROLES['context']} {close}"
@@ -146,7 +146,7 @@ class InputColumns:
 DEFAULT = InputColumns()
 
 
-def _closest(name: str, candidates: Sequence[str]) -> str | None:
+def closest_column(name: str, candidates: Sequence[str]) -> str | None:
     """The candidate most like ``name`` (case-insensitive), if any is close enough to be meant."""
     lowered = {c.lower(): c for c in reversed(candidates)}  # the first of equal spellings wins
     match = difflib.get_close_matches(name.lower(), list(lowered), n=1, cutoff=_CLOSE)

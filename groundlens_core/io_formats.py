@@ -135,11 +135,38 @@ def scan_table(path: str | Path, names: InputColumns = DEFAULT_COLUMNS) -> Table
     return TableInfo(path=path, kind=kind, gz=gz, columns=tuple(columns), rows=rows, names=names)
 
 
+def _csv_records(path: Path, fh: Any) -> Iterator[list[str]]:
+    """The records of a CSV file, strictly: a quote that opens a cell and is never closed (the rest
+    of the file would be read as one cell) or text after a closing quote (a stray quote closed by
+    another far below) is a one-line error naming the line the record starts on, never a row that
+    silently holds the rows after it."""
+    reader = csv.reader(fh, strict=True)
+    while True:
+        start = reader.line_num + 1
+        try:
+            cells = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            end = reader.line_num
+            what = (
+                f"a quote opens a cell that is never closed (the {end - start + 1:,} lines to the end of the file "
+                "would be one cell)"
+                if "end of data" in str(exc)
+                else f"a quoted cell goes on to line {end} and has text after its closing quote"
+            )
+            raise GroundlensInputError(
+                f"{path}: line {start}: {what}; a stray double quote? Quote a cell that holds one whole "
+                'and double each quote inside it ("")'
+            ) from None
+        yield cells
+
+
 def _scan_csv(path: Path, gz: bool) -> tuple[list[str], int]:
     with _open_text(path, gz, "") as fh:
-        reader = csv.reader(fh)
-        header = next(reader, None) or []
-        n = sum(1 for row in reader if row)  # blank lines are not rows (as csv.DictReader)
+        records = _csv_records(path, fh)
+        header = next(records, None) or []
+        n = sum(1 for row in records if row)  # blank lines are not rows (as csv.DictReader)
     return list(header), n
 
 
@@ -186,7 +213,7 @@ def _iter_csv(info: TableInfo, skip: int) -> Iterator[dict[str, Any]]:
     header = list(info.columns)
     width = len(header)
     with _open_text(info.path, info.gz, "") as fh:
-        reader = csv.reader(fh)
+        reader = _csv_records(info.path, fh)
         next(reader, None)
         n = 0
         for cells in reader:
@@ -242,9 +269,26 @@ def row_item(row: Mapping[str, Any], has_context: bool, names: InputColumns = DE
     return names.item(row, has_context)
 
 
+def renamed_inputs(input_columns: Sequence[str]) -> dict[str, str]:
+    """The input columns that have the name of one of ours (a file scored before, a column of its
+    own named ``groundlens_triage``), each with the name it is written under: ``input_`` before its
+    name, once more for each time that name is taken too. Nothing of the input is replaced."""
+    taken = set(input_columns) | set(OUT_COLUMNS)
+    out: dict[str, str] = {}
+    for c in input_columns:
+        if c in OUT_COLUMNS:
+            new = f"input_{c}"
+            while new in taken:
+                new = f"input_{new}"
+            taken.add(new)
+            out[c] = new
+    return out
+
+
 def output_columns(input_columns: Sequence[str]) -> list[str]:
-    """Input columns (an input's own ``groundlens_*`` columns are replaced), then ours."""
-    return [c for c in input_columns if c not in OUT_COLUMNS] + list(OUT_COLUMNS)
+    """Input columns (one named as one of ours under another name, see :func:`renamed_inputs`), then ours."""
+    renamed = renamed_inputs(input_columns)
+    return [renamed.get(c, c) for c in input_columns] + list(OUT_COLUMNS)
 
 
 # ---------------------------------------------------------------- writing
@@ -260,14 +304,33 @@ def _csv_cell(value: Any) -> Any:
     return value
 
 
+#: what a spreadsheet takes as the start of a formula (OWASP, "CSV Injection")
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+#: our columns whose text quotes the response or the row (the others hold numbers or fixed words)
+_OUR_TEXT_COLUMNS = frozenset(c for c in OUT_COLUMNS if OUT_COLUMN_TYPES.get(c, "string") == "string")
+
+
+def formula_safe(value: Any) -> Any:
+    """A text that a spreadsheet would run as a formula (``=HYPERLINK(...)``, ``+``, ``-``, ``@``,
+    or a tab or carriage return first) with a single quote before it, as OWASP recommends: shown
+    as text, never run. Anything else as it is."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def encode_rows(kind: str, rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> list[bytes]:
-    """Each row as the exact bytes it takes in a CSV or JSONL file (so a row can be copied by offset)."""
+    """Each row as the exact bytes it takes in a CSV or JSONL file (so a row can be copied by offset).
+
+    In a CSV, our own text columns (the weakest sentence, the unsupported words, the facts, the
+    error) go through :func:`formula_safe`: they quote the response, which may be written to make
+    a spreadsheet run it. The input's own columns are written as the input had them."""
     out = []
     if kind == "csv":
         buf = io.StringIO(newline="")
         w = csv.writer(buf)
         for r in rows:
-            w.writerow([_csv_cell(r.get(k)) for k in columns])
+            w.writerow([_csv_cell(formula_safe(r.get(k)) if k in _OUR_TEXT_COLUMNS else r.get(k)) for k in columns])
             out.append(buf.getvalue().encode("utf-8", "backslashreplace"))
             buf.seek(0)
             buf.truncate()
@@ -307,12 +370,13 @@ def arrow_schema(info: TableInfo, columns: Sequence[str]):
 
     given = pq.ParquetFile(info.path).schema_arrow if info.kind == "parquet" else None
     types = {"string": pa.string(), "float64": pa.float64(), "bool": pa.bool_()}
+    source = {new: old for old, new in renamed_inputs(info.columns).items()}
     fields = []
     for c in columns:
         if c in OUT_COLUMNS:
             fields.append(pa.field(c, types[OUT_COLUMN_TYPES.get(c, "string")]))
-        elif given is not None and c in given.names:
-            fields.append(given.field(c))
+        elif given is not None and source.get(c, c) in given.names:
+            fields.append(given.field(source.get(c, c)).with_name(c))
         else:
             fields.append(pa.field(c, pa.string()))
     return pa.schema(fields)

@@ -6,9 +6,11 @@ importing. A value that is not what the setting takes (a typo, an empty ``VAR=``
 negative limit) gets one one-line warning and the default, the same way for every setting. An
 empty value counts as unset. The full table is in docs/settings.md.
 
-The one exception is a choice that changes the scores themselves (the embedding backend): an
-unknown name there is a one-line error when scoring starts, since silently scoring with another
-embedding function would give numbers the user did not ask for.
+The exceptions are a choice that changes the scores themselves (the embedding backend) and one
+that changes what a signed ledger keeps (``GROUNDLENS_LEDGER_TEXT``): a value not taken there is a
+one-line error when scoring or recording starts, since silently scoring with another embedding
+function would give numbers the user did not ask for, and signed records cannot take their texts
+back or be given them later.
 """
 
 from __future__ import annotations
@@ -81,8 +83,11 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 
 
-def flag(name: str, default: bool = False) -> bool:
-    """On or off: ``1`` / ``true`` / ``yes`` / ``on`` or ``0`` / ``false`` / ``no`` / ``off`` (any case)."""
+def flag(name: str, default: bool = False, *, strict: bool = False) -> bool:
+    """On or off: ``1`` / ``true`` / ``yes`` / ``on`` or ``0`` / ``false`` / ``no`` / ``off`` (any case).
+
+    ``strict``: any other value is a one-line :class:`GroundlensInputError` instead of a warning,
+    for a switch whose wrong guess cannot be undone (whether a signed ledger keeps the texts)."""
     value = raw(name)
     if value is None:
         return default
@@ -90,7 +95,10 @@ def flag(name: str, default: bool = False) -> bool:
         return True
     if value.lower() in _FALSE:
         return False
-    _bad(name, value, "1 or 0 (true/false, yes/no, on/off)", default)
+    what = "1 or 0 (true/false, yes/no, on/off)"
+    if strict:
+        raise GroundlensInputError(f"{name}={value!r} is not {what}")
+    _bad(name, value, what, default)
     return default
 
 

@@ -73,8 +73,9 @@ class LedgerListener:
         try:
             self.ledger.append(bodies)
         except Exception as exc:  # the agent goes on; the ledger's owner is told, never silently
-            self._unwritten += len(bodies)
-            self._unwritten_total += len(bodies)
+            lost = len(bodies) - getattr(exc, "written", 0)  # a write cut short keeps the lines before it
+            self._unwritten += lost
+            self._unwritten_total += lost
             now = time.monotonic()
             if self._last_warning is None or now - self._last_warning >= self.warn_interval:
                 self._last_warning = now

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from groundlens_core.bands import TRIAGE_ORDER
-from groundlens_core.columns import METHOD_CODES, RISK_RANK
+from groundlens_core.columns import METHOD_CODES, OUT_COLUMNS, RISK_RANK
 from groundlens_core.results import ScoreError
 from groundlens_core.trace.html import HISTOGRAM_BINS  # the population's bins are the report's own
 
@@ -53,27 +53,49 @@ def _group(row: dict, group_by: str | None) -> str:
     return "(none)" if group_by and (value is None or value == "") else str(value or "rows")
 
 
+#: characters of each text an error row shows in the report: a row refused because a text is over
+#: GROUNDLENS_MAX_CHARS may hold megabytes, which the report would carry and the browser hold whole
+ERROR_TEXT_CHARS = 2000
+
+
+def _cut(value: Any, limit: int = ERROR_TEXT_CHARS) -> Any:
+    """A text cut to ``limit`` characters, saying how long it was; any other value as it is."""
+    if not isinstance(value, str) or len(value) <= limit:
+        return value
+    return f"{value[:limit]}\u2026 [cut for the report: {len(value):,} characters]"
+
+
+def _bounded(row: dict) -> dict:
+    """A written row as the report holds it: an error row with every text cut (:func:`_cut`)."""
+    return {k: _cut(v) for k, v in row.items()} if row.get("groundlens_method") == "error" else row
+
+
 def write_batch_html(job, info, out_kind: str, paths, keys: np.ndarray, schema, *, emb, calibration) -> int:
     """Write ``job.html``; returns how many rows it shows."""
     from groundlens_core.chunks import score_chunk
     from groundlens_core.final_output import read_rows_at, risk_order
-    from groundlens_core.io_formats import output_columns, row_item
+    from groundlens_core.io_formats import output_columns, renamed_inputs, row_item
     from groundlens_core.threads import scoring_threads
     from groundlens_core.trace.batch import trace_from_batch
     from groundlens_core.trace.html import write_html
 
     indices = risk_order(keys)[: max(0, job.html_rows)]
     columns = output_columns(info.columns)
-    rows = read_rows_at(out_kind, paths, keys, indices, columns, schema)  # type: ignore[arg-type]
+    source = {new: old for old, new in renamed_inputs(info.columns).items()}
+    # an error row's texts are cut as each row is read: a row refused as too long is never held whole
+    written = read_rows_at(out_kind, paths, keys, indices, columns, schema, each=_bounded)  # type: ignore[arg-type]
     names = info.names  # the columns holding the question, context, response and id
-    items = [row_item(r, info.has_context, names) for r in rows]
-    results: list[Any] = [None] * len(rows)
+    rows: list[dict] = []  # each row as the input had it (its columns under their own names)
+    results: list[Any] = [None] * len(written)
     todo = []
-    for i, r in enumerate(rows):
-        if r.get("groundlens_method") == "error":  # keep the error the run recorded (also read errors)
-            results[i] = ScoreError(index=int(indices[i]), error=str(r.get("groundlens_error") or ""))
+    for i, w in enumerate(written):
+        rows.append({source.get(k, k): v for k, v in w.items() if k not in OUT_COLUMNS})
+        if w.get("groundlens_method") == "error":  # keep the error the run recorded (also read errors)
+            results[i] = ScoreError(index=int(indices[i]), error=str(w.get("groundlens_error") or ""))
         else:
             todo.append(i)
+    del written
+    items = [row_item(r, info.has_context, names) for r in rows]
     for start in range(0, len(todo), job.batch_size):
         part = todo[start : start + job.batch_size]
         with scoring_threads(job.threads):  # the run's --threads: these rows are often out of the cache

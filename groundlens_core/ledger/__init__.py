@@ -33,7 +33,7 @@ from groundlens_core.ledger.records import (
     text_sha256,
 )
 from groundlens_core.ledger.verify import PROBLEMS, LedgerVerdict, iter_records, verify_ledger
-from groundlens_core.ledger.writer import LedgerTail, LedgerWriter, check_ledger_path, read_tail
+from groundlens_core.ledger.writer import LedgerTail, LedgerWriteError, LedgerWriter, check_ledger_path, read_tail
 
 #: the environment settings the recorder reads (with ``GROUNDLENS_SIGNING_KEY``)
 ENV_LEDGER = "GROUNDLENS_LEDGER"
@@ -51,6 +51,7 @@ __all__ = [
     "Ledger",
     "LedgerTail",
     "LedgerVerdict",
+    "LedgerWriteError",
     "LedgerWriter",
     "SigningKey",
     "canonical_bytes",
@@ -103,11 +104,13 @@ class Ledger:
 
     @classmethod
     def from_env(cls) -> Ledger | None:
-        """The ledger ``GROUNDLENS_LEDGER`` names, signed with ``GROUNDLENS_SIGNING_KEY`` (None when unset)."""
+        """The ledger ``GROUNDLENS_LEDGER`` names, signed with ``GROUNDLENS_SIGNING_KEY`` (None when
+        unset), keeping the texts when ``GROUNDLENS_LEDGER_TEXT`` is on (a value that is neither on
+        nor off is a one-line error)."""
         path = settings.raw(ENV_LEDGER)
         if path is None:
             return None
-        return cls(path, include_text=(settings.raw(ENV_LEDGER_TEXT) or "").lower() in ("1", "true", "yes"))
+        return cls(path, include_text=settings.flag(ENV_LEDGER_TEXT, strict=True))
 
     def record_rows(
         self, items: Sequence[Mapping[str, Any]], results: Sequence[Any], first_row: int, run: Mapping[str, Any]

@@ -102,11 +102,17 @@ class LedgerWriter:
                         prefix = b"\n"
                         records.append(self._sign({"type": "segment", "cut": tail.cut}))
                 records.extend(self._sign(dict(b)) for b in bodies)
-                data = prefix + b"".join(canonical_bytes(r) + b"\n" for r in records)
+                lines = [canonical_bytes(r) + b"\n" for r in records]
+                data = prefix + b"".join(lines)
                 view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                getattr(os, "fdatasync", os.fsync)(fd)  # the lines and the file's new length on disk
+                try:
+                    while view:
+                        view = view[os.write(fd, view) :]
+                    getattr(os, "fdatasync", os.fsync)(fd)  # the lines and the file's new length on disk
+                except OSError as exc:
+                    done = len(data) - len(view)
+                    whole = _whole_lines(lines, done - len(prefix)) - (len(records) - len(bodies))
+                    raise LedgerWriteError(exc, self.path, max(0, whole)) from None
                 self._head.size = st.st_size + len(data)
                 return records
             except BaseException:
@@ -155,6 +161,28 @@ class LedgerWriter:
         return rec
 
 
+class LedgerWriteError(OSError):
+    """An append the ledger's file did not take (a full disk, an I/O error), naming the ledger.
+
+    ``written`` is how many of the batch's records are whole on the file all the same (a write
+    cut short by a full disk leaves the lines before it): the others were not recorded."""
+
+    def __init__(self, exc: OSError, path: Path, written: int):
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+        self.written = written
+
+
+def _whole_lines(lines: Sequence[bytes], size: int) -> int:
+    """How many of ``lines`` the first ``size`` bytes of their concatenation hold whole."""
+    n = 0
+    for line in lines:
+        size -= len(line)
+        if size < 0:
+            break
+        n += 1
+    return n
+
+
 _WRITERS: weakref.WeakSet[LedgerWriter] = weakref.WeakSet()
 _FD_LOCK = threading.Lock()  # held around each open and close of a ledger, and across fork()
 
@@ -180,7 +208,11 @@ def _open_ledger(path: Path) -> int:
     refused (opened without blocking, never read)."""
     flags = os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
     try:
-        fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileNotFoundError:  # its folder is made by the first append
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o600)
         os.fchmod(fd, 0o600)
     except FileExistsError:
         fd = os.open(path, flags)
@@ -212,11 +244,12 @@ def check_ledger_path(path: Path) -> None:
         if not os.access(path, os.R_OK | os.W_OK):
             raise GroundlensInputError(f"cannot append to the ledger {path}: permission denied")
         return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise GroundlensInputError(f"cannot append to the ledger {path}: {exc.strerror or exc}") from None
-    if not os.access(path.parent, os.W_OK | os.X_OK):
+    folder = path.parent  # made by the first append: a run refused before it leaves no folder behind
+    while not os.path.lexists(folder) and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise GroundlensInputError(f"cannot append to the ledger {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
         raise GroundlensInputError(f"cannot append to the ledger {path}: its folder is not writable")
 
 
