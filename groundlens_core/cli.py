@@ -265,6 +265,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------- parser
 
 
+#: the help of ``--long-context``, the same on every command that takes it
+LONG_CONTEXT_HELP = (
+    "how a context longer than the model window (256 word pieces) is compared: mean = the mean of its "
+    "pieces (default), nearest = the piece nearest the response"
+)
+
+
 def _positive_int(value: str) -> int:
     try:
         n = int(value)
@@ -299,10 +306,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument(
         "--question", "-q", default=None, help="the question; without it, a context is needed (method support)"
     )
-    s.add_argument("--response", "-r", required=True)
+    s.add_argument("--response", "-r", required=True, help="the response to score (the LLM's answer)")
     s.add_argument("--context", "-c", default=None, help="the source text; without it DGI is used (needs -q)")
     s.add_argument("--calibration", default=None, help="a DGI direction from `groundlens calibrate`")
-    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
+    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean", help=LONG_CONTEXT_HELP)
     s.add_argument("--json", action="store_true", help="print the full result as JSON")
     _add_fail_on(s, "the response is")
     s.set_defaults(func=cmd_check)
@@ -334,8 +341,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--group-by", default=None, metavar="COL", help="the input column the HTML report groups rows by (its nodes)"
     )
     s.add_argument("--resume", action="store_true", help="continue an interrupted run from its last written chunk")
-    s.add_argument("--calibration", default=None)
-    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
+    s.add_argument(
+        "--calibration", default=None, help="a DGI direction from `groundlens calibrate`, for rows without a context"
+    )
+    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean", help=LONG_CONTEXT_HELP)
     s.add_argument("--batch-size", type=_positive_int, default=256, help="rows per chunk (and per checkpoint)")
     s.add_argument(
         "--threads",
@@ -361,7 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("calibrate", help="build a DGI direction from your verified grounded (question, response) pairs")
     s.add_argument("--pairs", required=True, help="CSV with question, response (and optional label: only 1s are used)")
-    s.add_argument("--output", "-o", required=True)
+    s.add_argument("--output", "-o", required=True, help="the direction file to write (JSON)")
     s.set_defaults(func=cmd_calibrate)
 
     s = sub.add_parser(
@@ -385,8 +394,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--bootstrap", type=_positive_int, default=1000, help="bootstrap resamples for the intervals")
     s.add_argument("--limit", type=_positive_int, default=None, help="use only the first N rows of each set")
-    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean")
-    s.add_argument("--json", action="store_true")
+    s.add_argument("--long-context", choices=("mean", "nearest"), default="mean", help=LONG_CONTEXT_HELP)
+    s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(func=cmd_benchmark)
 
     for add in command_adders():  # ``report`` and any other command an installed package registers

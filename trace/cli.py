@@ -17,9 +17,11 @@ from groundlens_core.json_input import loads
 def add_commands(sub: Any) -> None:
     """Add ``report`` to the ``groundlens`` subparsers ``sub``."""
     s = sub.add_parser("report", help="render saved trace JSON file(s) as an HTML triage report")
-    s.add_argument("traces", nargs="+")
-    s.add_argument("--output", "-o", required=True)
-    s.add_argument("--title", default=None)
+    s.add_argument("traces", nargs="+", help="saved trace JSON files (trace.save(), one trace or a list each)")
+    s.add_argument("--output", "-o", required=True, help="the HTML file to write (a new file or an HTML report)")
+    s.add_argument(
+        "--title", default=None, help='the report\'s title (default: "groundlens triage: <trace>" or "<n> traces")'
+    )
     s.add_argument("--redact", action="store_true", help="show hashes and lengths instead of text")
     s.set_defaults(func=cmd_report)
 
