@@ -12,7 +12,7 @@ PYTEST_ARGS ?=
 GROUNDLENS_SHARED_DATA ?= $(abspath ../shared/data)
 export GROUNDLENS_SHARED_DATA
 
-.PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck docs
+.PHONY: demo test setup browser phoenix bench bench-stream clean lint fmt typecheck docs train-verifier verifier-candidates
 
 setup: $(STAMP)
 
@@ -75,6 +75,16 @@ bench: setup
 # streaming evaluate at 10k/100k/1M rows, cold-text rate, threads 1 vs 2, Ray 1 vs 2 workers (about 30-60 min here)
 bench-stream: setup
 	$(BIN)/python benchmarks/bench_stream.py
+
+# fit the verifier on CPU from GROUNDLENS_SHARED_DATA (fixed seed; about an hour on 2 cores) and write
+# groundlens_core/data/verifier.safetensors + verifier.json. Every stage checkpoints under build/verifier:
+# run it again after a stop and it continues where it stopped. Never part of `make test`.
+train-verifier: setup
+	$(BIN)/python -m groundlens_core.verifier.train --out build/verifier
+
+# the candidates for deciding the band side by side, each validated leaving one whole file out
+verifier-candidates: setup
+	$(BIN)/python benchmarks/verifier_candidates.py --work build/verifier
 
 clean:
 	rm -rf out test-artifacts build dist site *.egg-info

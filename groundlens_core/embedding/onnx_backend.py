@@ -19,12 +19,15 @@ pass is the slow part of scoring. ONNX Runtime runs the same encoder with fewer,
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -41,22 +44,52 @@ log = logging.getLogger("groundlens.embedding")
 INSTALL_HINT = "pip install onnxruntime onnx"
 #: texts per job when encode lanes share an encode (one run per text either way)
 LANE_JOB_TEXTS = 4
+#: texts whose last hidden states are kept after their run, for the verifier (about 100 KB each)
+RECENT_STATES = 64
 
 
 def onnx_available() -> bool:
     """Whether onnxruntime and onnx import (the ``onnx-*`` backends need both)."""
     try:
-        first_load.import_module("onnxruntime")
+        with _home_left_alone():
+            first_load.import_module("onnxruntime")
         first_load.import_module("onnx")
     except ImportError:
         return False
     return True
 
 
-def cache_dir() -> Path:
-    """Where the written graphs are kept: ``GROUNDLENS_CACHE_DIR``, else ``~/.cache/groundlens``."""
+def cache_dir() -> Path | None:
+    """Where the written graphs are kept: ``GROUNDLENS_CACHE_DIR``, else ``~/.cache/groundlens``;
+    None when that would be in a home folder that does not exist (``HOME=/nonexistent``, a service
+    account): a home folder is never made, the graph is built in memory instead."""
     chosen = settings.raw("GROUNDLENS_CACHE_DIR")
-    return Path(chosen).expanduser() if chosen else Path.home() / ".cache" / "groundlens"
+    if chosen:
+        return Path(chosen).expanduser()
+    return None if _no_home() else Path.home() / ".cache" / "groundlens"
+
+
+def _no_home() -> bool:
+    try:
+        return not Path.home().is_dir()
+    except (RuntimeError, KeyError, OSError):  # no HOME and no password entry
+        return True
+
+
+@contextlib.contextmanager
+def _home_left_alone() -> Iterator[None]:
+    """ONNX Runtime keeps a device id under ``$XDG_CACHE_HOME``, else ``~/.cache``, when it is
+    imported, making the folders on the way: with no home folder it is pointed at a temporary
+    folder for the import (and the setting put back), so that no home folder is made."""
+    if os.environ.get("XDG_CACHE_HOME") or not _no_home():
+        yield
+        return
+    with tempfile.TemporaryDirectory(prefix="groundlens-ort-") as tmp:
+        os.environ["XDG_CACHE_HOME"] = tmp
+        try:
+            yield
+        finally:
+            os.environ.pop("XDG_CACHE_HOME", None)
 
 
 def _sha256(data: bytes) -> str:
@@ -79,7 +112,10 @@ def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None, Fi
     reads a file with the GIL released, while taking bytes from Python holds the GIL for the whole
     parse (about 50 ms, which the agent's thread would wait out during the first load). The stamp
     lets the caller check that the file it loaded is still the one that was checked."""
-    folder = cache_dir() / "onnx" / f"{weights_sha256(model_dir)[:24]}-v{GRAPH_VERSION}"
+    base = cache_dir()
+    if base is None:
+        return _build(model_dir, precision), None, None
+    folder = base / "onnx" / f"{weights_sha256(model_dir)[:24]}-v{GRAPH_VERSION}"
     target = folder / f"model-{precision}.onnx"
     check = target.with_name(target.name + ".sha256")
     try:
@@ -150,7 +186,8 @@ class OnnxMiniLMEmbedder:
         if precision not in ("fp32", "int8"):
             raise ValueError(f"precision must be 'fp32' or 'int8', got {precision!r}")
         try:
-            ort = first_load.import_module("onnxruntime")
+            with _home_left_alone():
+                ort = first_load.import_module("onnxruntime")
             first_load.import_module("onnx")
         except ImportError:
             raise GroundlensInputError(
@@ -204,6 +241,9 @@ class OnnxMiniLMEmbedder:
         if session is None:
             session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
         self._session = session
+        # the states of the latest texts run, for the verifier to read instead of running them again
+        self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._recent_lock = threading.Lock()
 
     @property
     def fingerprint(self) -> str:
@@ -234,6 +274,19 @@ class OnnxMiniLMEmbedder:
         """The last hidden states of one tokenized text (float32 ``[n, dim]``)."""
         return self._session.run(None, {"input_ids": np.asarray(ids, dtype=np.int64)})[0]
 
+    def recent_states(self, texts: Sequence[str]) -> list[np.ndarray | None]:
+        """The states of each text when one of the latest runs computed them, else None (the same
+        bits a new run gives: one text per run, so its states depend on its word pieces alone)."""
+        with self._recent_lock:
+            return [self._recent.get(t) for t in texts]
+
+    def _keep(self, text: str, states: np.ndarray) -> None:
+        with self._recent_lock:
+            self._recent[text] = states
+            self._recent.move_to_end(text)
+            while len(self._recent) > RECENT_STATES:
+                self._recent.popitem(last=False)
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode() takes a sequence of strings, not a string")
@@ -257,6 +310,7 @@ class OnnxMiniLMEmbedder:
                 rows = []
                 for i in chunk:
                     states = self.token_states(encs[i].ids)
+                    self._keep(texts[i], states)
                     rows.append(np.stack([mean_pool(states)] + [mean_pool(states, a, b) for a, b in tok[i]]))
                 return rows
 

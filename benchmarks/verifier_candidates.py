@@ -1,0 +1,146 @@
+"""The candidates for deciding the band, each validated leaving one whole file out.
+
+For every file written by others in ``$GROUNDLENS_SHARED_DATA/train`` (and the dev sets, which no
+candidate is fitted on), the AUROC with a 95 % bootstrap interval of:
+
+- ``rules``: the score the hand-written rules give (the verifier switched off);
+- ``signals (logistic)``: a logistic regression over the rules' signals (normalised SGI, support,
+  failed findings by kind, a question present), fitted on the four other files;
+- ``verifier``: the trained head's out-of-fold probability (from the training run's ``folds.json``:
+  ``make train-verifier`` writes it);
+- ``verifier + signals``: a logistic regression over both, fitted on the four other files;
+- and the baselines: word overlap with the context, shorter response.
+
+Usage: ``python benchmarks/verifier_candidates.py [--work build/verifier] [--out candidates.json]``.
+Scoring the pool with the rules takes a few minutes on 2 cores; the signals are cached in the work folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+
+os.environ["GROUNDLENS_VERIFIER"] = "off"
+
+from groundlens_core.benchmark import auroc_ci
+from groundlens_core.metrics import length_baseline, overlap_baseline
+from groundlens_core.scoring import evaluate_batch
+from groundlens_core.verifier import pool
+from groundlens_core.verifier.train import load_examples, weakest
+
+KINDS = ("value", "name", "polarity", "condition", "claim")
+
+
+def _kind(k: str) -> str:
+    return k if k in KINDS else ("name" if k == "name" else "value")
+
+
+def features(res) -> list[float]:
+    ev = getattr(res, "evidence", None)
+    failed = ev.failed_facts() if ev is not None else []
+    by = {k: 0 for k in KINDS}
+    for f in failed:
+        by[_kind(f.kind)] += 1
+    return [
+        res.normalized if res.method == "sgi" else 0.0,
+        1.0 if res.method == "sgi" else 0.0,
+        ev.support if ev is not None else 0.0,
+        *[min(3, v) for v in by.values()],
+        res.score,
+    ]
+
+
+def logistic_fit(x: np.ndarray, y: np.ndarray, l2: float = 1.0) -> np.ndarray:
+    x = np.hstack([x, np.ones((len(x), 1))])
+    w = np.zeros(x.shape[1])
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-x @ w))
+        g = x.T @ (p - y) + l2 * np.r_[w[:-1], 0]
+        h = (x * (p * (1 - p))[:, None]).T @ x + l2 * np.diag(np.r_[np.ones(len(w) - 1), 0])
+        w -= np.linalg.solve(h + 1e-9 * np.eye(len(w)), g)
+    return w
+
+
+def logistic_apply(w: np.ndarray, x: np.ndarray) -> np.ndarray:
+    return np.hstack([x, np.ones((len(x), 1))]) @ w
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--work", default="build/verifier")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    work = Path(args.work)
+    examples = load_examples()
+    cache = work / "rule_signals.pkl"
+    sig: dict[str, np.ndarray] = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
+    names = [n for n in pool.TRAIN_FILES + pool.DEV_FILES + pool.VALIDATION_ONLY if n in examples]
+    for n in names:
+        if n in sig:
+            continue
+        rows = examples[n]
+        res = evaluate_batch(
+            [{"question": e.question or None, "response": e.response, "context": e.context} for e in rows],
+            errors="record",
+        )
+        sig[n] = np.array(
+            [features(r) if r.method != "error" else [0.0] * (4 + len(KINDS)) for r in res], dtype=float
+        )
+        cache.write_bytes(pickle.dumps(sig))
+        print(f"scored {n} with the rules", file=sys.stderr, flush=True)
+    folds = json.loads((work / "folds.json").read_text()) if (work / "folds.json").is_file() else {}
+    table: dict[str, dict] = {}
+    for n in names:
+        rows = examples[n]
+        y = np.array([e.label for e in rows])
+        fit_files = [f for f in pool.TRAIN_FILES if f != n]
+        entry: dict[str, dict] = {}
+        entry["rules"] = auroc_ci(sig[n][:, -1].tolist(), y.tolist())
+        xs = np.vstack([sig[f][:, :-1] for f in fit_files])
+        ys = np.concatenate([[e.label for e in examples[f]] for f in fit_files])
+        w = logistic_fit(xs, ys)
+        entry["signals (logistic)"] = auroc_ci(logistic_apply(w, sig[n][:, :-1]).tolist(), y.tolist())
+        if folds:
+            if n in pool.TRAIN_FILES and n in folds:
+                v = np.array([weakest(x) for x in folds[n][n]])
+            elif n not in pool.TRAIN_FILES:
+                v = np.mean([[weakest(x) for x in folds[h][n]] for h in folds if n in folds[h]], axis=0)
+            else:
+                v = None
+            if v is not None:
+                entry["verifier"] = auroc_ci(v.tolist(), y.tolist())
+                # the combination: fitted on the four other files' out-of-fold logits
+                fit_v = [f for f in fit_files if f in folds]
+                if fit_v:
+                    xs2 = np.vstack(
+                        [
+                            np.hstack([sig[f][:, :-1], np.array([[weakest(x)] for x in folds[f][f]])])
+                            for f in fit_v
+                        ]
+                    )
+                    ys2 = np.concatenate([[e.label for e in examples[f]] for f in fit_v])
+                    w2 = logistic_fit(xs2, ys2)
+                    entry["verifier + signals"] = auroc_ci(
+                        logistic_apply(w2, np.hstack([sig[n][:, :-1], v[:, None]])).tolist(), y.tolist()
+                    )
+        entry["baseline: word overlap"] = auroc_ci([overlap_baseline(e.response, e.context) for e in rows], y.tolist())
+        entry["baseline: shorter response"] = auroc_ci([length_baseline(e.response) for e in rows], y.tolist())
+        table[n] = entry
+    cols = ["rules", "signals (logistic)", "verifier", "verifier + signals", "baseline: word overlap", "baseline: shorter response"]
+    print(f"{'file':<18} " + " ".join(f"{c[:20]:>20}" for c in cols))
+    for n, e in table.items():
+        cells = [f"{e[c]['auroc']:.3f} [{e[c]['low']:.2f},{e[c]['high']:.2f}]" if c in e else "-" for c in cols]
+        print(f"{n:<18} " + " ".join(f"{c:>20}" for c in cells))
+    if args.out:
+        Path(args.out).write_text(json.dumps(table, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
