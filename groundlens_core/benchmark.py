@@ -333,6 +333,13 @@ def run_benchmark(
     def add(rows: list[dict[str, Any]], name: str, **kw: Any) -> None:
         """Score the first ``limit`` rows as one set (``name`` formats with its row counts)."""
         sets.append(score_set(rows[:limit] if limit else rows, name, bootstrap=bootstrap, **kw))
+    from groundlens_core.outputs import check_input_file
+
+    for option, given in (("--faithbench", faithbench), ("--claims", claims)):  # checked before any scoring
+        if given and data:
+            raise GroundlensInputError(f"{option} is for the built-in sets; with --data only your file is scored")
+        if given:
+            check_input_file(given, what=f"{option} file")
 
     if data:
         add(read_labelled(data), f"{Path(data).name}, {{n}} rows, {{grounded}} grounded", long_context=long_context)
@@ -373,7 +380,8 @@ def run_benchmark(
     for s in sets:
         s["data"] = s["data"].format(n=s["rows"], grounded=s["grounded"])
     out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "bootstrap": bootstrap, "sets": sets}
-    if not data and faithbench_path(faithbench) is None:
+    fb = faithbench_path(faithbench)
+    if not data and (fb is None or not fb.is_file()):
         out["skipped"] = [
             "FaithBench dev: not found (--faithbench PATH, or GROUNDLENS_SHARED_DATA naming its folder); "
             "it is never bundled"

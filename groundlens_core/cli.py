@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -89,7 +90,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     cal = CalibrationResult.load(args.calibration) if args.calibration else None  # checked before the model loads
     res = evaluate(args.question, args.response, args.context, calibration=cal, long_context=args.long_context)
     if args.json:
-        print(res.to_json())
+        print(json_for_terminal(res.to_json()))
     else:
         line = f"score {res.score:.3f}  {res.triage.upper()}" + (
             "  (no context: weak signal)" if res.method == "dgi" else ""
@@ -98,10 +99,18 @@ def cmd_check(args: argparse.Namespace) -> int:
         if getattr(res, "support", None) is not None and res.method != "support":
             line += f", support {res.support:.3f}"  # type: ignore[attr-defined]
         print(line)
-        print(res.explanation)
-        for text in evidence_lines(res, args.response):
-            print(text)
+        for text in [*res.explanation.split("\n"), *evidence_lines(res, args.response)]:
+            print(printable(text))  # they quote the response: an escape sequence in it is shown, never run
     return _fail_on_status({res.triage: 1}, args.fail_on)
+
+
+_JSON_RAW_CONTROLS = re.compile("[\x7f-\x9f]")
+
+
+def json_for_terminal(text: str) -> str:
+    """JSON text with DEL and the C1 controls (which JSON leaves raw; a terminal may run ``\\x9b``
+    as an escape sequence) written as ``\\u`` escapes: the same JSON value, safe to print."""
+    return _JSON_RAW_CONTROLS.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -408,7 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, not at exit: a reader that has gone is seen below
+        return code
+    except BrokenPipeError:
+        return _reader_went_away()
     except GroundlensError as exc:
         print(f"groundlens: error: {printable(str(exc))}", file=sys.stderr)
         return 2
@@ -417,6 +430,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_went_away() -> int:
+    """The reader of our output closed it (``groundlens benchmark | head -1``): end quietly, as
+    the Python documentation on SIGPIPE recommends, with stdout pointed at /dev/null so that the
+    interpreter's own flush at exit does not fail again. The status is a shell's for SIGPIPE."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real stdout (a test's capture): nothing left to flush
+        pass
+    return 128 + 13
 
 
 if __name__ == "__main__":

@@ -51,7 +51,14 @@ def read_traces(path: Path) -> list[Any]:
     data = loads(path.read_bytes(), name=str(path))  # one line naming the file: deep, invalid, huge numbers
     items = data if isinstance(data, list) else [data]
     try:
-        return [Trace.from_dict(d) for d in items]
+        traces = [Trace.from_dict(d) for d in items]
     except (KeyError, TypeError, ValueError) as exc:
         why = f"missing the field {exc}" if isinstance(exc, KeyError) else str(exc)
         raise GroundlensInputError(f"{path} is not a groundlens trace: {why}") from None
+    schema = json_schema()
+    for i, d in enumerate(items):  # and what reading lets pass: every field the format requires, in range
+        problem = schema_problem(d, schema)
+        if problem is not None:
+            where = f" (trace {i + 1} of {len(items)})" if isinstance(data, list) else ""
+            raise GroundlensInputError(f"{path} is not a groundlens trace{where}: {problem}")
+    return traces
