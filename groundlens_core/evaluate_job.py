@@ -110,6 +110,7 @@ def run_evaluate(job: EvaluateJob, *, log: Callable[[str], None] | None = None) 
         raise GroundlensInputError(
             f"the output {job.output} is the input file; write to another file (the input is never overwritten)"
         )
+    PartialPaths.beside(job.output).refuse_links()  # a link planted there is named as such first
     check_own_files(job)
     if job.ledger is not None:
         job.ledger.check()  # its last line can be continued from
@@ -140,6 +141,9 @@ class _OwnFile:
     written: bool
     fix: str = "give it its own file"
     folder: bool = False  # the run removes it with everything inside it
+    #: the run's own file beside the output: what is found there is removed or refused (a link,
+    #: a hard link), never written through, so only its own path is ever the same file as another
+    own: bool = False
 
 
 def own_files(job: EvaluateJob) -> list[_OwnFile]:
@@ -162,7 +166,7 @@ def own_files(job: EvaluateJob) -> list[_OwnFile]:
     paths = PartialPaths.beside(job.output)
     for p, role in paths.roles():
         folder = role == "partial output"  # a folder of Arrow parts for Parquet
-        out.append(_OwnFile(p, f"the {role} {p.name} of {job.output}", True, folder=folder))
+        out.append(_OwnFile(p, f"the {role} {p.name} of {job.output}", True, folder=folder, own=True))
     return out
 
 
@@ -170,6 +174,13 @@ def _inside(path: Path, folder: Path) -> bool:
     """True when ``path`` lies somewhere under ``folder`` (links resolved, neither needs to exist)."""
     try:
         return Path(folder).resolve() in Path(path).resolve().parents
+    except (OSError, RuntimeError):
+        return False
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
     except (OSError, RuntimeError):
         return False
 
@@ -189,7 +200,7 @@ def check_own_files(job: EvaluateJob) -> None:
                     raise GroundlensInputError(
                         f"{first.name} is inside {second.name}, which the run removes when it completes; {first.fix}"
                     )
-            if same_file(a.path, b.path):
+            if _same_path(a.path, b.path) if (a.own or b.own) else same_file(a.path, b.path):
                 raise GroundlensInputError(f"{a.name} is {b.name}; {a.fix}")
 
 
