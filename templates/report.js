@@ -48,13 +48,20 @@
     return b;
   }
 
+  // how a link names a step: its node and its risk rank, the place in the review order (riskiest
+  // first), worded so that it never reads as a step number
+  var RANK_TITLE = "risk rank: this step's place in the review order, riskiest first (not its position in the trace)";
+  function stepName(o, band) {
+    return o.node + " (" + (band ? o.band + ", " : "") + "risk rank " + o.rank + ")";
+  }
+
   function cascadeMark(r) {
     var box = el("div", "gl-casc-line");
     box.appendChild(el("span", "gl-casc", "\u21b3 carries flagged output of"));
     r.casc.forEach(function (pos) {
       var o = ROWS[pos];
-      var b = linkTo(pos, "#" + o.rank + " " + o.node);
-      b.title = "Go to the flagged step whose output this step's context carries";
+      var b = linkTo(pos, stepName(o, false));
+      b.title = "Go to the flagged step whose output this step's context carries; " + RANK_TITLE;
       box.appendChild(document.createTextNode(" "));
       box.appendChild(b);
     });
@@ -66,8 +73,8 @@
     var box = el("div", "gl-casc-line");
     box.appendChild(el("span", "gl-rev", "\u21bb revision of"));
     var o = ROWS[r.rev];
-    var b = linkTo(r.rev, "#" + o.rank + " " + o.node);
-    b.title = "Go to the flagged answer this step answers again";
+    var b = linkTo(r.rev, stepName(o, false));
+    b.title = "Go to the flagged answer this step answers again; " + RANK_TITLE;
     box.appendChild(document.createTextNode(" "));
     box.appendChild(b);
     return box;
@@ -347,7 +354,9 @@
 
   function goButton(pos, label) {
     var o = ROWS[pos];
-    return linkTo(pos, label + " #" + o.rank + " " + o.node + " (" + o.band + ")");
+    var b = linkTo(pos, (label ? label + ": " : "") + stepName(o, true));
+    b.title = RANK_TITLE;
+    return b;
   }
 
   function buildDetail(it) {

@@ -8,6 +8,7 @@ browser the tests skip, except on CI (CI=true) where they fail.
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 
@@ -20,8 +21,16 @@ from groundlens_core.trace.html import write_html
 pytestmark = pytest.mark.slow
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 BOUND_S = 120.0  # a hang guard, not a speed target: timings are printed (-s); speed belongs in benchmarks/
 #: Playwright's waits (navigation, clicks, selectors), for a browser on a loaded 2-core machine; its
@@ -65,7 +74,9 @@ class Page:
         self.page_errors: list[str] = []
         self.dialogs: list[str] = []
         self.requests: list[str] = []
-        self.page.on("console", lambda m: self.console_errors.append(m.text) if m.type in ("error", "warning") else None)
+        self.page.on(
+            "console", lambda m: self.console_errors.append(m.text) if m.type in ("error", "warning") else None
+        )
         self.page.on("pageerror", lambda e: self.page_errors.append(str(e)))
         self.page.on("dialog", self._dialog)
         self.page.on("request", lambda r: self.requests.append(r.url))
@@ -107,23 +118,61 @@ def small_report(tmp_path_factory) -> tuple[Path, Trace]:
     ctx = [ContextPiece(CONTEXT, "tool:wiki"), ContextPiece("Opening hours: 9:00 to 23:45.", PAYLOADS[1])]
     q = "How tall is the Eiffel Tower?"
     rec.record(CallRecord("r", "retrieve", kind="retrieval", context=ctx))
-    rec.record(CallRecord("r", "answer", question=q, context=ctx, response="The Eiffel Tower in Paris is 330 metres tall.",
-                          model="test-model", started_at=t, ended_at=t + 0.4, metadata={"grounded": True}))
-    rec.record(CallRecord("r", "answer", question=q, context=ctx,
-                          response="Bananas are an excellent source of potassium and grow in tropical climates.",
-                          model="test-model", metadata={"grounded": False}))
-    rec.record(CallRecord("r", PAYLOADS[1], question=PAYLOADS[0], context=ctx, response=RESPONSE_XSS, model=PAYLOADS[2]))
+    rec.record(
+        CallRecord(
+            "r",
+            "answer",
+            question=q,
+            context=ctx,
+            response="The Eiffel Tower in Paris is 330 metres tall.",
+            model="test-model",
+            started_at=t,
+            ended_at=t + 0.4,
+            metadata={"grounded": True},
+        )
+    )
+    rec.record(
+        CallRecord(
+            "r",
+            "answer",
+            question=q,
+            context=ctx,
+            response="Bananas are an excellent source of potassium and grow in tropical climates.",
+            model="test-model",
+            metadata={"grounded": False},
+        )
+    )
+    rec.record(
+        CallRecord("r", PAYLOADS[1], question=PAYLOADS[0], context=ctx, response=RESPONSE_XSS, model=PAYLOADS[2])
+    )
     rec.record(CallRecord("r", "tools", kind="tool_call", question=q))
     rec.record(CallRecord("r", "broken", question=q, response="x", error="RuntimeError: " + PAYLOADS[2]))
     rec.end_trace("r")
     trace = rec.get_trace("r")
     # hand-built DGI steps, so that the method filter has both methods whatever the bundled direction
-    extra = [Step(id=f"dgi{i}", index=10 + i, node="planner", kind="llm", method="dgi", triage=band,
-                  score={"method": "dgi", "value": v, "normalized": (v + 1) / 2, "triage": band, "flagged": band == "flagged",
-                         "explanation": f"DGI {v:.2f} (a triage signal for ranking, not a verdict of truth)",
-                         "displacement_norm": 0.9, "direction": "bundled:test"},
-                  question=f"plan step {i}", response=f"plan answer {i}")
-             for i, (v, band) in enumerate([(0.1, "flagged"), (0.4, "review"), (0.7, "trusted")])]
+    extra = [
+        Step(
+            id=f"dgi{i}",
+            index=10 + i,
+            node="planner",
+            kind="llm",
+            method="dgi",
+            triage=band,
+            score={
+                "method": "dgi",
+                "value": v,
+                "normalized": (v + 1) / 2,
+                "triage": band,
+                "flagged": band == "flagged",
+                "explanation": f"DGI {v:.2f} (a triage signal for ranking, not a verdict of truth)",
+                "displacement_norm": 0.9,
+                "direction": "bundled:test",
+            },
+            question=f"plan step {i}",
+            response=f"plan answer {i}",
+        )
+        for i, (v, band) in enumerate([(0.1, "flagged"), (0.4, "review"), (0.7, "trusted")])
+    ]
     trace.steps.extend(extra)
     path = write_html(trace, tmp_path_factory.mktemp("html") / "report.html")
     return path, trace
@@ -154,11 +203,23 @@ def test_expanding_a_row_shows_its_details_as_text(page, small_report):
     assert detail.is_visible()
     assert row.locator(".gl-toggle").get_attribute("aria-expanded") == "true"
     body = detail.text_content()
-    for piece in ("Question", "Response", "Explanation", "tool:wiki", CONTEXT, RESPONSE_XSS, PAYLOADS[0], PAYLOADS[1],
-                  "d(response, context)", "model"):
+    for piece in (
+        "Question",
+        "Response",
+        "Explanation",
+        "tool:wiki",
+        CONTEXT,
+        RESPONSE_XSS,
+        PAYLOADS[0],
+        PAYLOADS[1],
+        "d(response, context)",
+        "model",
+    ):
         assert piece in body, piece
     # the detail row sits right below its row
-    assert page.page.evaluate("() => document.querySelector('tr.gl-detail').previousElementSibling.textContent.includes('Unrelated:')")
+    assert page.page.evaluate(
+        "() => document.querySelector('tr.gl-detail').previousElementSibling.textContent.includes('Unrelated:')"
+    )
     page.page.screenshot(path=str(_artifact("report.png")), full_page=True)
     print(f"\nscreenshot: {_artifact('report.png')}")
     row.locator(".gl-toggle").click()
@@ -167,12 +228,18 @@ def test_expanding_a_row_shows_its_details_as_text(page, small_report):
 
 
 def test_response_sentences_are_tinted_by_support_with_evidence_and_marked_words(browser, tmp_path):
-    source = ("Poseidon (film) . Poseidon grossed $ 181,674,817 at the worldwide box office on a budget of $ 160 million . "
-              "The film was directed by Wolfgang Petersen.")
-    summary = ("The film Poseidon, directed by Wolfgang Petersen, grossed $181,674,817 worldwide. "
-               "It won three Oscars <img src=x onerror=\"window.__xss=5\"> in 2007.")
+    source = (
+        "Poseidon (film) . Poseidon grossed $ 181,674,817 at the worldwide box office on a budget of $ 160 million . "
+        "The film was directed by Wolfgang Petersen."
+    )
+    summary = (
+        "The film Poseidon, directed by Wolfgang Petersen, grossed $181,674,817 worldwide. "
+        'It won three Oscars <img src=x onerror="window.__xss=5"> in 2007.'
+    )
     rec = Recorder("langchain", name="summaries")
-    rec.record(CallRecord("s", "summarise", question=None, context=[ContextPiece(source, "retriever")], response=summary))
+    rec.record(
+        CallRecord("s", "summarise", question=None, context=[ContextPiece(source, "retriever")], response=summary)
+    )
     rec.end_trace("s")
     trace = rec.get_trace("s")
     assert trace.steps[0].method == "support"
@@ -185,7 +252,7 @@ def test_response_sentences_are_tinted_by_support_with_evidence_and_marked_words
         assert "gl-sup-hi" in sents.nth(0).get_attribute("class")
         weakest = page.page.locator("#gl-rows .gl-resp-ev .gl-sent.gl-weakest")
         assert weakest.count() == 1 and "gl-sup-lo" in weakest.get_attribute("class")
-        assert weakest.text_content() == summary[summary.index("It won"):]
+        assert weakest.text_content() == summary[summary.index("It won") :]
         assert "best passage (similarity" in weakest.get_attribute("title")
         marked = page.page.locator("#gl-rows .gl-resp-ev mark.gl-unsup").all_text_contents()
         assert {"won", "three", "Oscars", "2007"} <= set(marked) and "181,674,817" not in marked
@@ -252,7 +319,9 @@ def test_clicking_the_score_header_sorts(page):
     # back to riskiest first
     page.page.click("th[data-sort=rank] button")
     assert page.page.get_attribute("th[data-sort=rank]", "aria-sort") == "ascending"
-    ranks = page.page.evaluate("() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => +t.dataset.rank)")
+    ranks = page.page.evaluate(
+        "() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => +t.dataset.rank)"
+    )
     assert ranks == sorted(ranks)
     page.assert_clean()
 
@@ -279,22 +348,56 @@ def _big_trace(n: int = 5000) -> Trace:
     for i in range(n):
         node = f"agent-{i % 9}"
         if i % 40 == 0:
-            steps.append(Step(id=f"s{i}", index=i, node=node, kind="tool_call", method="skipped", skip_reason="the model only called tools"))
+            steps.append(
+                Step(
+                    id=f"s{i}",
+                    index=i,
+                    node=node,
+                    kind="tool_call",
+                    method="skipped",
+                    skip_reason="the model only called tools",
+                )
+            )
             continue
         if i % 151 == 0:
-            steps.append(Step(id=f"s{i}", index=i, node=node, kind="llm", method="error", triage="error", error="TimeoutError",
-                              question=f"question {i}"))
+            steps.append(
+                Step(
+                    id=f"s{i}",
+                    index=i,
+                    node=node,
+                    kind="llm",
+                    method="error",
+                    triage="error",
+                    error="TimeoutError",
+                    question=f"question {i}",
+                )
+            )
             continue
         norm = (i * 7919 % 1000) / 1000
         method = "sgi" if i % 3 else "dgi"
         band = bands[min(2, int(norm * 3))]
-        steps.append(Step(
-            id=f"s{i}", index=i, node=node, kind="llm", method=method, triage=band,
-            score={"method": method, "value": norm * 2, "normalized": norm, "triage": band, "flagged": band == "flagged",
-                   "explanation": f"{method.upper()} {norm * 2:.2f}: synthetic (a triage signal, not a verdict of truth)"},
-            question=f"What happened in case {i}?", response=f"In case {i} the agent answered " + "with some words " * 15,
-            context=(ContextPiece("Background document " * 10, "retriever"),) if method == "sgi" else (),
-            llm_latency_ms=float(i % 900)))
+        steps.append(
+            Step(
+                id=f"s{i}",
+                index=i,
+                node=node,
+                kind="llm",
+                method=method,
+                triage=band,
+                score={
+                    "method": method,
+                    "value": norm * 2,
+                    "normalized": norm,
+                    "triage": band,
+                    "flagged": band == "flagged",
+                    "explanation": f"{method.upper()} {norm * 2:.2f}: synthetic (a triage signal, not a verdict of truth)",
+                },
+                question=f"What happened in case {i}?",
+                response=f"In case {i} the agent answered " + "with some words " * 15,
+                context=(ContextPiece("Background document " * 10, "retriever"),) if method == "sgi" else (),
+                llm_latency_ms=float(i % 900),
+            )
+        )
     return Trace(id="big", name="load test", framework="test", started_at="2025-01-01T00:00:00Z", steps=steps)
 
 
@@ -328,7 +431,9 @@ def test_5000_steps_load_sort_and_filter_quickly(browser, tmp_path):
         node_ms = page.timed("""(() => { const s = document.querySelector('#gl-f-node'); s.value = 'agent-3';
             s.dispatchEvent(new Event('change', {bubbles: true})); })()""")
         expected = sum(s.node == "agent-3" for s in trace.steps if s.triage == "flagged" and s.method != "error")
-        assert matched() == expected and {(r["node"], r["band"]) for r in page.visible_rows()} == {("agent-3", "flagged")}
+        assert matched() == expected and {(r["node"], r["band"]) for r in page.visible_rows()} == {
+            ("agent-3", "flagged")
+        }
         text_t0 = time.perf_counter()
         page.page.click("#gl-reset")
         page.page.fill("#gl-f-text", "case 4321 ")
@@ -340,10 +445,12 @@ def test_5000_steps_load_sort_and_filter_quickly(browser, tmp_path):
         assert page.page.locator("tr.gl-detail").first.is_visible()
         page.page.evaluate("() => window.scrollTo(0, 0)")
         page.page.screenshot(path=str(_artifact("report-5000.png")))
-        print(f"\n5,000 steps: render {render_s:.2f} s, {path.stat().st_size / 1e6:.1f} MB; load {page.load_s:.2f} s "
-              f"(script init {init_ms:.0f} ms); sort {sort_ms:.0f} / {sort2_ms:.0f} ms; next page {next_ms:.0f} ms; "
-              f"filter band {filter_ms:.0f} ms, node {node_ms:.0f} ms, reset {reset_ms:.0f} ms; "
-              f"search (incl. 120 ms debounce) {search_s * 1000:.0f} ms; expand {expand_ms:.0f} ms")
+        print(
+            f"\n5,000 steps: render {render_s:.2f} s, {path.stat().st_size / 1e6:.1f} MB; load {page.load_s:.2f} s "
+            f"(script init {init_ms:.0f} ms); sort {sort_ms:.0f} / {sort2_ms:.0f} ms; next page {next_ms:.0f} ms; "
+            f"filter band {filter_ms:.0f} ms, node {node_ms:.0f} ms, reset {reset_ms:.0f} ms; "
+            f"search (incl. 120 ms debounce) {search_s * 1000:.0f} ms; expand {expand_ms:.0f} ms"
+        )
         print(f"screenshot: {_artifact('report-5000.png')}")
         assert page.load_s < BOUND_S
         for ms in (sort_ms, sort2_ms, next_ms, filter_ms, node_ms, reset_ms, expand_ms, search_s * 1000):
@@ -360,19 +467,36 @@ def _artifact(name: str) -> Path:
 
 def test_several_traces_filter_by_trace(browser, tmp_path):
     def step(i: int, node: str, v: float, band: str) -> Step:
-        return Step(id=f"{node}{i}", index=i, node=node, kind="llm", method="sgi", triage=band,
-                    score={"method": "sgi", "value": v, "normalized": v / 2, "triage": band, "flagged": band == "flagged"},
-                    question=f"q{i}", response=f"r{i}")
+        return Step(
+            id=f"{node}{i}",
+            index=i,
+            node=node,
+            kind="llm",
+            method="sgi",
+            triage=band,
+            score={"method": "sgi", "value": v, "normalized": v / 2, "triage": band, "flagged": band == "flagged"},
+            question=f"q{i}",
+            response=f"r{i}",
+        )
 
-    runs = [Trace(id=f"t{k}", name="nightly", framework="crewai", started_at="2025-01-01T00:00:00Z",
-                  steps=[step(0, "writer", 0.5 + k, "flagged" if k == 0 else "trusted"), step(1, "editor", 1.0, "review")])
-            for k in range(3)]
+    runs = [
+        Trace(
+            id=f"t{k}",
+            name="nightly",
+            framework="crewai",
+            started_at="2025-01-01T00:00:00Z",
+            steps=[step(0, "writer", 0.5 + k, "flagged" if k == 0 else "trusted"), step(1, "editor", 1.0, "review")],
+        )
+        for k in range(3)
+    ]
     page = Page(browser, write_html(runs, tmp_path / "runs.html"))
     try:
         assert page.page.locator("#gl-traces tbody tr").count() == 3
         assert page.page.locator("#gl-rows tr.gl-row").count() == 6
         page.page.click("#gl-traces button[data-filter-trace='nightly #1']")
-        rows = page.page.evaluate("() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => t.dataset.trace)")
+        rows = page.page.evaluate(
+            "() => Array.from(document.querySelectorAll('#gl-rows tr.gl-row')).map(t => t.dataset.trace)"
+        )
         assert rows == ["nightly #1", "nightly #1"]
         page.page.select_option("#gl-f-trace", "nightly #3")
         assert {r["id"] for r in page.visible_rows()} == {"writer0", "editor1"}
@@ -396,27 +520,99 @@ def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
         def score(b, rank, fact=""):
             ev = None
             if fact:
-                ev = {"support": 0.5, "content_tokens": 4, "unsupported_tokens": 2, "weakest": None, "sentences": [],
-                      "context_passages": 1, "facts": [{"text": fact, "kind": "number", "start": 0, "end": 3,
-                                                         "sentence": 0, "status": "contradicted", "source": "2 " + payload}]}
-            return {"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": b, "flagged": b == "flagged", "rank": rank,
-                    "explanation": f"Score {rank:.2f}, {b}: reason {payload}. More.", "fingerprint": "fp", "version": "0",
-                    **({"evidence": ev} if ev else {})}
+                ev = {
+                    "support": 0.5,
+                    "content_tokens": 4,
+                    "unsupported_tokens": 2,
+                    "weakest": None,
+                    "sentences": [],
+                    "context_passages": 1,
+                    "facts": [
+                        {
+                            "text": fact,
+                            "kind": "number",
+                            "start": 0,
+                            "end": 3,
+                            "sentence": 0,
+                            "status": "contradicted",
+                            "source": "2 " + payload,
+                        }
+                    ],
+                }
+            return {
+                "method": "sgi",
+                "value": 1.0,
+                "normalized": 0.5,
+                "triage": b,
+                "flagged": b == "flagged",
+                "rank": rank,
+                "explanation": f"Score {rank:.2f}, {b}: reason {payload}. More.",
+                "fingerprint": "fp",
+                "version": "0",
+                **({"evidence": ev} if ev else {}),
+            }
 
         steps = [
-            Step(id=f"p{k}", index=0, node="plan " + payload, kind="llm", method="sgi", triage=band,
-                 score=score(band, 0.1 if band == "flagged" else 0.9, fact="5 " + payload if band == "flagged" else ""),
-                 question="q " + payload, response=claim, model="m " + payload),
-            Step(id=f"r{k}", index=1, parent_id=f"p{k}", node="retrieve", kind="retrieval", method="skipped",
-                 skip_reason="a tool or retriever result", context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"),)),
-            Step(id=f"w{k}", index=2, parent_id=f"p{k}", node="write", kind="llm", method="sgi", triage="trusted",
-                 score=score("trusted", 0.8), question="q",
-                 context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"), ContextPiece("Plan: " + claim, "state:plan")),
-                 response="Summary " + payload),
-            Step(id=f"c{k}", index=3, parent_id=f"w{k}", node="check", kind="llm", method="dgi", triage="review",
-                 score={"method": "dgi", "value": 0.4, "normalized": 0.6, "triage": "review", "flagged": False, "rank": 0.45,
-                        "explanation": "Score 0.45, review: no context: a weak signal.", "fingerprint": "fp", "version": "0"},
-                 question="q", response="ok"),
+            Step(
+                id=f"p{k}",
+                index=0,
+                node="plan " + payload,
+                kind="llm",
+                method="sgi",
+                triage=band,
+                score=score(band, 0.1 if band == "flagged" else 0.9, fact="5 " + payload if band == "flagged" else ""),
+                question="q " + payload,
+                response=claim,
+                model="m " + payload,
+            ),
+            Step(
+                id=f"r{k}",
+                index=1,
+                parent_id=f"p{k}",
+                node="retrieve",
+                kind="retrieval",
+                method="skipped",
+                skip_reason="a tool or retriever result",
+                context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"),),
+            ),
+            Step(
+                id=f"w{k}",
+                index=2,
+                parent_id=f"p{k}",
+                node="write",
+                kind="llm",
+                method="sgi",
+                triage="trusted",
+                score=score("trusted", 0.8),
+                question="q",
+                context=(
+                    ContextPiece("Warranty: two years. " + payload, "tool:kb"),
+                    ContextPiece("Plan: " + claim, "state:plan"),
+                ),
+                response="Summary " + payload,
+            ),
+            Step(
+                id=f"c{k}",
+                index=3,
+                parent_id=f"w{k}",
+                node="check",
+                kind="llm",
+                method="dgi",
+                triage="review",
+                score={
+                    "method": "dgi",
+                    "value": 0.4,
+                    "normalized": 0.6,
+                    "triage": "review",
+                    "flagged": False,
+                    "rank": 0.45,
+                    "explanation": "Score 0.45, review: no context: a weak signal.",
+                    "fingerprint": "fp",
+                    "version": "0",
+                },
+                question="q",
+                response="ok",
+            ),
         ]
         out.append(trace_of(steps, id=f"t{k}", name=f"run {k:03d} {payload}", ended_at="2025-01-01T00:00:01Z"))
     return out
@@ -503,14 +699,33 @@ def test_a_batch_report_shows_each_rows_id_in_its_row(browser, tmp_path):
 
     from groundlens_core.cli import main
 
-    rows = [{"ref": "q-17", "query": "How tall is the Eiffel Tower?", "passage": CONTEXT,
-             "answer": "The Eiffel Tower is 330 metres tall."},
-            {"ref": "q-18", "query": "When was it completed?", "passage": CONTEXT, "answer": "It was completed in 1925."}]
+    rows = [
+        {
+            "ref": "q-17",
+            "query": "How tall is the Eiffel Tower?",
+            "passage": CONTEXT,
+            "answer": "The Eiffel Tower is 330 metres tall.",
+        },
+        {"ref": "q-18", "query": "When was it completed?", "passage": CONTEXT, "answer": "It was completed in 1925."},
+    ]
     src = write_csv(tmp_path / "in.csv", rows)
     for extra, want in (([], ["row 1", "row 2"]), (["--id-col", "ref"], ["q-17", "q-18"])):
         html = tmp_path / "report.html"
-        argv = ["evaluate", str(src), "-o", str(tmp_path / "out.csv"), "--html", str(html), "--question-col", "query",
-                "--context-col", "passage", "--response-col", "answer", *extra]
+        argv = [
+            "evaluate",
+            str(src),
+            "-o",
+            str(tmp_path / "out.csv"),
+            "--html",
+            str(html),
+            "--question-col",
+            "query",
+            "--context-col",
+            "passage",
+            "--response-col",
+            "answer",
+            *extra,
+        ]
         assert main(argv) == 0
         p = Page(browser, html)
         try:
@@ -521,3 +736,20 @@ def test_a_batch_report_shows_each_rows_id_in_its_row(browser, tmp_path):
             assert p.page.locator("th.gl-c-index").text_content().strip() == "Row"
         finally:
             p.page.close()
+
+
+def test_the_traces_table_names_the_riskiest_step_by_node_band_and_risk_rank_never_as_a_number(browser, tmp_path):
+    """ "#4 plan" read as the fourth step of the trace; the rank is the place in the review order."""
+    page = Page(browser, write_html(_cascade_traces(3), tmp_path / "many.html"))
+    try:
+        header = page.page.locator("#gl-traces thead th").nth(4)
+        assert header.text_content() == "Riskiest step" and "not a step number" in header.get_attribute("title")
+        links = page.page.locator("#gl-t-rows button[data-goto]").all_text_contents()
+        assert len(links) == 3 and all("#" not in text for text in links), links
+        assert all(re.fullmatch(r".+ \((flagged|review|trusted|error), risk rank \d+\)", t) for t in links), links
+        assert "plan  (flagged, risk rank 1)" in links  # the riskiest step of all: first in the review order
+        casc = page.page.locator("#gl-rows tr.gl-row[data-id='w0'] button[data-goto]").first
+        assert casc.text_content() == "plan  (risk rank 1)" and "not its position" in casc.get_attribute("title")
+        page.assert_clean()
+    finally:
+        page.page.close()
