@@ -34,6 +34,9 @@ class GroundlensChecker(_AutoGenShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         _agentchat()
         super().__init__(
@@ -47,6 +50,9 @@ class GroundlensChecker(_AutoGenShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
 
     def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:

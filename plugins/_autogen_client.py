@@ -43,6 +43,9 @@ class _ClientTranslation(_AutoGenShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         self._client = client
         self.agent_name = agent_name
@@ -59,6 +62,9 @@ class _ClientTranslation(_AutoGenShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
 
     @property

@@ -241,6 +241,9 @@ class _AutoGenShell(AdapterShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
@@ -253,6 +256,9 @@ class _AutoGenShell(AdapterShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
 
     def _conversation(self) -> _Conversation:

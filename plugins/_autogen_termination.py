@@ -30,6 +30,9 @@ class _TerminationTranslation(_AutoGenShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         bad = set(stop_on) - {"flagged", "review", "trusted"}
         if bad:
@@ -47,6 +50,9 @@ class _TerminationTranslation(_AutoGenShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
         self._conv = self._conversation()
         self._terminated = False

@@ -94,6 +94,9 @@ class GroundlensCrewListener(AdapterShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
@@ -107,6 +110,9 @@ class GroundlensCrewListener(AdapterShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
         self._given_name: str | None = name or None  # names every trace when given
         self.include_expected_output = include_expected_output

@@ -93,6 +93,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
@@ -112,6 +115,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
 
     # ------------------------------------------------------------ the queue of raw events

@@ -221,6 +221,9 @@ class ProviderCore(AdapterShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
         **kwargs: Any,
     ):
         """``**kwargs`` are the SDK client's own (``api_key=``, ``base_url=`` ...), for the client
@@ -237,6 +240,9 @@ class ProviderCore(AdapterShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
         self.model = model
         self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)

@@ -103,6 +103,9 @@ class GroundlensFilter(AdapterShell):
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
         self.mode = check_mode(mode, on_flagged, MODES)
         require("semantic_kernel", EXTRA, "Semantic Kernel")
@@ -120,6 +123,9 @@ class GroundlensFilter(AdapterShell):
             listeners=listeners,
             tracer_provider=tracer_provider,
             max_traces=max_traces,
+            sample_rate=sample_rate,
+            nodes=nodes,
+            skip_nodes=skip_nodes,
         )
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:

@@ -48,6 +48,9 @@ def test_the_shell_keywords_are_the_ones_every_adapter_repeats():
         "listeners",
         "tracer_provider",
         "max_traces",
+        "sample_rate",
+        "nodes",
+        "skip_nodes",
     )
 
 

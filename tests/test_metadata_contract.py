@@ -1,7 +1,7 @@
 """The seams between adapters, the trace model and the exporters.
 
 * Every step/trace metadata key an exporter (``trace/``) reads is a ``META_*`` constant of
-  ``groundlens_core.trace.model``, and some adapter (``plugins/``) writes that constant: a key can
+  ``groundlens_core.trace.model``, and some adapter (``plugins/``) or the recorder writes that constant: a key can
   no longer be documented and read by an exporter while no adapter ever sets it.
 * ``trace/`` never imports ``plugins/``; the scoring core imports neither;
   ``calibration`` does not import ``scoring`` (no cycle).
@@ -31,8 +31,13 @@ def metadata_reads(tree: ast.Module) -> list[ast.expr]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and _mentions_metadata(node.value):
             keys.append(node.slice)
-        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-              and node.args and _mentions_metadata(node.func.value)):
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and node.args
+            and _mentions_metadata(node.func.value)
+        ):
             keys.append(node.args[0])
     return keys
 
@@ -48,12 +53,14 @@ def test_every_metadata_key_an_exporter_reads_is_written_by_an_adapter():
         for key in metadata_reads(tree):
             assert isinstance(key, ast.Name) and key.id in constants, (
                 f"trace/{name} reads step/trace metadata with {ast.unparse(key)}: use a META_* constant "
-                "of groundlens_core.trace.model that an adapter writes")
+                "of groundlens_core.trace.model that an adapter writes"
+            )
             read[key.id] = name
     assert {"META_TOOL", "META_SINGLE_AGENT"} <= set(read), read  # the keys the OTel export uses
     written = set().union(*(names_used(tree) for tree in _modules("plugins").values()))
+    written |= names_used(_modules("trace")["recorder.py"])  # what the recorder counts itself (sampling)
     missing = sorted(set(read) - written)
-    assert not missing, f"exporters read {missing}, which no adapter in plugins/ writes"
+    assert not missing, f"exporters read {missing}, which no adapter in plugins/ (nor the recorder) writes"
 
 
 def test_the_contract_scan_sees_literal_keys():
@@ -75,8 +82,10 @@ def test_layering_and_no_import_cycle():
     for name, tree in _modules("trace").items():
         assert not any(m.startswith("groundlens_core.plugins") for m in _imports(tree)), f"trace/{name} imports plugins"
     # the scoring core proper (tests/test_layering.py checks the whole core, the providers facade aside)
-    core_files = [ROOT / "groundlens_core" / f for f in ("bands.py", "results.py", "scoring.py", "calibration.py",
-                                                         "errors.py", "_imports.py", "metrics.py")]
+    core_files = [
+        ROOT / "groundlens_core" / f
+        for f in ("bands.py", "results.py", "scoring.py", "calibration.py", "errors.py", "_imports.py", "metrics.py")
+    ]
     for path in core_files + sorted((ROOT / "groundlens_core" / "embedding").glob("*.py")):
         mods = _imports(ast.parse(path.read_text(encoding="utf-8")))
         assert not any(m.startswith(("groundlens_core.plugins", "groundlens_core.trace")) for m in mods), path

@@ -25,6 +25,7 @@ from groundlens_core.trace import app_span
 from groundlens_core.trace.adapter_helpers import context_from
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.sampling import sampling_of
 
 __all__ = [
     "DEFAULT_WAIT_SECONDS",
@@ -426,7 +427,11 @@ class AdapterShell:
         listeners: Sequence[TraceListener] = (),
         tracer_provider: Any = None,
         max_traces: int = 100,
+        sample_rate: float = 1.0,
+        nodes: Sequence[str] | None = None,
+        skip_nodes: Sequence[str] = (),
     ):
+        sampling = sampling_of(sample_rate, nodes, skip_nodes)  # checked before anything is made
         self.name = name
         self.log = logging.getLogger(f"groundlens.{self.framework}")
         self._logged_failures: set[tuple[str, str, str]] = set()  # (framework, place, exception type)
@@ -446,6 +451,8 @@ class AdapterShell:
             for listener in listeners:
                 recorder.add_listener(listener)
         self.recorder: Recorder = recorder
+        if sampling is not None:  # given ones only: a shared recorder keeps its own otherwise
+            recorder.sampling = sampling
         if tracer_provider is not None:
             _attach_otel(recorder, tracer_provider, self.log)
 

@@ -42,6 +42,9 @@ META_ROOT_RUN_ID = "root_run_id"
 #: trace and step metadata, written by the recorder: the application's OpenTelemetry span the trace
 #: started in / the call was made in (``groundlens_core.trace.app_span``)
 META_OTEL_PARENT = "otel_parent"
+#: trace metadata, written by the recorder: the calls its sampling left out (``sample_rate``, node
+#: filters; ``groundlens_core.trace.sampling``): counted, never silently missing
+META_UNSAMPLED = "unsampled"
 
 # A text field is either the text itself or, after redaction or cutting, a dict:
 #   {"redacted": true, "hmac_sha256": "...", "length": N}  (text dropped)
@@ -375,6 +378,13 @@ class Trace:
         ordered = cascade_order(sorted(steps, key=Step.risk_key))
         return ordered if n is None else ordered[:n]
 
+    @property
+    def unsampled(self) -> int:
+        """Calls of this trace the recorder's sampling left out (``sample_rate``, ``nodes``,
+        ``skip_nodes`` of the adapter): not steps, not scored, counted here."""
+        value = self.metadata.get(META_UNSAMPLED, 0)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
     def summary(self, *, riskiest_first: bool = False, limit: int = 8) -> str:
         """``3 steps | 2 trusted, 1 flagged | retriever [SGI=1.30 trusted], answer [DGI=0.21 flagged]``."""
         counts = self.counts()
@@ -385,6 +395,8 @@ class Trace:
             items.append(f"... {len(shown) - limit} more")
         head = f"{len(self.steps)} step{'s' if len(self.steps) != 1 else ''}"
         unscored = ", ".join(f"{n} not scored ({k})" for k, n in self.unscored().items() if n)
+        if self.unsampled:
+            unscored = ", ".join(x for x in (unscored, f"{self.unsampled} not sampled") if x)
         return " | ".join(x for x in (head, ", ".join(parts), unscored, self._cascade_clause(), ", ".join(items)) if x)
 
     def _cascade_clause(self) -> str:

@@ -21,7 +21,8 @@ from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
 from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.ledger import ledger_listeners
-from groundlens_core.trace.model import Step, Trace, new_id, to_iso, utc_now
+from groundlens_core.trace.model import META_UNSAMPLED, Step, Trace, new_id, to_iso, utc_now
+from groundlens_core.trace.sampling import Sampling
 from groundlens_core.trace.store import TraceStore
 from groundlens_core.trace.worker import TraceListener, Worker
 
@@ -96,8 +97,12 @@ class Recorder:
         max_pending_bytes: int | None = None,
         max_pending_events: int | None = None,
         ledger: Any = None,
+        sampling: Sampling | None = None,
     ):
         self.framework = framework
+        #: which calls are recorded (``groundlens_core.trace.sampling``); None: every call. The
+        #: calls left out are counted on their trace (``Trace.unsampled``)
+        self.sampling = sampling
         self.name = name or framework
         self._embedder = embedder
         self._calibration = calibration
@@ -225,6 +230,10 @@ class Recorder:
     def record(self, call: CallRecord) -> str:
         """Queue one call; returns its step id at once. Never raises into the caller."""
         try:
+            sampling = self.sampling
+            if sampling is not None and not sampling.keeps(call):  # counted on its trace, nothing queued
+                self._count_unsampled(call.trace_key)
+                return ""
             if call.otel_parent is None:
                 call.otel_parent = app_span.capture()  # on the caller's thread: the worker has none
             elif call.otel_parent is app_span.ABSENT:  # the adapter looked on the caller's thread: none
@@ -244,6 +253,15 @@ class Recorder:
         except Exception as exc:  # the agent must not see our bugs (raised in our tests: internal_errors)
             internal_errors.internal_error(exc, "Recorder.record", log)
             return ""
+
+    def _count_unsampled(self, key: str) -> None:
+        """One more call of trace ``key`` left out by the sampling (the trace opens if it is new)."""
+        with self._lock:
+            if key not in self._store:
+                self._open_trace(key, None, None)
+            trace = self._store.get(key)
+            if trace is not None:
+                trace.metadata[META_UNSAMPLED] = int(trace.metadata.get(META_UNSAMPLED, 0)) + 1
 
     def end_trace(self, key: str, *, error: str | None = None, at: float | None = None) -> None:
         """Mark root run ``key`` finished (``error``: the agent raised; the steps so far are kept;
