@@ -8,6 +8,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 
 import pytest
@@ -44,8 +45,13 @@ def langfuse_client(Langfuse, server):
     """A real Langfuse client for ``server``: its own key (Langfuse keeps one client's resources per
     public key, and a test shuts its client down) and its own tracer provider (a Langfuse client
     would otherwise install a global one)."""
-    return Langfuse(public_key=f"pk-lf-{uuid.uuid4().hex[:8]}", secret_key="sk-lf-test", base_url=server.url,
-                    tracer_provider=TracerProvider(), flush_interval=0.1)
+    return Langfuse(
+        public_key=f"pk-lf-{uuid.uuid4().hex[:8]}",
+        secret_key="sk-lf-test",
+        base_url=server.url,
+        tracer_provider=TracerProvider(),
+        flush_interval=0.1,
+    )
 
 
 def sink_warnings(caplog):
@@ -68,8 +74,11 @@ def test_langfuse_gets_one_score_per_scored_step_on_its_exported_span(calibratio
         assert sink.flush(60)
         trace = recorder.get_trace("lf")
         client.shutdown()
-    span_of = {s.attributes["groundlens.step.id"]: s.context for s in spans.get_finished_spans()
-               if "groundlens.step.id" in s.attributes}
+    span_of = {
+        s.attributes["groundlens.step.id"]: s.context
+        for s in spans.get_finished_spans()
+        if "groundlens.step.id" in s.attributes
+    }
     got = {score["metadata"]["groundlens_step_id"]: score for score in server.scores}
     steps = scored(trace)
     assert set(got) == {s.id for s in steps}
@@ -119,7 +128,8 @@ def test_langsmith_feedback_lands_on_the_langchain_run_it_scores(calibration):
     (step,) = scored(trace)
     (feedback,) = server.feedback
     assert feedback["run_id"] == step.id  # LangChain's run id of the chat model call: LangSmith's run
-    assert feedback["trace_id"] == trace.metadata["root_run_id"]
+    # one request on the sink's thread; with a trace_id the client would only queue it for its own
+    assert "trace_id" not in feedback and trace.metadata["root_run_id"]
     assert feedback["session_id"] == project
     assert feedback["key"] == "groundlens"
     assert feedback["score"] == pytest.approx(step.rank, abs=5e-5)  # the client rounds to 4 places
@@ -204,15 +214,20 @@ def test_a_slow_backend_drops_whole_batches_never_blocks_and_says_so_once(calibr
     assert [a["identifier"] for a in sent] == [s.id for s in scored(trace)]
     for annotation, step in zip(sent, scored(trace)):
         assert annotation["name"] == "groundlens" and annotation["annotator_kind"] == "CODE"
-        assert annotation["result"] == {"score": pytest.approx(step.rank), "label": step.triage,
-                                        "explanation": step.explanation}
+        assert annotation["result"] == {
+            "score": pytest.approx(step.rank),
+            "label": step.triage,
+            "explanation": step.explanation,
+        }
         assert len(annotation["span_id"]) == 16
 
 
 def test_sinks_need_their_extra_and_say_how_to_install_it():
     from missing_extras import run_without
 
-    out = run_without(("phoenix", "langfuse", "langsmith"), """
+    out = run_without(
+        ("phoenix", "langfuse", "langsmith"),
+        """
         for module, cls, extra in (("phoenix", "PhoenixAnnotations", "phoenix"),
                                    ("langfuse", "LangfuseScores", "langfuse"),
                                    ("langsmith", "LangSmithFeedback", "langsmith")):
@@ -224,7 +239,8 @@ def test_sinks_need_their_extra_and_say_how_to_install_it():
             else:
                 raise AssertionError(cls)
         print("ok")
-    """)
+    """,
+    )
     assert out.strip().endswith("ok")
 
 
@@ -257,3 +273,106 @@ def test_what_a_sink_holds_is_sent_at_exit_after_the_recorder_scored_it():
     (post,) = posts
     (annotation,) = post.json["data"]
     assert annotation["result"]["label"] in ("trusted", "review", "flagged")
+
+
+# ---------------------------------------------------------------- bounds: a backend that never answers
+
+
+def _items(n: int, framework: str = "langgraph") -> list:
+    from groundlens_core.trace.score_sink import ScoreItem, SpanIds
+
+    return [
+        ScoreItem(step_id=str(uuid.uuid4()), trace_id="t", framework=framework, name="groundlens", score=0.5,
+                  label="review", comment="why", span=SpanIds(uuid.uuid4().hex, uuid.uuid4().hex[:16]),
+                  run_id=str(uuid.uuid4()), root_run_id=None)
+        for _ in range(n)
+    ]  # fmt: skip
+
+
+def _hand(sink, items) -> None:
+    """What the recorder's worker does at the end of a batch: the sink gets the batch's items."""
+    sink._items.extend(items)
+    sink.on_batch_end()
+
+
+def _sink(vendor: str, url: str, own_client: bool = False):
+    """A sink of ``vendor`` for ``url``; ``own_client``: the client the sink makes itself (LangSmith)."""
+    if vendor == "langfuse":
+        from langfuse import Langfuse
+
+        from groundlens_core.plugins.langfuse import LangfuseScores
+
+        return LangfuseScores(Langfuse(public_key=f"pk-lf-{uuid.uuid4().hex[:8]}", secret_key="sk-lf-test",
+                                       base_url=url, tracer_provider=TracerProvider(), flush_interval=0.1))  # fmt: skip
+    if vendor == "langsmith":
+        from langsmith import Client
+
+        from groundlens_core.plugins.langsmith import LangSmithFeedback
+
+        if own_client:
+            os.environ.update(LANGSMITH_ENDPOINT=url, LANGSMITH_API_KEY="ls-test")
+            return LangSmithFeedback(session_id=str(uuid.uuid4()))
+        return LangSmithFeedback(Client(api_url=url, api_key="ls-test"), session_id=str(uuid.uuid4()))
+    from phoenix.client import Client
+
+    from groundlens_core.plugins.phoenix import PhoenixAnnotations
+
+    return PhoenixAnnotations(Client(base_url=url))
+
+
+@pytest.mark.parametrize("vendor", ["langfuse", "langsmith", "phoenix"])
+def test_flush_returns_by_its_timeout_when_the_backend_accepts_and_never_answers(vendor):
+    from review_servers import SilentServer
+
+    with SilentServer() as server:
+        sink = _sink(vendor, server.url)
+        _hand(sink, _items(3))
+        start = time.monotonic()
+        assert sink.flush(timeout=2) is False
+        assert time.monotonic() - start < 3.5
+        assert sink.stats["sent"] == 0
+
+
+def test_langfuse_counts_as_sent_only_what_langfuse_accepted():
+    """A Langfuse that refuses every score (401), then one that accepts two of three (207)."""
+    with FakeLLMServer(default=lambda request: Reply.json({"message": "unauthorized"}, status=401)) as server:
+        sink = _sink("langfuse", server.url)
+        _hand(sink, _items(3))
+        assert sink.flush(30)
+        assert sink.stats == {"sent": 0, "failed": 3, "skipped": 0, "dropped": 0}
+    partial = {"accepted": 2, "rejected": 1, "errors": [{"index": 2, "message": "bad value"}]}
+    with FakeLLMServer(default=lambda request: Reply.json(partial, status=207)) as server:
+        sink = _sink("langfuse", server.url)
+        _hand(sink, _items(3))
+        assert sink.flush(30)
+        assert sink.stats == {"sent": 2, "failed": 1, "skipped": 0, "dropped": 0}
+        assert len(server.requests[0].json) == 3
+
+
+def test_the_exit_waits_a_bounded_time_for_sinks_whose_backend_never_answers():
+    """Three sinks, each with a score in hand and a backend that accepts and never answers: the
+    process exits after each sink's exit time (2 s here), not after the vendors' retries. (A
+    LangSmith client made by the application keeps LangSmith's own tracing thread, which the
+    interpreter waits for; the sink's own client has none.)"""
+    import subprocess
+    import sys
+    import textwrap
+
+    from review_servers import SilentServer
+
+    with SilentServer() as server:
+        code = textwrap.dedent(f"""
+            import sys
+            sys.path.insert(0, {os.path.dirname(__file__)!r})
+            import test_score_sinks as t
+            from groundlens_core.trace import score_sink
+            score_sink.EXIT_FLUSH_SECONDS = 2.0
+            for vendor in ("langfuse", "langsmith", "phoenix"):
+                t._hand(t._sink(vendor, {server.url!r}, own_client=True), t._items(2))
+            print("handed", flush=True)
+        """)
+        start = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        took = time.monotonic() - start
+    assert out.returncode == 0 and out.stdout.strip() == "handed", out.stderr[-3000:]
+    assert took < 25, took  # three sinks of 2 s each, and the imports

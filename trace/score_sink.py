@@ -11,6 +11,12 @@ whole batches are dropped and counted, never the agent blocked.
 Failures (a refused request, a dead server, a step the vendor cannot address) cost one warning at
 once and then at most one every :attr:`ScoreSink.warn_interval` seconds, with the counts since.
 
+Every wait is bounded: ``flush(timeout)`` returns by its timeout whatever the backend does (a
+server that accepts and never answers included), and so does the exit (``EXIT_FLUSH_SECONDS`` per
+sink). A sink sends on its own daemon thread and answers for what the backend confirmed: ``sent``
+counts the items the backend accepted, never items merely handed to a vendor client's background
+queue (which would also keep the process from exiting while that queue drains).
+
 Every sink sends the same three things: the step's one ranked score (:func:`ranked_score`) as the
 value, its band (trusted / review / flagged) as the label, and the score's explanation as the
 comment; what else it sends is in ``ScoreItem.metadata``.
@@ -117,6 +123,14 @@ def step_span(step: Step) -> SpanIds | None:
     return None
 
 
+class PartlySent(Exception):
+    """Raised by :meth:`ScoreSink.send` when the backend accepted only ``delivered`` of the items."""
+
+    def __init__(self, delivered: int, why: str):
+        super().__init__(why)
+        self.delivered = delivered
+
+
 class ScoreSink:
     """Base class of the sinks: collects scored steps per batch and sends them off the worker.
 
@@ -144,6 +158,7 @@ class ScoreSink:
         self.stats = {"sent": 0, "failed": 0, "skipped": 0, "dropped": 0}
         self._last_warning: float | None = None
         self._unwarned = 0
+        self._client_flush: threading.Thread | None = None  # a vendor flush in progress (see flush)
         _SINKS.add(self)
 
     # ------------------------------------------------------------ TraceListener (the worker's thread)
@@ -184,7 +199,8 @@ class ScoreSink:
 
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every batch handed over so far is sent (or failed); False on timeout. Call it
-        after the recorder's own flush (``cb.flush()``), which hands the last batch over."""
+        after the recorder's own flush (``cb.flush()``), which hands the last batch over. Returns by
+        ``timeout`` whatever the backend or the vendor's client does."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._idle:
             while self._unfinished > 0:
@@ -192,7 +208,32 @@ class ScoreSink:
                 if left is not None and left <= 0:
                     return False
                 self._idle.wait(left)
-        return self._flush_client(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return self._bounded_client_flush(None if deadline is None else max(0.0, deadline - time.monotonic()))
+
+    def _bounded_client_flush(self, timeout: float | None) -> bool:
+        """:meth:`_flush_client` on a daemon thread, waited for ``timeout`` at most: a vendor's flush
+        may block on its own threads for as long as its retries last. One runs at a time; a flush
+        that finds one still running waits for that one."""
+        if type(self)._flush_client is ScoreSink._flush_client:
+            return True
+        with self._lock:
+            helper = self._client_flush
+            if helper is None or not helper.is_alive():
+                result: list[bool] = []
+
+                def run() -> None:
+                    try:
+                        result.append(bool(self._flush_client(timeout)))
+                    except Exception as exc:  # the agent goes on; the owner is told
+                        result.append(False)
+                        self._failed(0, f"{type(exc).__name__} flushing the client: {exc}", count=False)
+
+                helper = threading.Thread(target=run, name=f"groundlens-sink-flush-{type(self).__name__}", daemon=True)
+                helper.result = result  # type: ignore[attr-defined]
+                self._client_flush = helper
+                helper.start()
+        helper.join(timeout)
+        return not helper.is_alive() and all(helper.result)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------ subclasses
 
@@ -201,11 +242,13 @@ class ScoreSink:
         return None
 
     def send(self, items: list[ScoreItem]) -> None:
-        """Send ``items`` with the vendor's client; raise on failure."""
+        """Send ``items`` with the vendor's client and return once the backend accepted them; raise
+        on failure, :class:`PartlySent` when it accepted only some. Runs on the sink's sender thread."""
         raise NotImplementedError
 
     def _flush_client(self, timeout: float | None) -> bool:
-        """After the queue is empty: flush the vendor client's own buffer, when it has one."""
+        """After the queue is empty: flush the vendor client's own buffer, when it has one (run on a
+        thread of its own and waited for ``timeout`` at most: :meth:`_bounded_client_flush`)."""
         return True
 
     # ------------------------------------------------------------ the sender thread
@@ -248,6 +291,13 @@ class ScoreSink:
             return
         try:
             self.send(ready)
+        except PartlySent as part:
+            delivered = max(0, min(len(ready), part.delivered))
+            with self._lock:
+                self.stats["sent"] += delivered
+                self.stats["failed"] += len(ready) - delivered
+            self._failed(len(ready) - delivered, str(part), count=False)
+            return
         except Exception as exc:  # the agent goes on; the sink's owner is told, never silently
             with self._lock:
                 self.stats["failed"] += len(ready)
@@ -283,6 +333,7 @@ class ScoreSink:
         self._idle = threading.Condition(self._lock)
         self._queue = queue.Queue(maxsize=self._queue.maxsize)
         self._thread = None
+        self._client_flush = None
         self._unfinished = 0
         self._items = []
 
