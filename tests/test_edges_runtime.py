@@ -72,3 +72,33 @@ def test_a_number_inside_an_escape_in_the_context_is_no_support():
     plan = plan_evidence("You get 2 attempts.", "\x1b[2J You may try again.")
     found = check_facts(plan.response_spans, context_facts(plan.context, plan.context_spans))
     assert [(f.text, f.status) for f in found if f.kind == "count"] == [("2", "unsupported")]
+
+
+# ---------------------------------------------------------------- a full disk leaves no temporary
+
+
+def test_a_graph_cache_write_that_fails_on_a_full_disk_leaves_no_temporary(tmp_path, monkeypatch):
+    import errno
+    import io
+
+    from groundlens_core.embedding import onnx_backend
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("GROUNDLENS_CACHE_DIR", str(cache))
+    monkeypatch.setattr(onnx_backend, "_build", lambda model_dir, precision: b"graph" * 1000)
+
+    class FullDisk(io.FileIO):
+        def write(self, data):
+            super().write(bytes(data)[:100])  # part of it lands, then the disk is full
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    real_fdopen = onnx_backend.os.fdopen
+    monkeypatch.setattr(onnx_backend.os, "fdopen", lambda fd, mode="r", *a, **k: FullDisk(fd, "wb")
+                        if "w" in mode else real_fdopen(fd, mode, *a, **k))  # fmt: skip
+    for _ in range(3):
+        data, path, stamp = onnx_backend._graph_file(model, "fp32")
+        assert data == b"graph" * 1000 and path is None and stamp is None  # built in memory instead
+    assert [p.name for p in cache.rglob("*") if p.is_file()] == []

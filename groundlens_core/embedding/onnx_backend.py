@@ -131,10 +131,7 @@ def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None, Fi
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for path, content in ((target, data), (check, _sha256(data).encode("ascii"))):
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=path.name, suffix=".tmp")
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(content)
-            os.replace(tmp, path)  # atomic: another process reads the old file or the whole new one
+            _write_whole(path, content)
     except OSError as exc:
         log.info("groundlens: cannot cache the ONNX graph in %s (%s); it is built in memory", folder, exc)
         return data, None, None
@@ -142,6 +139,22 @@ def _graph_file(model_dir: Path, precision: str) -> tuple[bytes, Path | None, Fi
         return data, target, _stamp(target)
     except OSError:
         return data, None, None
+
+
+def _write_whole(path: Path, content: bytes) -> None:
+    """Write ``path`` through a temporary beside it, renamed over it: another process reads the old
+    file or the whole new one. A failed write (a full disk) removes the temporary before it raises."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def _build(model_dir: Path, precision: str) -> bytes:
