@@ -102,3 +102,40 @@ def test_a_graph_cache_write_that_fails_on_a_full_disk_leaves_no_temporary(tmp_p
         data, path, stamp = onnx_backend._graph_file(model, "fp32")
         assert data == b"graph" * 1000 and path is None and stamp is None  # built in memory instead
     assert [p.name for p in cache.rglob("*") if p.is_file()] == []
+
+
+# ---------------------------------------------------------------- cut exports cut every text
+
+
+def _strings(value, key=None):
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, k)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v, key)
+    elif isinstance(value, str):
+        yield key, value
+
+
+def test_max_text_chars_cuts_every_text_of_a_step_and_its_score(dgi_calibration):
+    import json
+
+    from groundlens_core.trace import CallRecord, ContextPiece, Recorder
+
+    words = " ".join(f"the harbour office records vessel number {i} with its cargo and its crew" for i in range(60))
+    context = f"The harbour opened in 1852 and {words}."
+    response = f"The harbour opened in 1853 and {words}, the logbook says."
+    rec = Recorder("test", calibration=dgi_calibration)
+    rec.record(CallRecord("k", "answer", question="When did the harbour open?", response=response,
+                          context=[ContextPiece(context, "retriever")]))  # fmt: skip
+    rec.flush()
+    trace = rec.get_trace("k")
+    assert trace.steps[0].score is not None and trace.steps[0].score.evidence is not None
+    full = trace.to_json()
+    assert any(len(v) > 1000 for k, v in _strings(json.loads(full)) if k in ("text", "passage", "explanation"))
+    cut = json.loads(trace.to_json(max_text_chars=100))
+    step = cut["steps"][0]
+    too_long = [(k, len(v)) for k, v in _strings(step) if len(v) > 100 and k != "fingerprint"]  # an id, no text
+    assert too_long == []
+    assert step["response"]["truncated"] and step["response"]["length"] == len(response)

@@ -240,6 +240,11 @@ class Step:
 
                 # evidence quotes the response and context, and the explanation the weakest sentence
                 changes["score"] = as_score(redact_score_dict(self.score.to_dict()))
+        elif max_text_chars is not None and self.score is not None:
+            # the score quotes the texts too: evidence sentences and passages, facts, the explanation
+            cut = cut_score_texts(self.score.to_dict(), max_text_chars)
+            if cut is not None:
+                changes["score"] = as_score(cut)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -627,6 +632,32 @@ def shrink_text(value: Text, redact: bool, max_chars: int | None) -> Text:
     if max_chars is not None and len(value) > max_chars:
         return {"text": value[:max_chars], "truncated": True, "length": len(value)}
     return value
+
+
+#: the keys of a score dict whose values are text quoted from, or written about, the step's texts
+_SCORE_TEXT_KEYS = frozenset({"explanation", "text", "passage", "source", "reason", "comment"})
+
+
+def cut_score_texts(score: dict[str, Any], max_chars: int) -> dict[str, Any] | None:
+    """``score`` (a score dict) with every text in it (the explanation, evidence sentences and their
+    passages, unsupported words, facts and what the source says, the decision's reason and findings)
+    at most ``max_chars`` long, cut with an ellipsis; None when none is longer."""
+    limit = max(0, int(max_chars))
+    changed = False
+
+    def walk(value: Any, key: str | None) -> Any:
+        nonlocal changed
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        if isinstance(value, str) and key in _SCORE_TEXT_KEYS and len(value) > limit:
+            changed = True
+            return value[: limit - 1] + "\u2026" if limit else ""
+        return value
+
+    out = walk(score, None)
+    return out if changed else None
 
 
 def redact_string(value: str | None) -> str | None:
