@@ -421,5 +421,6 @@ def run(
         summary.pages = source.stats.get("pages", 0)
         summary.max_rows = source.stats.get("max_rows", 0)
         for writer in writers:
-            summary.writers[writer.vendor] = {**writer.stats, "reasons": dict(writer.reasons)}
+            counts = {k: writer.stats[k] for k in ("sent", "failed", "skipped")}
+            summary.writers[writer.vendor] = {**counts, "reasons": dict(writer.reasons)}
     return summary
