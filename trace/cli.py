@@ -195,5 +195,6 @@ def cmd_traces(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary.to_dict(), indent=2, sort_keys=True))
     else:
-        print(printable(summary.text()))
+        for line in summary.text().splitlines():
+            print(printable(line))
     return 1 if summary.stopped else 0
