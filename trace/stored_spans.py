@@ -34,8 +34,8 @@ from groundlens_core.trace.adapter_helpers import (
     message_text,
 )
 from groundlens_core.trace.calls import CallRecord
-from groundlens_core.trace.model import ContextPiece, Usage
-from groundlens_core.trace.prompt_context import read_messages, read_prompt
+from groundlens_core.trace.model import META_OTEL_PARENT, ContextPiece, Usage
+from groundlens_core.trace.prompt_context import PromptReading, read_messages, read_prompt
 
 __all__ = ["StoredSpan", "flatten", "kind_of", "read_call", "scorable_kind", "to_unix"]
 
@@ -258,15 +258,15 @@ def input_messages(span: StoredSpan) -> tuple[list[Any] | None, str | None]:
             return msgs, None
     raw = a.get("input.value")
     value = _json(raw)
-    msgs = _value_messages(value)
-    if msgs:
-        return msgs, None
+    found = _value_messages(value)
+    if found:
+        return found, None
     prompts = value.get("prompts") if isinstance(value, Mapping) else None
     if isinstance(prompts, list) and prompts and isinstance(prompts[0], str):
         return None, prompts[0]
     if isinstance(value, Mapping):
-        found = first_text(value, ("prompt", *QUESTION_NAMES))
-        return None, found[1] if found else None
+        named = first_text(value, ("prompt", *QUESTION_NAMES))
+        return None, named[1] if named else None
     return None, as_text(value) if not isinstance(value, str) else value
 
 
@@ -382,7 +382,10 @@ def _before(other: StoredSpan, span: StoredSpan) -> bool:
 def trace_context(span: StoredSpan, others: Sequence[StoredSpan]) -> list[ContextPiece]:
     """Context from the rest of the trace: documents of retrievers that finished before the call,
     and outputs of tools that finished since the previous model call of the trace."""
-    earlier_llm = [o.start for o in others if o.kind == "LLM" and o.span_id != span.span_id and _before_start(o, span)]
+    earlier_llm: list[float] = []
+    for o in others:
+        if o.kind == "LLM" and o.span_id != span.span_id and o.start is not None and _before_start(o, span):
+            earlier_llm.append(o.start)
     since = max(earlier_llm) if earlier_llm else None
     tools: list[ContextPiece] = []
     docs: list[ContextPiece] = []
@@ -447,6 +450,7 @@ def read_call(span: StoredSpan, others: Sequence[StoredSpan], *, step_id: str, s
     The question and context follow the live path's rules (docs/context.md); a span whose status
     is ERROR is a failed call (an error step), as a failed framework call is live."""
     messages, prompt = input_messages(span)
+    reading: PromptReading | None
     if messages:
         reading = read_messages(messages)
         found = context_from(_tool_message_pieces(messages), trace_context(span, others))
@@ -469,6 +473,10 @@ def read_call(span: StoredSpan, others: Sequence[StoredSpan], *, step_id: str, s
         ended_at=span.end,
         step_id=step_id,
         error=f"the model call failed: {span.error}" if span.error is not None else None,
-        metadata={"source": source, "span_id": span.span_id, "span_name": span.name},
-        otel_parent={"trace_id": span.trace_id, "span_id": span.span_id, "sampled": True, "llm": True},
+        metadata={"source": source, "span_id": span.span_id, "span_name": span.name, META_OTEL_PARENT: span_ref(span)},
     )
+
+
+def span_ref(span: StoredSpan) -> dict[str, Any]:
+    """The stored span as the step's application span (``META_OTEL_PARENT``): the LLM call's own span."""
+    return {"trace_id": span.trace_id, "span_id": span.span_id, "sampled": True, "llm": True}

@@ -32,9 +32,9 @@ from typing import IO, Any, Protocol
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.trace.calls import CallRecord, score_calls
 from groundlens_core.trace.calls import make_step as _make_step
-from groundlens_core.trace.model import Step, Trace, atomic_write_text, to_iso
+from groundlens_core.trace.model import META_INTERNAL_ERROR, META_OTEL_PARENT, Step, Trace, atomic_write_text, to_iso
 from groundlens_core.trace.score_sink import DEFAULT_NAME, PartlySent, ScoreItem, SpanIds, score_item
-from groundlens_core.trace.stored_spans import StoredSpan, ours, read_call
+from groundlens_core.trace.stored_spans import StoredSpan, ours, read_call, span_ref
 
 __all__ = ["Filters", "Page", "Summary", "TraceGroup", "parse_time", "run", "trace_fraction"]
 
@@ -285,8 +285,13 @@ def _unreadable(span: StoredSpan, step_id: str, source: str, exc: Exception) -> 
         ended_at=span.end,
         step_id=step_id,
         error=f"groundlens could not read the span: {type(exc).__name__}: {exc}",
-        metadata={"source": source, "span_id": span.span_id, "span_name": span.name, "internal_error": True},
-        otel_parent={"trace_id": span.trace_id, "span_id": span.span_id, "sampled": True, "llm": True},
+        metadata={
+            "source": source,
+            "span_id": span.span_id,
+            "span_name": span.name,
+            META_INTERNAL_ERROR: True,
+            META_OTEL_PARENT: span_ref(span),
+        },
     )
 
 
