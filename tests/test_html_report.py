@@ -401,3 +401,26 @@ def test_traces_whose_names_collide_with_a_numbered_label_each_keep_their_own_ro
         assert sorted(r["data-node"] for r in rows if r["data-trace"] == label) == [
             f"node-{ti}-{k}" for k in range(ti + 1)
         ]
+
+
+def test_calls_sharing_a_step_id_are_three_steps_and_three_rows():
+    """An adapter that gives three calls one step id: each is its own step (the report showed one row
+    for the three), the duplicates re-keyed with the adapter's id kept in their metadata."""
+    rec = Recorder("test", max_traces=2)
+    returned = [
+        rec.record(CallRecord(trace_key="k", node=f"lookup-{i}", kind="tool", response=f"result {i}", step_id="run-1"))
+        for i in range(3)
+    ]
+    trace = rec.get_trace("k")
+    ids = [s.id for s in trace.steps]
+    assert ids == returned == ["run-1", "run-1-2", "run-1-3"]
+    assert [s.metadata.get("original_step_id") for s in trace.steps] == [None, "run-1", "run-1"]
+    rows = parse(render_html(trace)).rows
+    assert sorted(r["data-node"] for r in rows) == ["lookup-0", "lookup-1", "lookup-2"]
+    # an id that happens to be a re-keyed one already is re-keyed in turn, never shared
+    rec.record(CallRecord(trace_key="k", node="late", kind="tool", response="late", step_id="run-1-2"))
+    assert len({s.id for s in rec.get_trace("k").steps}) == 4
+    # another trace may use the same id; the ids of evicted traces are forgotten (bounded memory)
+    for key in ("k2", "k3", "k4"):
+        assert rec.record(CallRecord(trace_key=key, node="n", kind="tool", response="r", step_id="run-1")) == "run-1"
+    assert sorted(rec._store.step_ids) == ["k3", "k4"]

@@ -45,6 +45,9 @@ META_OTEL_PARENT = "otel_parent"
 #: trace metadata, written by the recorder: the calls its sampling left out (``sample_rate``, node
 #: filters; ``groundlens_core.trace.sampling``): counted, never silently missing
 META_UNSAMPLED = "unsampled"
+#: step metadata, written by the recorder: the id the adapter gave a step whose id another step of
+#: its trace had already (the step was given ``<id>-2``, ``<id>-3``, ...: one step per id)
+META_ORIGINAL_STEP_ID = "original_step_id"
 
 # A text field is either the text itself or, after redaction or cutting, a dict:
 #   {"redacted": true, "hmac_sha256": "...", "length": N}  (text dropped)

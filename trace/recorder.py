@@ -21,7 +21,7 @@ from groundlens_core.trace.backlog import OVERLOAD_WARN_SECONDS, Backlog
 from groundlens_core.trace.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
 from groundlens_core.trace.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.ledger import ledger_listeners
-from groundlens_core.trace.model import META_UNSAMPLED, Step, Trace, new_id, to_iso, utc_now
+from groundlens_core.trace.model import META_ORIGINAL_STEP_ID, META_UNSAMPLED, Step, Trace, new_id, to_iso, utc_now
 from groundlens_core.trace.sampling import Sampling
 from groundlens_core.trace.store import TraceStore
 from groundlens_core.trace.worker import TraceListener, Worker
@@ -240,13 +240,15 @@ class Recorder:
                 call.otel_parent = None
             heavy = needs_model(call)
             size = text_bytes(call)
-            step_id = call.step_id or new_id()
             # the index and the place in the queue under one lock: else two threads recording into one
             # trace (parallel branches) could queue their steps in the other order than their indexes
             with self._lock:
                 if call.trace_key not in self._store:  # the first record opens its trace
                     self._open_trace(call.trace_key, None, None)
                 index = self._store.take_index(call.trace_key)
+                step_id = self._store.unique_step_id(call.trace_key, call.step_id or new_id())
+                if call.step_id and step_id != call.step_id:  # a duplicate: re-keyed, the adapter's id kept
+                    call.metadata = {**call.metadata, META_ORIGINAL_STEP_ID: call.step_id}
                 self._submit(self._backlog.call(Call(call, index, step_id, heavy, size)))
             self._warn_if_due()
             return step_id

@@ -18,6 +18,9 @@ class TraceStore:
         self.traces: dict[str, Trace] = {}
         self.order: list[str] = []  # trace keys, oldest first
         self.next_index: dict[str, int] = {}
+        #: the step ids taken in each kept trace, each with the next suffix to try for a duplicate
+        #: (forgotten with the trace: bounded like the traces themselves)
+        self.step_ids: dict[str, dict[str, int]] = {}
 
     def __contains__(self, key: str) -> bool:
         return key in self.traces
@@ -33,11 +36,13 @@ class TraceStore:
         self.traces[key] = trace
         self.order.append(key)
         self.next_index[key] = 0
+        self.step_ids[key] = {}
         evicted = []
         while len(self.order) > self.max_traces:
             old = self.order.pop(0)
             self.traces.pop(old, None)
             self.next_index.pop(old, None)
+            self.step_ids.pop(old, None)
             evicted.append(old)
         return evicted
 
@@ -46,6 +51,24 @@ class TraceStore:
         index = self.next_index.get(key, 0)
         self.next_index[key] = index + 1
         return index
+
+    def unique_step_id(self, key: str, step_id: str) -> str:
+        """``step_id``, taken for a step of trace ``key``; when a step of the trace has it already, the
+        first of ``<step_id>-2``, ``<step_id>-3``, ... that none has (a report, a lineage link and an
+        exporter's step key each need one step per id)."""
+        taken = self.step_ids.get(key)
+        if taken is None:  # not a kept trace: nothing to keep the id for
+            return step_id
+        if step_id not in taken:
+            taken[step_id] = 2
+            return step_id
+        n = taken[step_id]
+        while f"{step_id}-{n}" in taken:  # bounded: at most one turn per id the trace holds
+            n += 1
+        taken[step_id] = n + 1
+        unique = f"{step_id}-{n}"
+        taken[unique] = 2
+        return unique
 
     def add_step(self, key: str, step: Step) -> tuple[Trace, Step] | None:
         """Put a finished step on its trace, with its ``cascade_from`` (lineage.py): the trace and the
