@@ -6,7 +6,7 @@ candidate is fitted on), the AUROC with a 95 % bootstrap interval of:
 - ``rules``: the score the hand-written rules give (the verifier switched off);
 - ``signals (logistic)``: a logistic regression over the rules' signals (normalised SGI, support,
   failed findings by kind, a question present), fitted on the four other files;
-- ``verifier``: the trained head's out-of-fold probability (from the training run's ``folds.json``:
+- ``verifier``: the trained cross-encoder's out-of-fold logit (from the training run's ``folds.json``:
   ``make train-verifier`` writes it);
 - ``verifier + signals``: a logistic regression over both, fitted on the four other files;
 - and the baselines: word overlap with the context, shorter response.
@@ -32,7 +32,7 @@ from groundlens_core.benchmark import auroc_ci
 from groundlens_core.metrics import length_baseline, overlap_baseline
 from groundlens_core.scoring import evaluate_batch
 from groundlens_core.verifier import pool
-from groundlens_core.verifier.train import load_examples, weakest
+from groundlens_core.verifier.train import held_out_rows, load_examples, weakest
 
 KINDS = ("value", "name", "polarity", "condition", "claim")
 
@@ -78,6 +78,8 @@ def main() -> int:
     args = ap.parse_args()
     work = Path(args.work)
     examples = load_examples()
+    # a file left out is scored on the rows its fold scored (a seeded sample of the largest)
+    examples = {n: (held_out_rows(examples, n) if n in pool.TRAIN_FILES else rows) for n, rows in examples.items()}
     cache = work / "rule_signals.pkl"
     sig: dict[str, np.ndarray] = pickle.loads(cache.read_bytes()) if cache.is_file() else {}
     names = [n for n in pool.TRAIN_FILES + pool.DEV_FILES + pool.VALIDATION_ONLY if n in examples]

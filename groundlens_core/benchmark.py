@@ -244,6 +244,11 @@ def score_set(
             -float(len(x.evidence.failed_facts())) if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
             for x in res
         ]
+    if has_c:
+        signals["verifier"] = [
+            x.verdict.probability if getattr(x, "verdict", None) is not None else None  # type: ignore[union-attr]
+            for x in res
+        ]
     signals["triage ranking"] = [x.score if x.method != "error" else None for x in res]  # type: ignore[union-attr]
     signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
     other = "context" if has_c else "question"
@@ -328,11 +333,6 @@ def run_benchmark(
     bootstrap: int = BOOTSTRAP,
     claims: str | None = None,
 ) -> dict[str, Any]:
-    sets: list[dict[str, Any]] = []
-
-    def add(rows: list[dict[str, Any]], name: str, **kw: Any) -> None:
-        """Score the first ``limit`` rows as one set (``name`` formats with its row counts)."""
-        sets.append(score_set(rows[:limit] if limit else rows, name, bootstrap=bootstrap, **kw))
     from groundlens_core.outputs import check_input_file
 
     for option, given in (("--faithbench", faithbench), ("--claims", claims)):  # checked before any scoring
@@ -340,6 +340,11 @@ def run_benchmark(
             raise GroundlensInputError(f"{option} is for the built-in sets; with --data only your file is scored")
         if given:
             check_input_file(given, what=f"{option} file")
+    sets: list[dict[str, Any]] = []
+
+    def add(rows: list[dict[str, Any]], name: str, **kw: Any) -> None:
+        """Score the first ``limit`` rows as one set (``name`` formats with its row counts)."""
+        sets.append(score_set(rows[:limit] if limit else rows, name, bootstrap=bootstrap, **kw))
 
     if data:
         add(read_labelled(data), f"{Path(data).name}, {{n}} rows, {{grounded}} grounded", long_context=long_context)
@@ -380,6 +385,8 @@ def run_benchmark(
     for s in sets:
         s["data"] = s["data"].format(n=s["rows"], grounded=s["grounded"])
     out: dict[str, Any] = {"note": f"scores are {TRIAGE_NOTE}", "bootstrap": bootstrap, "sets": sets}
+    if not data:
+        out["leave_one_file_out"] = _shipped_validation()
     fb = faithbench_path(faithbench)
     if not data and (fb is None or not fb.is_file()):
         out["skipped"] = [
@@ -388,6 +395,17 @@ def run_benchmark(
         ]
     out["text"] = format_report(out)
     return out
+
+
+def _shipped_validation() -> dict[str, Any]:
+    """The verifier's leave-one-file-out table, as measured when its weights were fitted."""
+    import json
+
+    try:
+        manifest = json.loads(resources.files("groundlens_core.data").joinpath("verifier.json").read_text("utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return dict(manifest.get("leave_one_file_out") or {})
 
 
 def format_report(out: dict[str, Any]) -> str:
@@ -418,6 +436,24 @@ def format_report(out: dict[str, Any]) -> str:
             for k, v in loc.items():
                 if k != "what":
                     lines.append(f"    {k:<36} {v['rate']:.3f}  [{v['low']:.3f}, {v['high']:.3f}]")
+    lofo = out.get("leave_one_file_out")
+    if lofo:
+        lines.append(
+            "\nThe verifier on each file written by others, left out of its fit (leave-one-file-out, "
+            "from the shipped manifest verifier.json; AUROC [95% interval]; flagged at the shipped edges):"
+        )
+        lines.append(
+            f"  {'file':<18} {'rows':>5}  {'verifier':<22} {'word overlap':<22} {'shorter':<22} flagged ok/wrong"
+        )
+        for name, v in lofo.items():
+
+            def cell(e: dict[str, float]) -> str:
+                return f"{e['auroc']:.3f} [{e['low']:.3f}, {e['high']:.3f}]"
+
+            lines.append(
+                f"  {name:<18} {v['rows']:>5}  {cell(v['verifier']):<22} {cell(v['baseline: word overlap']):<22} "
+                f"{cell(v['baseline: shorter response']):<22} {v['flagged correct']:.0%} / {v['flagged wrong']:.0%}"
+            )
     for note in out.get("skipped", ()):
         lines.append(f"\nskipped: {note}")
     return "\n".join(lines)

@@ -192,8 +192,16 @@ def run_signature(job: Any, info, out_kind: str, emb, cal) -> dict:
         "calibration": None if cal is None else cal.direction_id,
         "fingerprint": emb.fingerprint,
         "backend": emb.backend,
+        "verifier": _verifier_id(),  # the weights that decide the band (None when switched off)
         "version": __version__,
     }
+
+
+def _verifier_id() -> str | None:
+    from groundlens_core.verifier import get_verifier
+
+    verifier = get_verifier()
+    return None if verifier is None else verifier.id
 
 
 def _file_sha256(path: Path) -> str:

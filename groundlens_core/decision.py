@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from groundlens_core.bands import Triage, normalize, triage
 
 if TYPE_CHECKING:  # results.py holds a Decision in every score, so this module imports it only for types
-    from groundlens_core.results import Evidence, FactFinding
+    from groundlens_core.results import Evidence, FactFinding, Verdict
 
 __all__ = [
     "Decision",
@@ -94,6 +94,9 @@ RULES: dict[str, str] = {
     "dgi_weak": "no context: a weak signal",
     "grounded_in_flagged": "grounded in the flagged output of #{origin}{facts}",
     "grounded_in_error": "grounded in the output of #{origin}, which could not be scored",
+    "verified_unsupported": "the verifier finds it unlikely that the source supports it ({p}){facts}",
+    "verified_uncertain": "the verifier is unsure the source supports all of it ({p}){facts}",
+    "verified_supported": "the verifier finds it supported by the source ({p})",
 }
 
 
@@ -114,6 +117,8 @@ class Decision:
     unsupported_words: int = 0
     content_words: int = 0
     origin: int | None = None
+    #: the verifier's calibrated probability that the response is faithful, when it decided
+    probability: float | None = None
 
     @property
     def reason(self) -> str:
@@ -140,6 +145,7 @@ class Decision:
             total=self.content_words,
             origin=self.origin,
             rule=self.rule,
+            p="" if self.probability is None else f"P {self.probability:.2f}",
         )
 
     @classmethod
@@ -154,6 +160,7 @@ class Decision:
             unsupported_words=int(data.get("unsupported_words", 0)),
             content_words=int(data.get("content_words", 0)),
             origin=data.get("origin"),
+            probability=data.get("probability"),
         )
 
 
@@ -172,7 +179,14 @@ def grounded_in_unverified(
         return decision
     score = decision.score - (SCORE_EDGES[1] - SCORE_EDGES[0]) if decision.band == "trusted" else decision.score
     rule = "grounded_in_error" if origin_band == "error" else "grounded_in_flagged"
-    return Decision("review", score, rule, tuple(findings) if rule == "grounded_in_flagged" else (), origin=origin)
+    return Decision(
+        "review",
+        score,
+        rule,
+        tuple(findings) if rule == "grounded_in_flagged" else (),
+        origin=origin,
+        probability=decision.probability,
+    )
 
 
 def band_of_score(score: float) -> Triage:
@@ -250,6 +264,44 @@ def decide_support(ev: Evidence) -> Decision:
     if ev.support > STRONG_SUPPORT_ALONE:
         return Decision("trusted", _score("trusted", ev.support), "grounded_words")
     return Decision("review", _score("review", ev.support), "facts_in_source_some_words")
+
+
+def probability_score(p: float, flag_below: float, trust_from: float) -> float:
+    """The score of a verifier probability: a monotone map of it onto the bands' thirds of [0, 1]
+    (flagged [0, 1/3), review [1/3, 2/3), trusted [2/3, 1]), so that the score's band is the
+    probability's band and sorting by score sorts by probability."""
+    p = min(max(p, 0.0), 1.0)
+    if p < flag_below:
+        return (p / flag_below) / 3.0 if flag_below > 0 else 0.0
+    if p < trust_from:
+        return 1 / 3 + (p - flag_below) / (trust_from - flag_below) / 3.0
+    return min(2 / 3 + (p - trust_from) / max(1e-12, 1.0 - trust_from) / 3.0, 1.0)
+
+
+def decide_verified(
+    verdict: Verdict, ev: Evidence | None, flag_below: float, trust_from: float, *, restates_question: bool = False
+) -> Decision:
+    """The verifier decides: the band is the interval its probability lies in, the score a monotone
+    map of it (:func:`groundlens_core.verifier.probability_score`). The findings explain the band and
+    never contradict it: only a failed finding in a sentence the verifier itself doubts (below the
+    trusted edge; below the flagged edge when the response is flagged) is named, so a fact the
+    verifier judges supported is never the reason a step is flagged, and a trusted step names none.
+    One case is decided without it: a response that embeds exactly like its question
+    (``restates_question``) answers nothing, and is flagged."""
+    p = verdict.probability
+    band: Triage = "flagged" if p < flag_below else ("review" if p < trust_from else "trusted")
+    score = probability_score(p, flag_below, trust_from)
+    if restates_question:  # the response embeds like its question: nothing was answered
+        return Decision(
+            "flagged", min(score, probability_score(p, 1.0, 1.0)), "restates_question", probability=round(p, 4)
+        )
+    named: tuple[FactFinding, ...] = ()
+    if ev is not None and band != "trusted":
+        limit = flag_below if band == "flagged" else trust_from
+        doubted = [s for s in verdict.sentences if s.probability < limit]
+        named = tuple(f for f in ev.failed_facts() if any(s.start <= f.start and f.end <= s.end for s in doubted))
+    rule = {"flagged": "verified_unsupported", "review": "verified_uncertain", "trusted": "verified_supported"}[band]
+    return Decision(band, score, rule, findings=named, probability=round(p, 4))
 
 
 def decide_dgi(raw: float) -> Decision:

@@ -157,6 +157,8 @@ def render_feedback(result: Any) -> str:
             words = list(dict.fromkeys(u.text for u in weakest.unsupported))
             shown = ", ".join(words[:_MAX_WORDS]) + (", ..." if len(words) > _MAX_WORDS else "")
             lines.append(f'The source does not support "{quote_sentence(weakest.text)}" (not in the source: {shown}).')
+        elif weakest is not None:  # the sentence the verifier doubts most, though every word is in the source
+            lines.append(f'The source does not support "{quote_sentence(weakest.text)}" as you state it.')
         elif evidence is None and getattr(result, "method", None) == "dgi":
             return _NO_SOURCE
         else:

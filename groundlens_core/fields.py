@@ -39,7 +39,10 @@ def score_fields(res: Any) -> dict[str, Any]:
     ev = getattr(res, "evidence", None)
     decision = getattr(res, "decision", None)
     weakest = None if ev is None else ev.weakest_sentence
-    if decision is not None and decision.findings:  # the facts that decided the band
+    verdict = getattr(res, "verdict", None)
+    if decision is not None and (decision.findings or verdict is not None):
+        # the facts that decided the band; when the verifier decided, only those in the sentences
+        # it doubts (a fact it judges supported is never shown as a reason)
         facts: tuple[str, ...] | None = tuple(f.describe() for f in decision.findings)
     else:
         facts = None if ev is None else tuple(f.describe() for f in ev.failed_facts())

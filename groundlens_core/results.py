@@ -202,6 +202,49 @@ class Evidence:
         return cls(**d)
 
 
+@dataclass(frozen=True)
+class SentenceVerdict:
+    """The verifier's calibrated probability that one response sentence is supported by the source;
+    ``start``/``end`` index the response."""
+
+    start: int
+    end: int
+    probability: float
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The verifier's reading of a response against its context.
+
+    ``probability`` is its calibrated probability that the response is faithful: that of its weakest
+    sentence (``weakest`` indexes ``sentences``). ``verifier`` names the weights (format and the
+    first 12 hex digits of their SHA-256). A triage signal for ranking, not a verdict of truth."""
+
+    probability: float
+    weakest: int | None
+    sentences: tuple[SentenceVerdict, ...]
+    verifier: str
+
+    @property
+    def weakest_sentence(self) -> SentenceVerdict | None:
+        return None if self.weakest is None else self.sentences[self.weakest]
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> Verdict:
+        if checked:
+            d = typed_fields(cls, d, "the verdict")
+        else:
+            d = dict(d)
+        sentences = d.get("sentences", ())
+        if checked:
+            d["sentences"] = tuple(
+                SentenceVerdict(**typed_fields(SentenceVerdict, s, "a sentence verdict")) for s in sentences
+            )
+        else:
+            d["sentences"] = tuple(SentenceVerdict(**s) for s in sentences)
+        return cls(**d)
+
+
 def typed_fields(cls: type, d: Any, what: str, *, nullable: bool = False) -> dict[str, Any]:
     """The fields of dataclass ``cls`` in the JSON object ``d``, each checked against its type
     (unknown keys dropped; a missing field is left to the constructor). Why: a saved trace is a
@@ -287,6 +330,8 @@ class GroundlensScore:
     score: float = field(default=0.0, kw_only=True)
     #: why the band, as data (rule, failed facts with what the source says); None in an older saved score
     decision: Decision | None = field(default=None, kw_only=True)
+    #: the trained verifier's reading (with a context and evidence on); None without one
+    verdict: Verdict | None = field(default=None, kw_only=True)
 
     @property
     def rank(self) -> float:
@@ -384,6 +429,11 @@ def _read_older(data: dict[str, Any], values: dict[str, Any], checked: bool = Fa
             values["score"] = old
     if isinstance(values.get("evidence"), dict):
         values["evidence"] = Evidence.from_dict(values["evidence"], checked=checked)
+    if isinstance(values.get("verdict"), dict):
+        try:
+            values["verdict"] = Verdict.from_dict(values["verdict"], checked=checked)
+        except TypeError as exc:
+            raise ValueError(f"the score: verdict is not a verdict ({type(exc).__name__})") from None
     if isinstance(values.get("decision"), dict):
         try:
             values["decision"] = Decision.from_dict(values["decision"], FactFinding)

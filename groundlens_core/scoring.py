@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
@@ -31,7 +31,7 @@ from groundlens_core.bands import (
     triage,
 )
 from groundlens_core.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
-from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support, opening
+from groundlens_core.decision import Decision, decide_dgi, decide_sgi, decide_support, decide_verified, opening
 from groundlens_core.embedding.plan import embed_with_spans, get_default_embedder
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
@@ -44,9 +44,11 @@ from groundlens_core.results import (
     ScoreError,
     SGIResult,
     SupportResult,
+    Verdict,
     quote_sentence,
 )
 from groundlens_core.text import has_words, is_blank
+from groundlens_core.verifier import get_verifier
 
 LONG_CONTEXT_MODES = ("mean", "nearest")
 DEFAULT_LONG_CONTEXT = "mean"
@@ -185,7 +187,15 @@ def _weakest_text(ev: Evidence) -> str | None:
 
 
 def _sgi_result(
-    raw: float, d_rq: float, d_rc: float, mode: str, chunks: int, emb, item: _Item, ev: Evidence | None
+    raw: float,
+    d_rq: float,
+    d_rc: float,
+    mode: str,
+    chunks: int,
+    emb,
+    item: _Item,
+    ev: Evidence | None,
+    checked: tuple[Verdict, Any] | None = None,
 ) -> SGIResult:
     sgi_band = triage("sgi", raw)
     detail = ""
@@ -193,12 +203,18 @@ def _sgi_result(
         detail = _same_point(item.response, item.context or "", "its context")
     elif raw == 0.0 and d_rq < EPSILON:
         detail = _same_point(item.response, item.question or "", "the question")
-    decision = decide_sgi(raw, ev)
+    if checked is not None:
+        verdict, verifier = checked
+        decision = decide_verified(
+            verdict, ev, verifier.flag_below, verifier.trust_from, restates_question=raw == 0.0 and d_rq < EPSILON
+        )
+    else:
+        decision = decide_sgi(raw, ev)
     text = opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
     if ev is not None:
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     return SGIResult(
-        **_score_fields("sgi", raw, decision, f"{text} ({TRIAGE_NOTE})", emb),
+        **_score_fields("sgi", raw, decision, f"{text} ({TRIAGE_NOTE})", emb, checked),
         d_response_question=d_rq,
         d_response_context=d_rc,
         context_mode=mode,
@@ -219,15 +235,24 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
     )
 
 
-def _support_result(ev: Evidence, emb) -> SupportResult:
-    decision = decide_support(ev)
+def _support_result(ev: Evidence, emb, checked: tuple[Verdict, Any] | None = None) -> SupportResult:
+    if checked is not None:
+        verdict, verifier = checked
+        decision = decide_verified(verdict, ev, verifier.flag_below, verifier.trust_from)
+    else:
+        decision = decide_support(ev)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     explanation = f"{opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
-    return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb), evidence=ev)
+    return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb, checked), evidence=ev)
 
 
-def _score_fields(method: str, value: float, decision: Decision, explanation: str, emb) -> dict[str, Any]:
-    """The fields every result shares: the raw value, its triage decision and the embedder behind it."""
+def _score_fields(
+    method: str, value: float, decision: Decision, explanation: str, emb, checked: tuple[Verdict, Any] | None = None
+) -> dict[str, Any]:
+    """The fields every result shares: the raw value, its triage decision, the embedder behind it
+    and, when the verifier decided, its verdict (its weights are named in the fingerprint)."""
+    verdict = None if checked is None else checked[0]
+    fingerprint = emb.fingerprint if verdict is None else f"{emb.fingerprint}+{verdict.verifier}"
     return {
         "method": method,
         "value": value,
@@ -235,12 +260,37 @@ def _score_fields(method: str, value: float, decision: Decision, explanation: st
         "flagged": decision.band == "flagged",
         "triage": decision.band,
         "explanation": explanation,
-        "fingerprint": emb.fingerprint,
+        "fingerprint": fingerprint,
         "backend": emb.backend,
         "version": __version__,
         "score": decision.score,
         "decision": decision,
+        "verdict": verdict,
     }
+
+
+def _verified(
+    verifier: Any, emb, item: _Item, ev: Evidence | None
+) -> tuple[tuple[Verdict, Any] | None, Evidence | None]:
+    """The verifier's verdict on ``item`` and the evidence whose weakest sentence is the verifier's
+    (None when the verifier trusts every sentence)."""
+    if verifier is None or item.context is None:
+        return None, ev
+    verdict = verifier.verify(emb, item.question, item.response, [item.context])
+    if ev is not None:
+        weak = verdict.weakest_sentence
+        index = None
+        if weak is not None and weak.probability < verifier.trust_from:
+            index = next(
+                (
+                    i
+                    for i, s in enumerate(ev.sentences)
+                    if s.start <= weak.start < s.end or weak.start <= s.start < weak.end
+                ),
+                None,
+            )
+        ev = replace(ev, weakest=index)
+    return (verdict, verifier), ev
 
 
 # ---------------------------------------------------------------- public API
@@ -252,6 +302,7 @@ def _score_items(
     if long_context not in LONG_CONTEXT_MODES:
         raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
     cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
+    verifier = get_verifier() if evidence and any(it.context is not None for it in items) else None
     # one plan for the whole batch: every distinct text (and context piece) is encoded once, in one
     # encode, and the evidence's sentences are pooled from the response's and context's own pass
     asked = [it for it in items if it.question is not None]
@@ -280,8 +331,9 @@ def _score_items(
                 keys_of[it.context] = (context_keys(it.context), plan_context_facts(ev_plans[i]))  # type: ignore[arg-type,index]
             ctx_keys, ctx_facts = keys_of[it.context]  # type: ignore[index]
             ev = build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question)
+        checked, ev = _verified(verifier, emb, it, ev)
         if it.question is None:
-            out.append(_support_result(ev, emb))  # type: ignore[arg-type]
+            out.append(_support_result(ev, emb, checked))  # type: ignore[arg-type]
             continue
         q, r = vecs[it.question], vecs[it.response]  # type: ignore[index]
         if it.context is None:
@@ -297,7 +349,7 @@ def _score_items(
             dists = [float(np.linalg.norm(r - vecs[p])) for p in plan]
             c, mode = vecs[plan[int(np.argmin(dists))]], "nearest"
         raw, d_rq, d_rc = sgi_from_vectors(r, q, c)
-        out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb, it, ev))
+        out.append(_sgi_result(raw, d_rq, d_rc, mode, len(plan), emb, it, ev, checked))
     return out
 
 

@@ -269,6 +269,9 @@ def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict
         out[sc.GL_METHOD_VALUE.format(method=step.method)] = float(fields["value"])
     if fields["rule"]:
         out[sc.GL_RULE] = fields["rule"]
+    verdict = getattr(step.score, "verdict", None)
+    if verdict is not None:
+        out[sc.GL_VERIFIER] = float(verdict.probability)
     limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)
     if fields["facts"]:
         out[sc.GL_FACTS] = render_text("; ".join(fields["facts"]), max_text_chars=limit)

@@ -58,6 +58,7 @@ GL_RANK = "groundlens.rank"  # the older name of groundlens.score, for older das
 GL_SCORE = "groundlens.score"  # the score shown and ranked by, in [0, 1]; the band is a function of it
 GL_METHOD_VALUE = "groundlens.{method}"  # the method's raw value: groundlens.sgi / groundlens.dgi / groundlens.support
 GL_RULE = "groundlens.rule"  # the decision's rule (decision.RULES): why the band
+GL_VERIFIER = "groundlens.verifier"  # the trained verifier's calibrated probability that the response is faithful
 GL_FACTS = "groundlens.facts"  # the failed facts with what the source says ("; "-joined)
 GL_WEAK_SIGNAL = "groundlens.weak_signal"  # true for a step scored without context (DGI)
 GL_SUPPORT = "groundlens.support"  # share of the response's content the context contains

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -30,8 +30,20 @@ GRAPH_VERSION = 1
 OPSET = 17
 
 
-def build_model(model_dir: Path) -> Any:
-    """The fp32 ``onnx.ModelProto`` of the BERT encoder in ``model_dir`` (config.json + model.safetensors)."""
+def build_model(
+    model_dir: Path,
+    *,
+    layers: int | None = None,
+    replace: Mapping[str, np.ndarray] | None = None,
+    readout: tuple[np.ndarray, np.ndarray] | None = None,
+) -> Any:
+    """The fp32 ``onnx.ModelProto`` of the BERT encoder in ``model_dir`` (config.json + model.safetensors).
+
+    The defaults give the embedder's graph. The verifier's cross-encoder is the same encoder cut to
+    its first ``layers`` layers, with those layers' weights taken from ``replace`` (the model's own
+    names, ``encoder.layer.0.attention.self.query.weight`` ...), a second input ``token_type_ids``
+    (a pair's two texts) and, from ``readout`` (weight ``[hidden]``, bias ``[1]``), one output
+    ``logit`` read off the [CLS] row; the embeddings stay the packaged model's own."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     from safetensors.numpy import load_file
@@ -44,6 +56,11 @@ def build_model(model_dir: Path) -> Any:
     eps = float(cfg.get("layer_norm_eps", 1e-12))
     w = load_file(str(model_dir / "model.safetensors"))
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
+    if replace:
+        w.update({prefix + k: np.asarray(v) for k, v in replace.items()})
+    if layers is not None:
+        layers_n = int(layers)
+    pair = readout is not None
 
     inits: list[Any] = []
     nodes: list[Any] = []
@@ -73,7 +90,10 @@ def build_model(model_dir: Path) -> Any:
     n = node("Shape", ["input_ids"], "n_tokens")  # [n]: the first n position embeddings
     pos = node("Slice", [weight("embeddings.position_embeddings.weight"), zero, n, zero], "emb_pos")
     word = node("Gather", [weight("embeddings.word_embeddings.weight"), "input_ids"], "emb_word")
-    type0 = const("emb_type0", w[prefix + "embeddings.token_type_embeddings.weight"][0].astype(np.float32))
+    if pair:  # a pair's two texts: token types 0 and 1
+        type0 = node("Gather", [weight("embeddings.token_type_embeddings.weight"), "token_type_ids"], "emb_types")
+    else:
+        type0 = const("emb_type0", w[prefix + "embeddings.token_type_embeddings.weight"][0].astype(np.float32))
     x = node("Add", [node("Add", [word, type0], "emb_wt"), pos], "emb_sum")
     x = node(
         "LayerNormalization",
@@ -131,11 +151,25 @@ def build_model(model_dir: Path) -> Any:
             axis=-1,
             epsilon=eps,
         )
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["n"])]
+    outputs = [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["n", hidden])]
+    if readout is not None:
+        inputs.append(helper.make_tensor_value_info("token_type_ids", TensorProto.INT64, ["n"]))
+        first = node("Gather", ["tokens", zero], "cls_row", axis=0)  # [1, hidden]
+        rw = const("readout_w", np.asarray(readout[0], dtype=np.float32).reshape(hidden, 1))
+        logit = node("MatMul", [first, rw], "logit_mm")
+        shape1 = const("shape1", np.array([1], dtype=np.int64))
+        node(
+            "Add",
+            [node("Reshape", [logit, shape1], "logit_r"), const("readout_b", np.asarray(readout[1], dtype=np.float32))],
+            "logit",
+        )
+        outputs = [helper.make_tensor_value_info("logit", TensorProto.FLOAT, [1])]
     graph = helper.make_graph(
         nodes,
-        "groundlens_bert",
-        [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["n"])],
-        [helper.make_tensor_value_info("tokens", TensorProto.FLOAT, ["n", hidden])],
+        "groundlens_bert" if readout is None else "groundlens_verifier",
+        inputs,
+        outputs,
         initializer=inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="groundlens")

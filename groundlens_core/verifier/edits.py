@@ -111,11 +111,110 @@ _CONVERSIONS = [
     (r"(\d+(?:\.\d+)?) ?(?:GB|gigabytes)\b", 1000.0, "megabytes"),
     (r"(\d+(?:\.\d+)?) ?(?:%|percent|per cent)", 0.01, "as a fraction"),
 ]
+#: rewordings that keep the meaning (a polarity or a bound said in other words is still the same claim)
+_SAME_MEANING = [
+    (r"\bcannot\b", "is not able to"),
+    (r"\bcan not\b", "cannot"),
+    (r"\bmust\b", "has to"),
+    (r"\bis required to\b", "must"),
+    (r"\bprohibited\b", "not allowed"),
+    (r"\bnot allowed\b", "prohibited"),
+    (r"\bforbidden\b", "not permitted"),
+    (r"\bfree of charge\b", "at no cost"),
+    (r"\bfor free\b", "at no charge"),
+    (r"\bis closed\b", "is not open"),
+    (r"\bmore than\b", "over"),
+    (r"\bless than\b", "under"),
+    (r"\bat least\b", "no fewer than"),
+    (r"\bup to\b", "a maximum of"),
+    (r"\bat most\b", "no more than"),
+    (r"\bbefore\b", "prior to"),
+    (r"\bafter\b", "following"),
+    (r"\bapproximately\b", "about"),
+    (r"\baround\b", "roughly"),
+    (r"\bpurchase\b", "buy"),
+    (r"\breceive\b", "get"),
+    (r"\brequires\b", "needs"),
+    (r"\brequire\b", "need"),
+    (r"\bbegins\b", "starts"),
+    (r"\bbegan\b", "started"),
+    (r"\bends\b", "finishes"),
+    (r"\bhowever\b", "but"),
+    (r"\bbecause\b", "since"),
+    (r"\badditional\b", "extra"),
+    (r"\blarge\b", "big"),
+    (r"\bsmall\b", "little"),
+    (r"\bquickly\b", "fast"),
+    (r"\bhelp\b", "assist"),
+    (r"\bshows\b", "indicates"),
+    (r"\bsaid\b", "stated"),
+    (r"\bpercent\b", "%"),
+    (r"\bper cent\b", "%"),
+    (r"\b50 ?%", "half"),
+    (r"\b25 ?%", "a quarter"),
+    (r"\b14 days\b", "two weeks"),
+    (r"\b7 days\b", "one week"),
+    (r"\b12 months\b", "one year"),
+    (r"\b24 hours\b", "one day"),
+    (r"\b60 minutes\b", "one hour"),
+    (r"\b2\b", "two"),
+    (r"\b3\b", "three"),
+    (r"\b4\b", "four"),
+    (r"\b5\b", "five"),
+    (r"\btwo\b", "2"),
+    (r"\bthree\b", "3"),
+    (r"\bten\b", "10"),
+    (r"\bdoes not\b", "doesn't"),
+    (r"\bis not\b", "isn't"),
+    (r"\bwill not\b", "won't"),
+    (r"\bchildren\b", "kids"),
+    (r"\bcustomers\b", "clients"),
+    (r"\bemployees\b", "staff"),
+    (r"\bapproved\b", "accepted"),
+    (r"\bcompleted\b", "finished"),
+    (r"\bobtain\b", "get"),
+    (r"\bprovide\b", "give"),
+    (r"\bprovides\b", "gives"),
+]
+_FRAMES = (
+    "According to the document, {s}",
+    "The source says that {s}",
+    "Yes: {s}",
+    "In short, {s}",
+    "{s} That is what the text states.",
+    "Based on the provided information, {s}",
+)
 _ABSTAIN = (
     "The document does not say {q}",
     "The provided text does not mention this.",
     "The source does not give that information.",
     "I can't find that in the document; it does not say {q}",
+)
+
+
+def _reword(rng: random.Random, s: str, most: int = 3) -> str | None:
+    """``s`` with up to ``most`` same-meaning rewordings applied; None when none applies."""
+    options = [(p, r) for p, r in _SAME_MEANING if re.search(p, s)]
+    if not options:
+        return None
+    rng.shuffle(options)
+    out = s
+    for p, r in options[: rng.randint(1, most)]:
+        out = _sub_once(p, r, out, rng) or out
+    return out if out != s else None
+
+
+def _frame(rng: random.Random, s: str) -> str:
+    """``s`` framed as an assistant would say it (the claim unchanged)."""
+    frame = rng.choice(_FRAMES)
+    first = s.split(" ", 1)[0]
+    if frame.startswith("{s}") or first not in _LOWER_FIRST:
+        return frame.format(s=s)
+    return frame.format(s=s[0].lower() + s[1:])
+
+
+_LOWER_FIRST = frozenset(
+    "The A An It This That These Those There Its Their Our Your We You They He She Each Every All".split()
 )
 
 
@@ -198,7 +297,14 @@ def _negatives(rng: random.Random, s: str, context: str, others: Sequence[str]) 
     conv = _conversion(rng, s, wrong=True)
     if conv:
         out.append((conv, "conversion_wrong"))
-    return out
+    # an edit in reworded text: rewording is no sign of an error, nor of its absence
+    reworded = []
+    for text, kind in out:
+        if kind != "added_claim" and rng.random() < 0.35:
+            r = _reword(rng, text, most=2)
+            if r:
+                reworded.append((r, kind))
+    return out + reworded
 
 
 def _conversion(rng: random.Random, s: str, wrong: bool = False) -> str | None:
@@ -234,6 +340,10 @@ def _positives(rng: random.Random, s: str, questions: Sequence[str]) -> list[tup
     der = _derived(rng, s)
     if der:
         out.append((der, "derived", None))
+    for _ in range(2):
+        re_s = _reword(rng, s)
+        if re_s:
+            out.append((re_s, "reworded", None))
     lst = _LIST.search(s)
     if lst and not re.search(r"\b(only|all|both|three|four|two)\b", s, re.I):
         out.append(
@@ -285,11 +395,22 @@ def generate(rows: Iterable[tuple[str, str, str]], seed: int = SEED, per_context
                 text, kind, other_q = abstain[0]
             else:
                 text, kind, other_q = pos[0]
-            out.append(EditedPair(other_q if other_q is not None else asked, c, text, 1, kind, origin))
+            framed = kind != "abstention" and rng.random() < 0.25
+            out.append(
+                EditedPair(
+                    other_q if other_q is not None else asked, c, _frame(rng, text) if framed else text, 1, kind, origin
+                )
+            )
             if rng.random() < 0.3:
                 out.append(EditedPair(asked, c, s, 1, "copy", origin))
             neg = _negatives(rng, s, c, others)
             if neg:
-                text, kind = rng.choice(neg)
-                out.append(EditedPair(asked, c, text, 0, kind, origin))
+                # a value or a word changed, more often than a sentence added: the hard cases
+                text, kind = (
+                    rng.choice([n for n in neg if n[1] != "added_claim"] or neg)
+                    if rng.random() < 0.8
+                    else rng.choice(neg)
+                )
+                framed = rng.random() < 0.25
+                out.append(EditedPair(asked, c, _frame(rng, text) if framed else text, 0, kind, origin))
     return out

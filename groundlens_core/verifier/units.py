@@ -1,18 +1,16 @@
-"""What the verifier reads: one unit per response sentence, built from token states already computed.
+"""What the verifier reads: one unit per response sentence, chosen with the embedding pass's states.
 
-The verifier never runs the language model itself. It reads the last hidden states (word-piece
-vectors) of the question, the response and the context pieces, the same states the embedding pass
-pools into SGI's vectors, and builds for each response sentence one short sequence:
+For each response sentence the verifier reads one short pair, as a cross-encoder does:
 
-``[CLS] question-pieces | sentence-pieces | context-pieces``
+``[CLS] question sentence [SEP] context [SEP]``
 
 The context part is the context's sentences nearest to that response sentence (and to the question,
 when there is one), taken best first until :data:`CONTEXT_TOKENS` word pieces, then put back in the
-source's order. So a context of any length costs a bounded amount per sentence, and a context of
-several pieces (retrieved documents, tool outputs) is read as one list of sentences, each keeping
-which piece it came from. Each word piece also carries whether the same piece occurs on the other
-side (the sentence's pieces in the chosen context, the context's in the sentence or question): the
-cheapest signal that a number or a name was changed.
+source's order. Nearness is the cosine of the sentences' pooled states, which the embedding pass
+has already computed (the same states it pools into SGI's vectors), so choosing costs no model
+work. A context of any length costs a bounded amount per sentence, and a context of several pieces
+(retrieved documents, tool outputs) is read as one list of sentences, each keeping which piece it
+came from.
 
 Training (:mod:`groundlens_core.verifier.train`) builds its units with these same functions, so what
 the shipped weights were fitted on is exactly what they read at run time.
@@ -33,8 +31,7 @@ SENTENCE_TOKENS = 48  # a longer response sentence is read in windows of this ma
 CONTEXT_TOKENS = 128  # the nearest context sentences, up to this many pieces
 QUESTION_WEIGHT = 0.5  # how much nearness to the question counts when choosing context sentences
 
-SEG_CLS, SEG_QUESTION, SEG_SENTENCE, SEG_CONTEXT = 0, 1, 2, 3
-MATCH_NONE, MATCH_ABSENT, MATCH_PRESENT = 0, 1, 2
+CLS_ID, SEP_ID = 101, 102  # the packaged model's [CLS] and [SEP] (bert-base-uncased vocabulary)
 
 
 class StateSource(Protocol):
@@ -62,8 +59,7 @@ class Segment:
     """A run of word pieces of one text: a sentence (or a window of a long one)."""
 
     ids: np.ndarray
-    states: np.ndarray
-    vector: np.ndarray  # normalised mean of the states: what chooses context sentences
+    vector: np.ndarray  # normalised mean of its word pieces' states: what chooses context sentences
     start: int  # character offsets into the text it came from (a response, or a context piece)
     end: int
     piece: int = 0  # which piece of its text (a context's documents, a long text's windows)
@@ -71,11 +67,11 @@ class Segment:
 
 @dataclass(frozen=True)
 class Unit:
-    """One response sentence and what it is read against, ready for the head."""
+    """One response sentence and the context it is read against, as the cross-encoder's input:
+    ``[CLS] question sentence [SEP] context [SEP]`` word-piece ids, with token types 0 then 1."""
 
-    states: np.ndarray  # [n, dim] float32: question, sentence, context pieces (no [CLS])
-    segments: np.ndarray  # [n] int: SEG_QUESTION / SEG_SENTENCE / SEG_CONTEXT
-    matches: np.ndarray  # [n] int: MATCH_ABSENT / MATCH_PRESENT
+    ids: np.ndarray  # int64 [n]
+    type_ids: np.ndarray  # int64 [n]
     sentence: Segment
     context: tuple[Segment, ...]  # the chosen context sentences, in the source's order
 
@@ -122,7 +118,6 @@ def segments(source: StateSource, texts: Sequence[str], window: int | None = Non
                 out.append(
                     Segment(
                         ids=ts.ids[s:e],
-                        states=rows,
                         vector=_unit_vector(rows),
                         start=offset + (offs[s][0] if s > a else span.start),
                         end=offset + (offs[e - 1][1] if e < b else span.end),
@@ -142,7 +137,7 @@ def question_segment(source: StateSource, question: str | None) -> Segment | Non
     if n <= 1:
         return None
     rows = ts.states[1:n]
-    return Segment(ids=ts.ids[1:n], states=rows, vector=_unit_vector(rows), start=0, end=len(part))
+    return Segment(ids=ts.ids[1:n], vector=_unit_vector(rows), start=0, end=len(part))
 
 
 def choose_context(
@@ -174,34 +169,17 @@ def choose_context(
 
 
 def build_unit(sentence: Segment, question: Segment | None, context: Sequence[Segment]) -> Unit:
-    """One unit: the question's, the sentence's and the chosen context's word pieces, with segment
-    and match marks."""
+    """One unit: the question's and the sentence's word pieces, then the chosen context's. The ids
+    are the ones the embedding pass read (word pieces do not depend on their neighbours), so no
+    text is tokenized twice."""
     chosen = choose_context(sentence, question, context)
-    ctx_ids = np.concatenate([c.ids for c in chosen])[:CONTEXT_TOKENS] if chosen else np.zeros(0, dtype=np.int64)
-    ctx_states = (
-        np.concatenate([c.states for c in chosen])[:CONTEXT_TOKENS]
-        if chosen
-        else np.zeros((0, sentence.states.shape[1]), dtype=np.float32)
-    )
-    q_ids = question.ids if question is not None else np.zeros(0, dtype=np.int64)
-    q_states = question.states if question is not None else ctx_states[:0]
-    in_ctx = set(ctx_ids.tolist())
-    in_answer = set(sentence.ids.tolist()) | set(q_ids.tolist())
-    seg = np.concatenate(
-        [
-            np.full(len(q_ids), SEG_QUESTION),
-            np.full(len(sentence.ids), SEG_SENTENCE),
-            np.full(len(ctx_ids), SEG_CONTEXT),
-        ]
-    ).astype(np.int64)
-    match = np.array(
-        [MATCH_PRESENT if t in in_ctx else MATCH_ABSENT for t in q_ids.tolist()]
-        + [MATCH_PRESENT if t in in_ctx else MATCH_ABSENT for t in sentence.ids.tolist()]
-        + [MATCH_PRESENT if t in in_answer else MATCH_ABSENT for t in ctx_ids.tolist()],
-        dtype=np.int64,
-    )
-    states = np.concatenate([q_states, sentence.states, ctx_states]).astype(np.float32)
-    return Unit(states=states, segments=seg, matches=match, sentence=sentence, context=chosen)
+    first = [question.ids] if question is not None else []
+    first.append(sentence.ids)
+    a = np.concatenate(first)
+    b = np.concatenate([c.ids for c in chosen])[:CONTEXT_TOKENS] if chosen else np.zeros(0, dtype=np.int64)
+    ids = np.concatenate([[CLS_ID], a, [SEP_ID], b, [SEP_ID]]).astype(np.int64)
+    types = np.concatenate([np.zeros(len(a) + 2, dtype=np.int64), np.ones(len(b) + 1, dtype=np.int64)])
+    return Unit(ids=ids, type_ids=types, sentence=sentence, context=chosen)
 
 
 def build_units(source: StateSource, question: str | None, response: str, context: Sequence[str]) -> list[Unit]:

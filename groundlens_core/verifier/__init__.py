@@ -1,0 +1,128 @@
+"""The verifier: a head trained here that reads a response against its context, sentence by sentence.
+
+It decides the band of every response scored with a context (:mod:`groundlens_core.decision`); the
+rule-based findings explain that band and SGI, DGI and support are reported beside it, each as its
+method defines it. What it reads and how it was fitted: :mod:`.units`, :mod:`.cross`,
+:mod:`.train`; the shipped weights and their manifest (data, hashes, seed, settings, calibration and
+the leave-one-file-out table) are ``groundlens_core/data/verifier.safetensors`` and
+``verifier.json``.
+
+Opt-in for now: ``GROUNDLENS_VERIFIER=on`` lets it decide; by default the rules decide, because the
+shipped weights do not yet rank better than them on the validation data (docs/verifier.md).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import threading
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+from groundlens_core import settings
+from groundlens_core.decision import probability_score
+from groundlens_core.errors import GroundlensError
+from groundlens_core.results import SentenceVerdict, Verdict
+
+__all__ = ["Verifier", "get_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
+
+WEIGHTS = "verifier.safetensors"
+MANIFEST = "verifier.json"
+FORMAT = "groundlens-verifier-1"
+
+
+class VerifierError(GroundlensError):
+    """The shipped verifier weights are missing, changed or unreadable."""
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """The head, its calibration and its band edges, as shipped."""
+
+    head: Any  # OnnxCross
+    a: float  # calibration: P = sigmoid(a * logit + b)
+    b: float
+    flag_below: float  # probabilities below this are flagged
+    trust_from: float  # probabilities at or above this are trusted
+    sha256: str
+
+    @property
+    def id(self) -> str:
+        return f"{FORMAT}:{self.sha256[:12]}"
+
+    @classmethod
+    def load(cls, weights: bytes, manifest: dict[str, Any]) -> Verifier:
+        from safetensors.numpy import load
+
+        from groundlens_core.embedding.resolve import resolve_model_path
+        from groundlens_core.verifier.cross import OnnxCross
+
+        digest = hashlib.sha256(weights).hexdigest()
+        if manifest.get("sha256") != digest:
+            raise VerifierError(f"{WEIGHTS} does not match the SHA-256 its manifest gives")
+        cal = manifest["calibration"]
+        return cls(
+            head=OnnxCross(load(weights), Path(resolve_model_path(None)[0]), int(manifest["settings"]["layers"])),
+            a=float(cal["a"]),
+            b=float(cal["b"]),
+            flag_below=float(cal["flag_below"]),
+            trust_from=float(cal["trust_from"]),
+            sha256=digest,
+        )
+
+    def probability(self, logit: float) -> float:
+        z = self.a * logit + self.b
+        return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
+
+    def verify(self, embedder: Any, question: str | None, response: str, context: Sequence[str]) -> Verdict:
+        """The verdict on ``response`` against the context pieces, each response sentence read
+        against the context sentences nearest to it (and to ``question``, when there is one)."""
+        from groundlens_core.verifier.states import ModelStates
+        from groundlens_core.verifier.units import build_units
+
+        units = build_units(ModelStates(embedder), question, response, context)
+        sentences = tuple(
+            SentenceVerdict(
+                u.sentence.start,
+                u.sentence.end,
+                round(self.probability(self.head.logit(u.ids, u.type_ids)), 6),
+            )
+            for u in units
+        )
+        if not sentences:
+            return Verdict(probability=0.5, weakest=None, sentences=(), verifier=self.id)
+        weakest = min(range(len(sentences)), key=lambda i: (sentences[i].probability, i))
+        return Verdict(
+            probability=sentences[weakest].probability, weakest=weakest, sentences=sentences, verifier=self.id
+        )
+
+
+_lock = threading.Lock()
+_loaded: list[Verifier | None] = []
+
+
+def get_verifier() -> Verifier | None:
+    """The shipped verifier (loaded once per process) when ``GROUNDLENS_VERIFIER=on``, else None.
+
+    Off by default: on the dev sets it was validated on, the shipped verifier does not yet rank
+    better than the rules (docs/verifier.md gives the figures), so the rules decide unless asked."""
+    if not settings.flag("GROUNDLENS_VERIFIER", False):
+        return None
+    with _lock:
+        if not _loaded:
+            data = resources.files("groundlens_core.data")
+            try:
+                weights = data.joinpath(WEIGHTS).read_bytes()
+                manifest = json.loads(data.joinpath(MANIFEST).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise VerifierError(f"the verifier's weights cannot be read: {exc}") from None
+            _loaded.append(Verifier.load(weights, manifest))
+        return _loaded[0]
+
+
+def weights_bytes() -> int:
+    """Size of the shipped weights (for ``doctor``)."""
+    return len(resources.files("groundlens_core.data").joinpath(WEIGHTS).read_bytes())
