@@ -55,25 +55,30 @@ class GroundlensChecker(_AutoGenShell):
             skip_nodes=skip_nodes,
         )
 
-    def _observe(self, conv: _Conversation, key: str, msg: Any) -> None:
+    def _observe(self, conv: _Conversation, key: str, msg: Any, *, block: bool = False) -> None:
+        """Record what ``msg`` adds to the run. ``block``: a finished run, whose calls wait for room in
+        the scoring queue instead of being recorded as overload (a stream being followed never waits:
+        the team runs on the same event loop)."""
         records: list[CallRecord] = []
         with handle_internal_errors(
             self, f"reading a {type(msg).__name__}", trace_key=key, node=str(getattr(msg, "source", "agent"))
         ):
             records = conv.feed(msg, key)
         for r in records:
-            self.recorder.record(r)
+            self.recorder.record(r, block=block)
 
     def check_messages(
         self, messages: Iterable[Any], *, name: str | None = None, stop_reason: str | None = None
     ) -> Trace:
-        """Record and score a run's messages; returns the trace once scored."""
+        """Record and score a run's messages; returns the trace once scored. Nothing runs any more, so
+        the messages are handed to the recorder as fast as it scores them: none is left unscored for
+        the load (``overload``), whatever the run's length and the queue's bounds."""
         key = new_id()
         meta = {"stop_reason": stop_reason} if stop_reason is not None else None
         self.recorder.start_trace(key, name=name or self.name, metadata=meta)
         conv = self._conversation()
         for msg in messages:
-            self._observe(conv, key, msg)
+            self._observe(conv, key, msg, block=True)
         self.recorder.end_trace(key)
         return self.recorder.get_trace(key)  # type: ignore[return-value]
 

@@ -6,7 +6,9 @@ Scores are compared by relation, never against numbers copied from a run.
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -265,6 +267,62 @@ async def test_checker_follows_run_stream(calibration):
     # or simply awaited: consumes the stream and returns the trace
     awaited = await checker.check_stream(team(replay(tool_call(), GROUNDED), replay(SUMMARY)).run_stream(task=TASK))
     assert shape(awaited) == shape(trace) and awaited.id != trace.id
+
+
+async def test_checking_a_long_finished_run_waits_for_the_queue_instead_of_dropping(calibration):
+    """A finished run of 120 answers checked with a scoring queue of 4 steps and 1 KB: the checker
+    hands its calls over as fast as the worker scores them, so every answer is scored (74 of 120 were
+    recorded as ``overload``); a live recorder with the same bounds still never waits."""
+    n = 60
+    researcher_says = [f"Paris has about 2.1 million inhabitants (estimate {i})." for i in range(n)]
+    writer_says = [f"In short: about 2.1 million people live in Paris (summary {i})." for i in range(n)]
+    the_team = RoundRobinGroupChat(
+        [AssistantAgent("researcher", model_client=replay(*researcher_says)),
+         AssistantAgent("writer", model_client=replay(*writer_says))],
+        termination_condition=MaxMessageTermination(2 * n + 1),
+    )
+    result = await the_team.run(task=TASK)
+    assert len(result.messages) == 2 * n + 1
+
+    checker = GroundlensChecker(calibration=calibration, agent_messages_as_context=False)
+    checker.recorder.max_pending_steps, checker.recorder.max_pending_bytes = 4, 1024
+    trace = checker.check(result)
+    assert len(trace.steps) == 2 * n
+    assert trace.unscored() == {"overload": 0, "pending": 0} and checker.recorder.stats["overload"] == 0
+    assert {s.method for s in trace.steps} == {"dgi"}
+    assert [s.response for s in trace.steps[:2]] == [researcher_says[0], writer_says[0]]
+
+    # the live path (a stream followed while the team runs) never waits: with the worker held inside
+    # a batch the run still streams through at once, the calls past the bounds marked ``overload``
+    live = GroundlensChecker(calibration=calibration, agent_messages_as_context=False)
+    live.recorder.max_pending_steps, live.recorder.max_pending_bytes = 4, 1024
+    entered, gate = threading.Event(), threading.Event()
+    process = live.recorder._worker.process
+
+    def held(items):
+        entered.set()
+        gate.wait(120)  # bounded
+        return process(items)
+
+    live.recorder._worker.process = held
+    stream_team = RoundRobinGroupChat(
+        [AssistantAgent("researcher", model_client=replay(*researcher_says)),
+         AssistantAgent("writer", model_client=replay(*writer_says))],
+        termination_condition=MaxMessageTermination(2 * n + 1),
+    )
+    stream = live.check_stream(stream_team.run_stream(task=TASK))
+    try:
+        items = await asyncio.wait_for(_all(stream), timeout=60)
+        assert not gate.is_set()  # the whole run passed while the worker was held
+    finally:
+        gate.set()
+    assert len(items) == 2 * n + 2  # the task, the answers, the TaskResult
+    streamed = stream.trace
+    assert len(streamed.steps) == 2 * n and streamed.unscored()["overload"] >= 2 * n - 8
+
+
+async def _all(stream) -> list:
+    return [item async for item in stream]
 
 
 def test_messages_without_text_are_skipped_never_raised(calibration):

@@ -19,6 +19,7 @@ from langchain_core.messages import HumanMessage, SystemMessage
 from scripted_graphs import TableChatModel, TableRetriever, linear_graph
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
+from groundlens_core.trace import recorder as recorder_module
 from groundlens_core.trace.recorder import CallRecord, Recorder
 
 WORDS = ("refund policy annual plan monthly invoice support hours export project owner password reset email "
@@ -102,6 +103,57 @@ def _agent_call(rec: Recorder, key: str, rng: random.Random) -> None:
     rec.record(CallRecord(trace_key=key, node="answer", question=_text(rng, 12) + f" ({key})?",
                           context=[_text(rng, 60)], response=_text(rng, 25)))
     rec.end_trace(key)
+
+
+def test_a_blocking_record_waits_for_room_instead_of_marking_overload(dgi_calibration):
+    """``record(block=True)`` (an offline check of a finished run): with the queue full it waits until
+    the worker takes work, then queues the call for scoring; the default record still never waits."""
+    rec = Recorder("test", calibration=dgi_calibration, max_pending_steps=2)
+    gate = _held_worker(rec)
+    first, second, third, fourth = _calls(4, "k")
+    waited = threading.Thread(target=rec.record, args=(third,), kwargs={"block": True}, name="offline check")
+    try:
+        rec.record(first, block=True)
+        rec.record(second, block=True)
+        assert rec.backlog()["steps"] == 2
+        waited.start()
+        waited.join(0.5)
+        assert waited.is_alive() and rec.backlog()["steps"] == 2  # waiting for room, not queued, not marked
+        rec.record(fourth)  # the live path: marked at once
+    finally:
+        gate.set()
+    waited.join(120)
+    assert not waited.is_alive()
+    steps = rec.get_trace("k").steps
+    assert [(s.response, s.method) for s in steps] == [
+        (first.response, "sgi"), (second.response, "sgi"), (fourth.response, "skipped"), (third.response, "sgi")]
+    assert steps[2].skip_reason == "overload" and rec.stats["overload"] == 1
+
+
+def test_a_blocking_record_gives_up_on_a_worker_that_takes_nothing(monkeypatch, caplog, dgi_calibration):
+    """A worker that takes no work for ``ROOM_STALL_SECONDS`` (stuck in a batch): the waiting call is
+    recorded as overload after all, and the next ones do not wait again until the worker takes work."""
+    monkeypatch.setattr(recorder_module, "ROOM_STALL_SECONDS", 1.0)
+    caplog.set_level(logging.WARNING, logger="groundlens.recorder")
+    rec = Recorder("test", calibration=dgi_calibration, max_pending_steps=2)
+    gate = _held_worker(rec)
+    calls = _calls(5, "k")
+    spent = []
+    try:
+        for call in calls[:4]:
+            t0 = time.monotonic()
+            rec.record(call, block=True)
+            spent.append(time.monotonic() - t0)
+    finally:
+        gate.set()
+    assert spent[2] >= 1.0 and spent[3] < 1.0, spent  # waited the grace period once, then not again
+    assert any("took no work for 1 s" in r.getMessage() for r in caplog.records)
+    assert rec.flush(120)
+    assert not rec._backlog.stalled()  # the worker took work since: the next full queue is waited for again
+    rec.record(calls[4], block=True)
+    steps = rec.get_trace("k").steps
+    assert [s.method for s in steps] == ["sgi", "sgi", "skipped", "skipped", "sgi"]
+    assert [s.skip_reason for s in steps[2:4]] == ["overload", "overload"]
 
 
 def test_every_event_kind_counts_against_the_bounds(caplog, dgi_calibration):

@@ -32,6 +32,13 @@ class Backlog:
         self.held: dict[str, list[TraceEvent]] = {}
         self.holding = False  # the held marker is in the queue: new events join the held ones
         self.inflight: list[Event] = []  # the batch the worker is on
+        #: set whenever the worker takes events (room may have opened): what a caller that waits for
+        #: room (``Recorder.record(..., block=True)``) waits on; ``takes`` counts those takes
+        self.room = threading.Event()
+        self.takes = 0
+        #: ``takes`` when a wait for room last gave up (the worker took nothing for that long): later
+        #: waits do not block again until the worker takes something
+        self.stalled_at: int | None = None
         #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
         #: reached them, since the recorder started
         self.stats = {"overload": 0, "evicted": 0}
@@ -51,6 +58,17 @@ class Backlog:
         ):
             return self._overloaded(event)
         return event
+
+    def has_room(self, size: int) -> bool:
+        """Whether a call that needs the model, with ``size`` bytes of text, would be queued for it now
+        (rather than recorded unscored: :meth:`call`, :meth:`put`)."""
+        if self.queued_steps and (self.queued_steps >= self.max_steps or self.queued_bytes + size > self.max_bytes):
+            return False
+        return self._admits(size)
+
+    def stalled(self) -> bool:
+        """A wait for room gave up and the worker has taken nothing since."""
+        return self.stalled_at == self.takes
 
     def _overloaded(self, event: Call) -> Call:
         self.stats["overload"] += 1
@@ -132,7 +150,13 @@ class Backlog:
             if isinstance(it, Call):
                 self.queued_bytes -= it.size
         self.inflight = taken
+        self._took()
         return taken
+
+    def _took(self) -> None:
+        """The worker took events out of the queue: callers waiting for room look again."""
+        self.takes += 1
+        self.room.set()
 
     def _take_held(self) -> list[Event]:
         """The held events, trace by trace (each trace's in order); new events go to the queue again."""
@@ -148,6 +172,7 @@ class Backlog:
         self.items.clear()
         self.inflight = items
         self.queued_steps = self.queued_bytes = self.queued_events = self.flushes = 0
+        self._took()
         return items
 
     def done(self, n: int) -> None:
@@ -173,6 +198,7 @@ class Backlog:
                 continue
             self._count_queued(it)
         self.inflight = []
+        self.room = threading.Event()  # the parent's waiters do not exist here
 
     # ------------------------------------------------------------ reading
 

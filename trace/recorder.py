@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from typing import Any, Callable, Sequence
 
@@ -34,6 +35,7 @@ __all__ = [
     "OVERLOAD_WARN_SECONDS",
     "PENDING",
     "QUIET_SECONDS",
+    "ROOM_STALL_SECONDS",
     "WORKER_LANES",
     "WORKER_NICE",
     "WORKER_TORCH_THREADS",
@@ -64,6 +66,9 @@ WORKER_TORCH_THREADS = 1
 #: so the queue, and what its events hold on to, stays bounded
 MAX_RAW_EVENTS = 4096
 OVERFLOW_DRAIN = 64
+#: a call recorded with ``block=True`` (an offline check) waits for room in the scoring queue as long
+#: as the worker takes work at least this often; past it the worker is taken for stalled
+ROOM_STALL_SECONDS = 120.0
 #: encode lanes of the worker (groundlens_core/embedding/lanes.py): its forward passes are shared with
 #: helper threads, one per spare core, up to this many lanes in all; the scores are the same bits.
 WORKER_LANES = settings.whole_number("GROUNDLENS_WORKER_LANES", 2)
@@ -227,8 +232,15 @@ class Recorder:
             if trace is not None:
                 trace.metadata.update(metadata)
 
-    def record(self, call: CallRecord) -> str:
-        """Queue one call; returns its step id at once. Never raises into the caller."""
+    def record(self, call: CallRecord, *, block: bool = False) -> str:
+        """Queue one call; returns its step id. Never raises into the caller.
+
+        By default it returns at once, and a call that finds the scoring queue full is recorded
+        unscored (``skip_reason="overload"``): the live path, which never blocks the agent. With
+        ``block`` (an offline check of a finished run, where nobody waits but the checker) it waits
+        for room in the queue instead, as long as the worker keeps taking work: after
+        ``ROOM_STALL_SECONDS`` in which it took nothing, the call is recorded as overload after all,
+        and later calls do not wait until the worker takes something again."""
         try:
             sampling = self.sampling
             if sampling is not None and not sampling.keeps(call):  # counted on its trace, nothing queued
@@ -240,21 +252,70 @@ class Recorder:
                 call.otel_parent = None
             heavy = needs_model(call)
             size = text_bytes(call)
-            # the index and the place in the queue under one lock: else two threads recording into one
-            # trace (parallel branches) could queue their steps in the other order than their indexes
-            with self._lock:
-                if call.trace_key not in self._store:  # the first record opens its trace
-                    self._open_trace(call.trace_key, None, None)
-                index = self._store.take_index(call.trace_key)
-                step_id = self._store.unique_step_id(call.trace_key, call.step_id or new_id())
-                if call.step_id and step_id != call.step_id:  # a duplicate: re-keyed, the adapter's id kept
-                    call.metadata = {**call.metadata, META_ORIGINAL_STEP_ID: call.step_id}
-                self._submit(self._backlog.call(Call(call, index, step_id, heavy, size)))
+            wait = block and heavy and self._may_wait()
+            while True:
+                if wait:
+                    self._wait_for_room(size)
+                # the index and the place in the queue under one lock: else two threads recording into one
+                # trace (parallel branches) could queue their steps in the other order than their indexes
+                with self._lock:
+                    if wait and self._should_wait(size):  # another thread took the room: wait again
+                        continue  # bounded: each turn waits for the worker's next take, or gives up
+                    if call.trace_key not in self._store:  # the first record opens its trace
+                        self._open_trace(call.trace_key, None, None)
+                    index = self._store.take_index(call.trace_key)
+                    step_id = self._store.unique_step_id(call.trace_key, call.step_id or new_id())
+                    if call.step_id and step_id != call.step_id:  # a duplicate: re-keyed, the adapter's id kept
+                        call.metadata = {**call.metadata, META_ORIGINAL_STEP_ID: call.step_id}
+                    self._submit(self._backlog.call(Call(call, index, step_id, heavy, size)))
+                    break
             self._warn_if_due()
             return step_id
         except Exception as exc:  # the agent must not see our bugs (raised in our tests: internal_errors)
             internal_errors.internal_error(exc, "Recorder.record", log)
             return ""
+
+    def _may_wait(self) -> bool:
+        """Whether this thread may wait for the worker: not the worker itself (a listener), not while
+        it holds the recorder's lock (a translation inside ``drain_raw``), not once the program exits."""
+        if threading.current_thread() is self._worker.thread or lifecycle.EXITING.is_set():
+            return False
+        owned = getattr(self._lock, "_is_owned", None)
+        return not (owned is not None and owned())
+
+    def _should_wait(self, size: int) -> bool:
+        """Whether a blocking call of ``size`` bytes should wait for room now (the lock held): the queue
+        is full for it, and the worker is neither stalled nor stopped, nor the program exiting."""
+        backlog = self._backlog
+        if backlog.has_room(size) or backlog.stalled():
+            return False
+        return not (self._worker.parked.is_set() or lifecycle.EXITING.is_set())
+
+    def _wait_for_room(self, size: int) -> None:
+        """Wait until a call of ``size`` bytes would be queued for the model, while the worker keeps
+        taking work; give up (and mark the worker stalled) after ``ROOM_STALL_SECONDS`` without a take."""
+        backlog = self._backlog
+        seen, deadline = -1, 0.0
+        while True:
+            with self._lock:
+                if not self._should_wait(size):
+                    return
+                now = time.monotonic()
+                if backlog.takes != seen:  # the worker took work since we last looked: a new grace period
+                    seen, deadline = backlog.takes, now + ROOM_STALL_SECONDS
+                elif now >= deadline:
+                    backlog.stalled_at = seen
+                    break
+                room = backlog.room
+                room.clear()  # under the lock: a take after this sets it
+                self._start_or_wake(urgent=True)  # score what is queued without waiting for a quiet spell
+            room.wait(min(0.5, max(0.0, deadline - now)))
+        log.warning(
+            "groundlens: the %s recorder's worker took no work for %g s; calls that wait for room in its "
+            "queue are recorded unscored (skip_reason='overload') until it does",
+            self.framework,
+            ROOM_STALL_SECONDS,
+        )
 
     def _count_unsampled(self, key: str) -> None:
         """One more call of trace ``key`` left out by the sampling (the trace opens if it is new)."""
