@@ -26,10 +26,12 @@ import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Callable, Collection, Iterator, Sequence
 
 from groundlens_core.claims import ContextClaims, check_claims, context_claims
 from groundlens_core.content import STOP_WORDS, content_tokens
+from groundlens_core.derive import CUE, POOL, derivable, derivation
 from groundlens_core.facts import MONTHS, UNITS, Fact, blank_controls, extract_facts
 from groundlens_core.results import FactFinding
 from groundlens_core.sentences import TextSpan
@@ -88,6 +90,8 @@ class ContextFacts:
     initials: frozenset[str] = frozenset()  # initials of runs of capitalised words ("managing director" -> "md")
     acronyms: frozenset[str] = frozenset()  # the abbreviations the context writes in capitals, folded
     groups: dict[tuple, _Group | None] = field(default_factory=dict, compare=False, repr=False)  # by _group_key
+    #: the times and dates the context calls off ("the 07:40 departure will not run"), with the clause
+    called_off: dict[tuple[str, float | str], str] = field(default_factory=dict, compare=False, repr=False)
 
     def by_key(self) -> dict[tuple, list[int]]:
         """The mentions by what makes them candidates (see :func:`_candidates`), built once."""
@@ -209,8 +213,11 @@ def _initials(sentence: str) -> set[str]:
 
 def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
+    called_off: dict[tuple[str, float | str], str] = {}
     for span in spans:
         facts = extract_facts(span.text, span.start)
+        for key, clause in _calls_off(span, facts).items():
+            called_off.setdefault(key, clause)
         in_sentence = _names_of(span.text)
         for f, a in zip(facts, _anchors(span.text, span.start, facts)):
             slot, _ = _slot_anchor(f, a, span.text, span.start, in_sentence)
@@ -228,6 +235,7 @@ def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
         context_claims(spans),
         initials,
         acronyms,
+        called_off=called_off,
     )
 
 
@@ -266,6 +274,10 @@ def _same(a: Fact, b: Fact) -> bool:
         # "over a year" / "at least 12 months", "more than 12 months" / "at least 13 months": one bound,
         # worded from the same side; a bound moved further than that is a changed limit
         return abs(a.value - b.value) <= 0.1 * max(abs(a.value), abs(b.value))
+    if a.approx in _LIMITS and not b.approx and isinstance(a.value, float) and isinstance(b.value, float):
+        # "at least 70%", "within 30 days", "up to 48 hours" state a limit: the source's own limit is
+        # another one ("80%", "14 days"), however the two compare
+        return abs(a.value - b.value) <= 1e-9 * max(1.0, abs(a.value), abs(b.value))
     if a.approx and a.approx != b.approx and isinstance(a.value, float) and isinstance(b.value, float):
         # "more than $160 million" is borne out by $181,674,817; "about 20" by 19 or 21
         if a.value == b.value:
@@ -280,6 +292,8 @@ def _same(a: Fact, b: Fact) -> bool:
     return abs(a.value - b.value) <= 1e-9 * max(1.0, abs(a.value), abs(b.value))
 
 
+#: bounds that state a limit rather than describe a size ("at least", "at most", "up to", "within")
+_LIMITS = frozenset({"<=", ">="})
 _NEAR = 1e-6  # the margin of a range of values (a range only narrows what :func:`_same` then decides)
 _INF = float("inf")
 
@@ -386,6 +400,9 @@ class _Values:
             near: list[tuple[float, float]]
             if _same_side(aa, bucket.approx) or (aa == "~" and bucket.approx != aa):
                 d = 0.12 * abs(va) + _NEAR  # within a tenth of the larger
+                near = [(va - d, va + d)]
+            elif aa in _LIMITS and not bucket.approx:
+                d = 2e-9 * max(1.0, abs(va)) + _NEAR
                 near = [(va - d, va + d)]
             elif aa and aa != bucket.approx:
                 at, past = bisect.bisect_left(vals, va), bisect.bisect_right(vals, va)
@@ -661,7 +678,13 @@ def _check_one(
     ctx: ContextFacts,
     sentence: int,
     slot: _Slot | None = None,
+    delta: bool = False,
+    held: set[int] | None = None,
 ) -> FactFinding:
+    """``fact`` checked; ``delta`` when it is a difference ("3 more days", "2 hours longer"), which no
+    value of the source contradicts as such. A contradiction by the very slot the fact fills (its
+    own words single out the source's value, or repeat the passage that states it) adds
+    the fact's ``id`` to ``held``: no derivation then makes it supported."""
     group = ctx.group(fact)
     if fact.dim == "name":
         abbreviation = _abbreviation(fact, ctx)
@@ -681,9 +704,13 @@ def _check_one(
         return _finding(fact, sentence, "unsupported", None)
     # the candidates whose anchors share the most with this one's (all of them when none shares a word)
     top = group.words.top(anchor)
+    if delta and any(w in _DELTA_WORDS for i in islice(iter(top), 8) for w in group.facts[i].text.lower().split()):
+        delta = False  # "12 further weeks" against the source's "10 further weeks": the same kind of value
     judged, others = _slot_says(fact, slot, group) if slot is not None else (None, [])
-    if judged == "other":
+    if judged == "other" and not delta:
         says = "; ".join(dict.fromkeys(_shown(m.fact) for m in others))
+        if held is not None:
+            held.add(id(fact))
         return _finding(fact, sentence, "contradicted", says)
     if judged == "same":  # "interns get 10 days" where the source gives interns 10 and staff 30
         return _finding(fact, sentence, "supported", None)
@@ -696,6 +723,12 @@ def _check_one(
     strong = shared >= 2 and 2 * shared >= len(own)
     if not strong and group.values.same(fact):
         return _finding(fact, sentence, "supported", None)
+    if delta or (top.best <= 0 and judged is None):
+        # nothing of the source measures the same thing (no anchor word shared, or a difference
+        # against a value): the fact is judged on its own, and it is not in the source
+        return _finding(fact, sentence, "unsupported", None)
+    if strong and held is not None:
+        held.add(id(fact))
     return _finding(fact, sentence, "contradicted", group.shown(top))
 
 
@@ -771,23 +804,187 @@ def _range_ends(facts: Sequence[Fact], sentence: str, offset: int) -> set[int]:
     return out
 
 
+_DELTA_AFTER = re.compile(
+    r"\s*(?:more|less|fewer|longer|shorter|later|earlier|sooner|cheaper|dearer|higher|lower|extra|faster|slower)\b",
+    re.I,
+)
+_DELTA_BEFORE = re.compile(r"\b(?:another|by|an extra|an additional|a further|(?:up|down) by)\s*$", re.I)
+_DELTA_WORDS = frozenset({"more", "fewer", "less", "extra", "additional", "further"})
+
+
+def _is_delta(fact: Fact, sentence: str, offset: int) -> bool:
+    """A difference, not a value: "1.8 fewer days", "2 hours longer", "another 3 days", "up by 5%"."""
+    if type(fact.value) is not float or fact.dim in ("time", "year", "date"):
+        return False
+    if any(w in _DELTA_WORDS for w in fact.text.lower().split()[1:]):
+        return True
+    return bool(_DELTA_AFTER.match(sentence, fact.end - offset)) or bool(
+        _DELTA_BEFORE.search(sentence[: fact.start - offset])
+    )
+
+
+_FOLD = re.compile(r"[^\W_]+(?:['\u2019][^\W_]+)*")
+_LEAD_IN = re.compile(r"^\s*(?:(?:yes|no|sure|note|remember|important|in short)\b\W*)+", re.I)
+#: a clause copied word for word is supported when it has at least this many words
+VERBATIM_MIN_WORDS = 6
+
+
+def _fold(text: str) -> str:
+    return " ".join(w.lower().replace("\u2019", "'").removesuffix("'s") for w in _FOLD.findall(text))
+
+
+def _copied(span: TextSpan, found: Sequence[Fact], ctx: ContextFacts) -> set[int]:
+    """Indexes of ``found`` (the facts of one response sentence) in a clause copied word for word
+    from the context: the whole sentence (less a lead-in such as "Yes,"), or a clause of at least
+    :data:`VERBATIM_MIN_WORDS` words when no other clause of the sentence names something (a name
+    there may say the copy is about something else)."""
+    text = blank_controls(span.text)
+    whole = _fold(_LEAD_IN.sub("", text))
+    if whole and f" {whole} " in ctx.phrases:
+        return set(range(len(found)))
+    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
+    clauses = [(a, b) for a, b in zip(cuts, cuts[1:]) if text[a:b].strip(" ,;:.")]
+    named = [bool(re.search(r"(?<!^)(?<![.!?:]\s)\b[A-Z][a-z]", text[a:b].strip(" ,;:"))) for a, b in clauses]
+    out: set[int] = set()
+    for c, (a, b) in enumerate(clauses):
+        words = _fold(text[a:b])
+        if len(words.split()) < VERBATIM_MIN_WORDS or any(n for k, n in enumerate(named) if k != c):
+            continue
+        if f" {words} " in ctx.phrases:
+            out |= {k for k, f in enumerate(found) if a <= f.start - span.start and f.end - span.start <= b}
+    return out
+
+
+#: a context clause saying a scheduled thing will not happen ("the 07:40 departure will not run")
+_CALLED_OFF = re.compile(
+    r"\b(?:cancel+ed|suspended|called off|withdrawn|(?:will|does|do|is|are|won't|shall)\s+not\s+"
+    r"(?:run|operate|sail|depart|leave|take place|go ahead|be running|be operating|be held|happen)|"
+    r"(?:won't|doesn't|don't|isn't|aren't)\s+(?:run|operate|sail|depart|running|operating|take place|go ahead)|"
+    r"not\s+(?:running|operating|sailing|in service)|no longer (?:runs|operates|sails)|out of service)\b",
+    re.I,
+)
+#: a response that itself says so (or says no) asserts nothing against it
+_SAYS_OFF = re.compile(r"\b(?:no|not|never|cancel\w*|suspend\w*|won't|isn't|aren't|doesn't|off|instead)\b", re.I)
+
+
+def _calls_off(span: TextSpan, facts: Sequence[Fact]) -> dict[tuple[str, float | str], str]:
+    """The times and dates a context sentence calls off, each with the clause that does."""
+    text = span.text
+    if not _CALLED_OFF.search(text):
+        return {}
+    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
+    out: dict[tuple[str, float | str], str] = {}
+    for f in facts:
+        if f.dim not in ("time", "date"):
+            continue
+        k = bisect.bisect_right(cuts, f.start - span.start) - 1
+        clause = text[cuts[k] : cuts[min(k + 1, len(cuts) - 1)]].strip(" ,;:.")
+        if _CALLED_OFF.search(clause):
+            out.setdefault((f.dim, f.value), clause)
+    return out
+
+
+def _operand_pool(fact: Fact, anchor: dict[str, float], ctx: ContextFacts) -> list[Fact]:
+    """The context values a derivation of ``fact`` may use: of its dimension, scalars (counts and
+    percentages), clock times for a duration, and the quantities a rate among them applies to; of a
+    kind with more than :data:`~groundlens_core.derive.POOL` values, those whose anchors share the
+    most with ``fact``'s."""
+    by = ctx.by_key()
+
+    def near(key: tuple, ids: Sequence[int]) -> list[Fact]:
+        if len(ids) <= POOL:
+            return [ctx.mentions[i].fact for i in ids]
+        group = ctx.groups.get(("pool",) + key)
+        if group is None:
+            group = ctx.groups[("pool",) + key] = _Group([ctx.mentions[i] for i in ids])
+        return [group.facts[i] for i in islice(iter(group.words.top(anchor)), POOL)]
+
+    out = near((fact.dim,), by.get((fact.dim,), []))
+    scalars = ctx.groups.get(("scalars",))
+    if scalars is None:
+        scalars = ctx.groups[("scalars",)] = [i for i, m in enumerate(ctx.mentions) if m.fact.dim == "count"]  # type: ignore[assignment]
+    out += near(("count",), scalars) + near(("percent",), by.get(("percent",), []))  # type: ignore[arg-type]
+    if fact.dim == "duration":
+        out += near(("time",), by.get(("time",), []))
+    for rate in dict.fromkeys(f.rate for f in out if f.rate):
+        unit = UNITS.get(rate) or UNITS.get(rate + "s")
+        if unit is not None and unit[0] != fact.dim:
+            out += near((unit[0],), by.get((unit[0],), []))
+    return out
+
+
+def _derived(
+    checked: list[FactFinding],
+    facts: list[Fact],
+    anchors: list[dict[str, float]],
+    spans: Sequence[TextSpan],
+    ctx: ContextFacts,
+    held: set[int],
+) -> list[FactFinding]:
+    """Failed values worked out from values the source states (:mod:`groundlens_core.derive`) are
+    supported; the working is the finding's ``source``. Operands: the response's own values in the
+    sentence and the one before (each checked in its own right), and the context's
+    (:func:`_operand_pool`)."""
+    by_sentence: dict[int, list[int]] = {}
+    for k, finding in enumerate(checked):
+        by_sentence.setdefault(finding.sentence, []).append(k)
+    out = list(checked)
+    for k, (finding, fact) in enumerate(zip(checked, facts)):
+        if not finding.failed or id(fact) in held or not derivable(fact):
+            continue
+        if not CUE.search(spans[finding.sentence].text):
+            continue
+        near = by_sentence.get(finding.sentence, []) + by_sentence.get(finding.sentence - 1, [])
+        own = [facts[j] for j in near if j != k][:POOL]  # each is checked in its own right
+        pool = _operand_pool(fact, anchors[k], ctx)
+        if fact.dim not in ("percent", "count"):
+            # a bare count multiplies an amount only where the response states it ("3 tickets at €12 each")
+            pool = [f for f in pool if f.dim != "count"]
+        working = derivation(fact, own + pool)
+        if working is not None:
+            out[k] = dataclasses.replace(finding, text=fact.text, status="supported", source=working)
+    return out
+
+
 def check_facts(
     response_spans: Sequence[TextSpan], ctx: ContextFacts, question: str | None = None
 ) -> tuple[FactFinding, ...]:
     """Every fact of every response sentence, checked (``sentence`` indexes ``response_spans``), then
-    the claims without a number (:mod:`groundlens_core.claims`)."""
+    the claims without a number (:mod:`groundlens_core.claims`). A fact in a clause copied word for
+    word from the context is supported; a failed value worked out from the source's values
+    (:mod:`groundlens_core.derive`) is supported; a time or date the context calls off ("the 07:40
+    departure will not run") is contradicted where the response states it without saying so, even
+    when the question states it."""
     checked: list[FactFinding] = []
     facts: list[Fact] = []
+    anchors: list[dict[str, float]] = []
+    held: set[int] = set()
+    copied: set[int] = set()
     for i, span in enumerate(response_spans):
         found = extract_facts(span.text, span.start)
         ends = _range_ends(found, span.text, span.start)
         in_sentence = _names_of(span.text)
+        copies = _copied(span, found, ctx) if found else set()
         for k, (f, anchor) in enumerate(zip(found, _anchors(span.text, span.start, found))):
-            slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start, in_sentence)
-            checked.append(_check_one(f, anchor, ctx, i, slot))
+            if k in copies:
+                copied.add(len(facts))
+                checked.append(_finding(f, i, "supported", None))
+            else:
+                slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start, in_sentence)
+                delta = _is_delta(f, span.text, span.start)
+                checked.append(_check_one(f, anchor, ctx, i, slot, delta, held))
             facts.append(f)
+            anchors.append(anchor)
     if question:
         checked = _from_question(checked, facts, extract_facts(question))
+    checked = _derived(checked, facts, anchors, response_spans, ctx, held)
+    off = ctx.called_off
+    if off:
+        for k, fact in enumerate(facts):
+            clause = off.get((fact.dim, fact.value))  # type: ignore[arg-type]
+            says_so = _SAYS_OFF.search(response_spans[checked[k].sentence].text)
+            if clause is not None and k not in copied and not says_so:
+                checked[k] = _finding(fact, checked[k].sentence, "contradicted", clause)
     if ctx.claims is not None:
         checked.extend(check_claims(response_spans, ctx.claims, checked, question))
     return tuple(checked)

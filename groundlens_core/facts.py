@@ -54,7 +54,7 @@ _ONE = frozenset({"a", "an", "one", "single"})
 #: words that may stand between a number and its unit ("3 extra working days", "5 unused days")
 _BETWEEN = frozenset(
     """extra more further additional full whole consecutive clear unused paid free calendar straight
-    complete separate other late early""".split()
+    complete separate other late early fewer""".split()
 )
 #: capitalised words before a number that do not name it ("All 3 plans", "Only 2 refunds")
 _LABEL_STOP = frozenset(
@@ -131,6 +131,8 @@ def _unit_at(toks: list[_Tok], i: int) -> tuple[str, float, int, str] | None:
             return "percent", 1.0, start + 1, ""
         if t.kind != "word":
             continue
+        if t.low == "s" and start and toks[start - 1].end == t.start:
+            continue  # "1990s", "20s": a plural, not seconds
         if start + 1 < len(toks) and toks[start + 1].kind == "word":
             two = f"{t.low} {toks[start + 1].low}"
             if two in UNITS:
@@ -514,21 +516,34 @@ _RATE = re.compile(
     r"|(daily|weekly|monthly|yearly|annually|nightly|hourly)\b)",
     re.I,
 )
+_TIME_RATES = frozenset({"second", "minute", "hour", "day", "night", "week", "month", "year"})
 _RATE_WORDS = {"daily": "day", "weekly": "week", "monthly": "month", "yearly": "year", "annually": "year",
                "annum": "year", "nightly": "night", "hourly": "hour"}  # fmt: skip
 
 
 def _with_rate(fact: Fact, text: str, offset: int) -> Fact:
-    """An amount's rate, written just after it: "$18 per day", "£65 a year", "€5 each month", "€25 monthly"."""
-    if not fact.dim.startswith("money:"):
+    """A value's rate, written just after it: "$18 per day", "£65 a year", "€5 each month", "€25
+    monthly", "25 mg/kg", "twice a day", "3 tablets a day" (after a count, past the noun it counts).
+    An amount takes any rate word; another value takes "per" / "/" and a word, or "a" / "each" and a
+    unit of time ("14 days a year"; "within 14 days a refund is issued" has none)."""
+    if fact.dim in ("time", "year"):
         return fact
-    m = _RATE.match(text, fact.end - offset)
+    at = fact.end - offset
+    m = _RATE.match(text, at)
+    if m is None and fact.dim == "count" and fact.noun:
+        skip = re.match(r"(?:\s+[^\W\d_]+){1,2}?(?=\s+(?:per|a|an|each|every)\s|\s*/)", text[at:])
+        if skip:
+            m = _RATE.match(text, at + skip.end())
     if not m:
         return fact
     word = (m.group(1) or m.group(2)).lower()
     if m.group(1) and (word in ("few", "lot", "bit", "little") or word in _NUMBER_WORDS):
         return fact
     rate = _RATE_WORDS.get(word) or stem(word.rstrip("s") if word.endswith("s") and len(word) > 3 else word)
+    if not fact.dim.startswith("money:") and not (
+        m.group(2) or rate in _TIME_RATES or re.match(r"\s*(?:per\b|/)", text[m.start() :], re.I)
+    ):
+        return fact
     return Fact(fact.dim, fact.value, fact.text, fact.start, fact.end, fact.noun, fact.approx, rate)
 
 
@@ -540,6 +555,8 @@ def _qualified(fact: Fact, text: str, offset: int) -> Fact:
             if before.endswith(" " + phrase) or (phrase == "~" and before.endswith("~")):
                 if op in (">", "<") and before.endswith((" no " + phrase, " not " + phrase)):
                     continue  # "no more than" is a "<=" bound, found first
+                if op in (">", "<") and _NEGATED_BOUND.search(before[: -len(phrase)]):
+                    op = "<=" if op == ">" else ">="  # "do not take more than 4 g": at most 4 g
                 if phrase in _DEADLINE_PHRASES and _BEFORE_EVENT.match(text, fact.end - offset):
                     # "up to 48 hours before arrival", "no later than ten days before" leave at least
                     # that long: the bound faces the other way ("no more than 8 weeks before" is still
@@ -549,6 +566,8 @@ def _qualified(fact: Fact, text: str, offset: int) -> Fact:
     return fact
 
 
+#: a negation a word or two before "more than" / "less than" ("do not take more than", "must not exceed")
+_NEGATED_BOUND = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:[a-z]+\s+){0,2}$")
 #: bounds that, before an event, set a deadline rather than a length
 _DEADLINE_PHRASES = frozenset({"up to", "no later than", "not later than"})
 _BEFORE_EVENT = re.compile(r"\s*(?:before|ahead|prior|in advance|earlier)\b", re.I)

@@ -19,7 +19,8 @@ def _units(dim: str, factor: float, *words: str) -> None:
 
 
 # durations: minutes, with calendar months and years apart (a month is not a fixed number of days)
-_units("duration", 1 / 60, "second", "seconds", "sec", "secs")
+_units("duration", 1 / 60000, "ms", "msec", "millisecond", "milliseconds")
+_units("duration", 1 / 60, "second", "seconds", "sec", "secs", "s")
 _units("duration", 1, "minute", "minutes", "min", "mins")
 _units("duration", 60, "hour", "hours", "hr", "hrs", "h")
 _units("duration", 1440, "day", "days", "calendar day", "calendar days")
