@@ -32,6 +32,7 @@ the explanation and the exports treat them alike. These are triage findings, nev
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections import Counter
@@ -126,9 +127,14 @@ _RESTRICT = re.compile(
 #: a time limit on what a clause says ("may be submitted until 5 May", "cannot ... after 5 May"): the
 #: two sides of the limit state opposite polarities, so neither is evidence against the other
 _TIME_BOUND = re.compile(r"\b(?:until|till|after|before|from)\s+(?:\S+\s+){0,2}?\S*\d", re.I)
+#: where one statement of a sentence ends and another begins
+_STATEMENT_BREAK = re.compile(r"[;:]|,\s+(?:and|but|or|so|while|whilst|whereas)\b|\s(?:but|whereas|while)\s", re.I)
 _RESTRICT_STEMS = frozenset({"onli", "if", "unless", "only"})
 #: a condition is checked when the statement it restricts has at least this many content stems
 CONDITION_MIN_MAIN = 2
+#: a response sentence sharing this share of its stems with one unrestricted context clause of another
+#: sentence states that clause, and a condition of another sentence does not restrict it
+CONDITION_ELSEWHERE = 0.6
 #: closing courtesies of an assistant's answer, which claim nothing about the source
 _COURTESY = re.compile(
     r"^\W*(?:i hope (?:this|that) helps|hope (?:this|that) helps|let me know|feel free|happy \w+ing|great question"
@@ -159,6 +165,7 @@ class _Clause:
     forbids: bool = False  # "do not bathe", "must not", "cannot": a prohibition that names no polar word
     conditional: bool = False  # it is restricted ("available only if ...", "free unless ...")
     adds: bool = False  # it says it adds to what came before ("also", "too", "in addition", "plus")
+    timed: bool = False  # restricted by a time limit alone ("open from 10:00"), no condition
 
 
 def _words(text: str) -> list[tuple[str, int, int]]:
@@ -220,6 +227,30 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
                    negations % 2 == 1, sentence, caps, forbids, conditional, adds)  # fmt: skip
 
 
+#: "at least as long as the stair is wide": a comparison, not a condition
+_COMPARES_BEFORE = re.compile(
+    r"\b(?:at least|at most|twice|half|nearly|almost|just|about|roughly|not|times|quite)\s*$", re.I
+)
+_COMPARES_AFTER = re.compile(
+    r"^as\s+long\s+as\s+(?:\S+\s+){0,4}?(?:is|are|was|were)\s+(?:wide|long|tall|high|deep|thick|broad)\b", re.I
+)
+
+
+def _restriction(text: str, at_start: bool = False) -> re.Match[str] | None:
+    """The first restriction of ``text`` ("only if", "unless", "provided that", "as long as" ...),
+    or None; "as long as" in a comparison ("at least as long as the stair is wide") restricts nothing."""
+    for m in _RESTRICT.finditer(text):
+        if at_start and text[: m.start()].strip():
+            return None
+        low = m.group(0).lower()
+        if low.endswith("long as") and (
+            _COMPARES_BEFORE.search(text[: m.start()]) or _COMPARES_AFTER.match(text[m.start() :])
+        ):
+            continue
+        return m
+    return None
+
+
 def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
     text = blank_controls(span.text)  # a terminal's escape sequence is no clause ("ESC]0;title BEL")
     cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
@@ -228,12 +259,11 @@ def _clauses(span: TextSpan, sentence: int) -> list[_Clause]:
     for n, (a, b) in enumerate(zip(cuts, cuts[1:])):
         # restricted: it names the restriction, or the clause after it opens with one ("... unless ...")
         following = pieces[n + 1].lstrip(" ,;:") if n + 1 < len(pieces) else ""
-        conditional = (
-            bool(_RESTRICT.search(pieces[n])) or bool(_RESTRICT.match(following)) or bool(_TIME_BOUND.search(pieces[n]))
-        )
-        c = _analyse(pieces[n], span.start + a, span.start + b, sentence, a == 0, conditional)
+        restricted = _restriction(pieces[n]) is not None or _restriction(following, at_start=True) is not None
+        timed = not restricted and bool(_TIME_BOUND.search(pieces[n]))
+        c = _analyse(pieces[n], span.start + a, span.start + b, sentence, a == 0, restricted or timed)
         if c is not None:
-            out.append(c)
+            out.append(dataclasses.replace(c, timed=timed) if timed else c)
     return out
 
 
@@ -242,6 +272,7 @@ class _Condition:
     main: frozenset[str]  # content stems of the restricted statement
     own: frozenset[str]  # the condition's stems that no other context sentence uses
     text: str  # the condition as written ("only if the loan completes on or before 30 November")
+    sentence: int = -1  # the context sentence it is in
 
 
 @dataclass(frozen=True)
@@ -294,19 +325,27 @@ def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
     per_sentence = [_stems_of(s.text) | _numbers_of(s.text) for s in spans]
     used_in = Counter(x for stems in per_sentence for x in stems)  # how many sentences use each stem
     conditions = []
-    for span in spans:
-        m = _RESTRICT.search(span.text)
+    for n, span in enumerate(spans):
+        m = _restriction(span.text)
         if m is None:
             continue
         rest = span.text[m.start() :]
         cut = re.search(r"[;.!?]|,\s", rest[len(m.group(0)) :])
         cond = rest[: len(m.group(0)) + cut.start()] if cut else rest
-        main = span.text[: m.start()] + rest[len(cond) :]
+        # what it restricts: the statement around it, up to a semicolon or a joined statement
+        # (", and ...", ", but ..."), not the whole sentence
+        before = span.text[: m.start()]
+        joins = list(_STATEMENT_BREAK.finditer(before))
+        after = rest[len(cond) :]
+        end = _STATEMENT_BREAK.search(after)
+        main = before[joins[-1].end() :] if joins else before
+        if not _stems_of(main) - set(_POLAR):  # "Unless ..., X is ...": the statement after it
+            main += after[: end.start()] if end else after
         # the condition's own words: those no other sentence uses (each stem of this sentence counts once)
         own = {x for x in _stems_of(cond) | _numbers_of(cond) if used_in[x] == 1} - _RESTRICT_STEMS
         main_stems = frozenset(_stems_of(main) - set(_POLAR))
         if own and len(main_stems) >= CONDITION_MIN_MAIN:
-            conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;")))
+            conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;"), n))
     stems = frozenset(set().union(*per_sentence)) if per_sentence else frozenset()
     return ContextClaims(clauses, tuple(topics), stems, tuple(conditions))
 
@@ -331,7 +370,7 @@ def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
     one of its polar families, those sharing the most content stems with it (a name counting twice,
     the words of the context clause's sentence outside the clause counting half) all state the
     other side. Found through the context's word indexes, not by comparing ``c`` with each clause."""
-    if c.conditional:  # "open every day except Monday": what it asserts holds only in part
+    if c.conditional and not c.timed:  # "open every day except Monday": what it asserts holds only in part
         return None
     weights = _weights(c)
     for family, sign in _families(c):
@@ -395,6 +434,14 @@ def check_claims(
     for c in clauses:
         by_sentence[c.sentence].append(c)
     flagged: set[int] = set()  # one condition finding a response sentence at most
+    # what each response sentence is about: the context clause sharing the most with it, when it is
+    # another sentence's than a condition's, says the condition restricts something else
+    closest: dict[int, tuple[float, int]] = {}
+    for i, mine in enumerate(by_sentence):
+        topic = set().union(*(c.topic for c in mine)) if mine else set()
+        if topic and ctx.clauses:
+            top = ctx.by_topic().top(dict.fromkeys(topic, 1.0))
+            closest[i] = (top.best, ctx.clauses[top.first()].sentence)
     for cond in ctx.conditions:
         if cond.own & said:
             continue
@@ -406,6 +453,9 @@ def check_claims(
             asserting = [c for c in mine if not c.negated and c.topic & cond.main]
             if not asserting or len(topic & cond.main) < need:
                 continue
+            best, where = closest.get(i, (0.0, cond.sentence))
+            if where != cond.sentence and best > len(topic & cond.main) and best >= CONDITION_ELSEWHERE * len(topic):
+                continue  # the sentence states what another context sentence says, unrestricted
             out.append(_finding(asserting[0], "condition", "unsupported", cond.text))
             flagged.add(i)
             break
