@@ -311,30 +311,57 @@
   // for its best passage, and the list below it shows every sentence's evidence
   function supportClass(v) { return v > 0.95 ? "gl-sup-hi" : (v >= 0.8 ? "gl-sup-mid" : "gl-sup-lo"); }
 
+  // text[a, b) into parent: each failed finding's characters in a mark whose title says what the
+  // source says (fm: [start, end, status, title]), unsupported words (unsup: [start, end]) marked
+  // within; every piece of text goes in as a text node
+  function markedText(parent, text, a, b, unsup, fm) {
+    var cuts = [a, b];
+    function cut(x) { if (x > a && x < b) cuts.push(x); }
+    unsup.forEach(function (u) { cut(u[0]); cut(u[1]); });
+    fm.forEach(function (f) { cut(f[0]); cut(f[1]); });
+    cuts.sort(function (x, y) { return x - y; });
+    var open = null, openF = null;
+    for (var k = 0; k + 1 < cuts.length; k++) {
+      var x = cuts[k], y = cuts[k + 1];
+      if (x >= y) continue;
+      var f = null, inUnsup = false;
+      for (var i = 0; i < fm.length; i++) if (fm[i][0] <= x && y <= fm[i][1]) { f = fm[i]; break; }
+      for (var j = 0; j < unsup.length; j++) if (unsup[j][0] <= x && y <= unsup[j][1]) { inUnsup = true; break; }
+      if (f !== openF) {
+        open = null; openF = f;
+        if (f) {
+          open = el("mark", "gl-finding gl-finding-" + f[2]);
+          open.title = f[3];
+          open.dataset.start = String(f[0]); open.dataset.end = String(f[1]);
+          parent.appendChild(open);
+        }
+      }
+      var piece = text.slice(x, y);
+      (open || parent).appendChild(inUnsup ? el("mark", "gl-unsup", piece) : document.createTextNode(piece));
+    }
+  }
+
   function evidenceBlock(s) {
     var text = s.r || "";
+    var fm = s.fm || [];
+    var ev = s.ev || [];
     var box = el("div", "gl-block gl-block-resp");
     var h = el("h4", null, "Response");
     if (s.rn) { h.appendChild(document.createTextNode(" ")); h.appendChild(el("span", "gl-pill", s.rn)); }
     h.appendChild(document.createTextNode(" "));
-    h.appendChild(el("span", "gl-legend", "each sentence tinted by support (share of its content words found in the context); marked words are not in the context"));
+    h.appendChild(el("span", "gl-legend", (ev.length ? "each sentence tinted by support (share of its content words found in the context); marked words are not in the context" : "") +
+      (fm.length ? (ev.length ? "; " : "") + "highlighted: a failed finding (hover it for what the source says)" : "")));
     box.appendChild(h);
     var pre = el("pre", "gl-text gl-resp-ev");
     var pos = 0;
     var list = el("ol", "gl-evidence");
-    s.ev.forEach(function (e) {
-      if (e[0] > pos) pre.appendChild(document.createTextNode(text.slice(pos, e[0])));
+    ev.forEach(function (e) {
+      if (e[0] > pos) markedText(pre, text, pos, e[0], [], fm);
       var span = el("span", "gl-sent " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
       span.dataset.support = String(e[2]);
       span.title = "support " + e[2].toFixed(2) + (e[6] ? " (weakest sentence)" : "") +
         "\nbest passage (similarity " + e[3].toFixed(2) + "): " + e[4];
-      var p = e[0];
-      e[5].forEach(function (u) {
-        if (u[0] > p) span.appendChild(document.createTextNode(text.slice(p, u[0])));
-        span.appendChild(el("mark", "gl-unsup", text.slice(u[0], u[1])));
-        p = u[1];
-      });
-      if (e[1] > p) span.appendChild(document.createTextNode(text.slice(p, e[1])));
+      markedText(span, text, e[0], e[1], e[5], fm);
       pre.appendChild(span);
       pos = e[1];
       var li = el("li", "gl-ev " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
@@ -343,10 +370,11 @@
       li.appendChild(el("span", "gl-ev-pass", "best passage (similarity " + e[3].toFixed(2) + "): " + e[4]));
       list.appendChild(li);
     });
-    if (pos < text.length) pre.appendChild(document.createTextNode(text.slice(pos)));
+    if (pos < text.length) markedText(pre, text, pos, text.length, [], fm);
     box.appendChild(pre);
+    if (!ev.length) return box;
     var det = el("details", "gl-ev-details");
-    det.appendChild(el("summary", null, "Evidence for each sentence (" + s.ev.length + ")"));
+    det.appendChild(el("summary", null, "Evidence for each sentence (" + ev.length + ")"));
     det.appendChild(list);
     box.appendChild(det);
     return box;
@@ -411,7 +439,7 @@
       cbox.appendChild(piece);
     });
     main.appendChild(cbox);
-    if (s.ev && s.ev.length) main.appendChild(evidenceBlock(s)); else main.appendChild(textBlock("Response", s.r || "", s.rn));
+    if ((s.ev && s.ev.length) || (s.fm && s.fm.length)) main.appendChild(evidenceBlock(s)); else main.appendChild(textBlock("Response", s.r || "", s.rn));
 
     var dl = el("dl", "gl-facts");
     (s.facts || []).forEach(function (f) {

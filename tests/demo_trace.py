@@ -42,3 +42,25 @@ def record_run(recorder: Recorder, key: str = "run-1", *, name: str = "demo", en
     if end:
         recorder.end_trace(key)
     assert recorder.flush(timeout=120)
+
+
+# one answer with failed findings: a changed duration and a flipped policy (the checker reads the
+# duration as "at most 60 days" and marks the characters "60 days")
+RETURNS_QUESTION = "How long do I have to return the X200, and who pays return shipping?"
+RETURNS_CONTEXT = "Returns are accepted within 30 days of delivery. Return shipping is paid by the customer."
+RETURNS_ANSWER = "You can return the X200 within 60 days. Return shipping is free."
+#: (characters in the answer, status, what the source says) of the findings every export points at
+RETURNS_FINDINGS = (
+    ("60 days", "contradicted", "at most 30 days"),
+    ("Return shipping is free", "contradicted", "Return shipping is paid by the customer"),
+)
+RETURNS_WEAKEST = "You can return the X200 within 60 days."
+
+
+def record_returns(recorder: Recorder, key: str = "returns", **call: object) -> None:
+    """Record the returns answer as one call of its own trace and wait until it is scored."""
+    context = [ContextPiece(RETURNS_CONTEXT, "retriever")]
+    call = {"question": RETURNS_QUESTION, "context": context, "response": RETURNS_ANSWER, "model": "gpt-test", **call}
+    recorder.record(CallRecord(key, "answer", **call))  # type: ignore[arg-type]
+    recorder.end_trace(key)
+    assert recorder.flush(timeout=120)

@@ -692,6 +692,71 @@ def test_new_fields_stay_inert_and_redaction_covers_them(browser, tmp_path):
         assert raw not in doc.lower()
 
 
+def test_each_failed_finding_is_a_mark_whose_title_says_what_the_source_says(browser, tmp_path):
+    from demo_trace import RETURNS_ANSWER, RETURNS_FINDINGS, record_returns
+
+    rec = Recorder("test", name="returns")
+    record_returns(rec)
+    trace = rec.get_trace("returns")
+    # a hand-made step whose finding and source are markup: its mark holds it as text
+    response = "It costs " + PAYLOADS[0] + " per month."
+    start = response.index(PAYLOADS[0])
+    fact = {
+        "text": PAYLOADS[0],
+        "kind": "amount",
+        "start": start,
+        "end": start + len(PAYLOADS[0]),
+        "sentence": 0,
+        "status": "contradicted",
+        "source": PAYLOADS[1],
+    }
+    sentence = {
+        "start": 0,
+        "end": len(response),
+        "text": response,
+        "support": 0.5,
+        "content_tokens": 2,
+        "unsupported": [{"text": "window", "kind": "word", "start": start + 8, "end": start + 14}],
+        "similarity": 0.4,
+        "passage_start": 0,
+        "passage_end": 5,
+        "passage": PAYLOADS[2],
+    }
+    trace.steps.append(Step(id="evil", index=1, node="evil", kind="llm", method="sgi", triage="flagged", response=response,
+                            score={"method": "sgi", "value": 0.5, "normalized": 0.2, "triage": "flagged", "flagged": True,
+                                   "rank": 0.01, "explanation": "hand-made", "fingerprint": "fp", "version": "0",
+                                   "evidence": {"support": 0.5, "content_tokens": 2, "unsupported_tokens": 1, "weakest": 0,
+                                                "context_passages": 1, "sentences": [sentence], "facts": [fact]}}))  # fmt: skip
+    page = Page(browser, write_html(trace, tmp_path / "findings.html"))
+    try:
+        for k in range(2):
+            page.page.locator("#gl-rows tr.gl-row").nth(k).locator(".gl-toggle").click()
+        marks = page.page.evaluate("""() => Array.from(document.querySelectorAll('#gl-rows .gl-resp-ev mark.gl-finding'))
+            .map(m => [m.closest('tr.gl-detail').previousElementSibling.dataset.id, m.textContent, m.title,
+                       m.className, m.querySelectorAll('mark.gl-unsup').length])""")
+        (answer,) = trace.steps[:1]
+        mine = {(text, title) for sid, text, title, _, _ in marks if sid == answer.id}
+        for chars, _, source in RETURNS_FINDINGS:
+            assert any(text == chars and title.endswith("the source says " + source) for text, title in mine), chars
+        assert len(mine) == len(answer.score.decision.findings)
+        # the hand-made step: its payload is the mark's text and its source the title, run by nothing
+        (evil,) = [m for m in marks if m[0] == "evil"]
+        assert evil[1:4] == [
+            PAYLOADS[0],
+            PAYLOADS[0] + " \u2014 the source says " + PAYLOADS[1],
+            "gl-finding gl-finding-contradicted",
+        ]
+        assert evil[4] == 1  # an unsupported word inside the finding stays marked within it
+        # every response is still there, character for character
+        texts = page.page.locator("#gl-rows .gl-resp-ev").all_text_contents()
+        assert sorted(texts) == sorted([RETURNS_ANSWER, response])
+        assert page.page.locator("#gl-rows .gl-resp-ev script, #gl-rows .gl-resp-ev img").count() == 0
+        page.page.screenshot(path=str(_artifact("report-findings.png")), full_page=True)
+        page.assert_clean()
+    finally:
+        page.page.close()
+
+
 def test_a_batch_report_shows_each_rows_id_in_its_row(browser, tmp_path):
     """The Row column of a batch report is the file's id column (else "row <n>" from 1), not a
     0-based place in the file."""

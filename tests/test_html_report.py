@@ -231,6 +231,48 @@ def test_llm_text_is_escaped_everywhere():
     assert "default-src 'none'" in p.csp and "unsafe-inline" not in p.csp.split("script-src")[1].split(";")[0]
 
 
+def test_each_failed_finding_is_marked_in_the_response_with_what_the_source_says():
+    from demo_trace import RETURNS_ANSWER, RETURNS_FINDINGS, record_returns
+
+    rec = Recorder("test", name="returns")
+    record_returns(rec)
+    trace = rec.get_trace("returns")
+    (d,) = step_data(render_html(trace))
+    (step,) = trace.steps
+    assert d["r"] == RETURNS_ANSWER
+    marks = {(RETURNS_ANSWER[a:b], status): title for a, b, status, title in d["fm"]}
+    assert len(d["fm"]) == len(step.score.decision.findings)
+    for chars, status, source in RETURNS_FINDINGS:
+        assert marks[(chars, status)].endswith(f" \u2014 the source says {source}")
+    # not shown whole, the response has no marks: their offsets would point into a digest or a cut
+    assert step_data(render_html(trace, redact=True))[0]["fm"] == []
+    assert step_data(render_html(trace, max_text_chars=20))[0]["fm"] == []
+
+
+def test_finding_marks_carry_llm_and_source_text_as_data_only():
+    response = f"It costs {XSS_SCRIPT} per month."
+    start = response.index(XSS_SCRIPT)
+    fact = {"text": XSS_SCRIPT, "kind": "amount", "start": start, "end": start + len(XSS_SCRIPT), "sentence": 0,
+            "status": "contradicted", "source": XSS_ATTR}  # fmt: skip
+    evidence = {"support": 0.5, "content_tokens": 2, "unsupported_tokens": 1, "weakest": 0, "context_passages": 1,
+                "sentences": [{"start": 0, "end": len(response), "text": response, "support": 0.5, "content_tokens": 2,
+                               "unsupported": [{"text": "script", "kind": "word", "start": start + 1, "end": start + 7}],
+                               "similarity": 0.4, "passage_start": 0, "passage_end": 5, "passage": CLOSE_JSON}],
+                "facts": [fact, {**fact, "status": "supported", "start": 0, "end": 2}]}  # fmt: skip
+    step = score_step(0, "n", "sgi", 0.5, 0.2, "flagged", response=response)
+    step = Step(**{**step.__dict__, "score": {**step.score.to_dict(), "evidence": evidence}})
+    doc = render_html(hand_trace([step]))
+    for raw in (XSS_SCRIPT, XSS_ATTR, "alert(2)</script>"):
+        assert raw not in doc, raw
+    (attrs, body), = [(a, b) for a, b in parse(doc).scripts if a.get("type") == "application/json"]
+    assert "<" not in body and ">" not in body
+    (d,) = json.loads(body)["steps"]
+    # only the failed finding is marked, with the source's words as its title (text for the page's script)
+    title = f"{XSS_SCRIPT} \u2014 the source says {XSS_ATTR}"
+    assert d["fm"] == [[start, start + len(XSS_SCRIPT), "contradicted", title]]
+    assert d["r"][d["fm"][0][0] : d["fm"][0][1]] == XSS_SCRIPT
+
+
 def test_no_external_urls(real_trace):
     doc = render_html([real_trace, hand_trace([score_step(0, "n", "dgi", 0.1, 0.55, "flagged")])])
     p = parse(doc)

@@ -25,8 +25,13 @@ from demo_trace import (  # noqa: E402
     QUESTION_DGI,
     QUESTION_SGI,
     RAW_TEXTS,
+    RETURNS_ANSWER,
+    RETURNS_CONTEXT,
+    RETURNS_FINDINGS,
+    RETURNS_WEAKEST,
     T0,
     TOOL_RESULT,
+    record_returns,
     record_run,
 )
 from missing_extras import hints, run_without  # noqa: E402
@@ -346,6 +351,90 @@ def test_max_text_chars_cuts_texts(calibration):
     assert a["input.value"].startswith(QUESTION_SGI[:10])
     assert f"[cut: {len(QUESTION_SGI)} chars]" in a["input.value"]
     assert QUESTION_SGI not in all_exported_text(sink)
+
+
+# ---------------------------------------------------------------- where the findings stand
+
+
+def _returns(calibration, **exporter_kwargs):
+    sink = Sink()
+    exporter = OTelExporter(sink.tracer_provider, sink.logger_provider, **exporter_kwargs)
+    recorder = Recorder("test", calibration=calibration, listeners=[exporter])
+    record_returns(recorder)
+    (log,) = sink.logs()
+    return sink.by_node()["answer"].attributes, dict(log.attributes), recorder
+
+
+def _failed(attrs) -> list[dict]:
+    findings = json.loads(attrs["groundlens.findings"])
+    assert attrs["groundlens.findings_count"] == len(findings)
+    assert all(set(f) == {"text", "kind", "status", "source", "start", "end"} for f in findings)
+    return findings
+
+
+def test_the_step_span_points_at_each_failed_findings_characters_and_the_weakest_sentence(calibration):
+    span, log, recorder = _returns(calibration)
+    (step,) = recorder.get_trace("returns").steps
+    assert step.triage == "flagged" and span["output.value"] == RETURNS_ANSWER
+    for attrs in (span, log):  # the span, and the gen_ai.evaluation.result record beside it
+        findings = _failed(attrs)
+        pointed = {(RETURNS_ANSWER[f["start"] : f["end"]], f["status"], f["source"]) for f in findings}
+        assert set(RETURNS_FINDINGS) <= pointed
+        # each finding as the fact checker read it, in the order groundlens.facts lists them
+        assert [f["text"] for f in findings] == [f.text for f in step.score.decision.findings]
+        assert all(f["text"] in attrs["groundlens.facts"] for f in findings)
+        start, end = attrs["groundlens.weakest_sentence_start"], attrs["groundlens.weakest_sentence_end"]
+        assert RETURNS_ANSWER[start:end] == attrs["groundlens.weakest_sentence"] == RETURNS_WEAKEST
+
+
+def test_finding_offsets_survive_redaction_and_their_texts_do_not(calibration):
+    plain, _, _ = _returns(calibration)
+    span, log, _ = _returns(calibration, redact=True)
+    for attrs in (span, log):
+        findings = _failed(attrs)
+        assert [(f["start"], f["end"], f["kind"], f["status"]) for f in findings] == [
+            (f["start"], f["end"], f["kind"], f["status"]) for f in _failed(plain)
+        ]
+        assert {f["text"] for f in findings} == {"[redacted]"}
+        assert {f["source"] for f in findings} <= {"[redacted]", None}
+        assert (attrs["groundlens.weakest_sentence_start"], attrs["groundlens.weakest_sentence_end"]) == (
+            plain["groundlens.weakest_sentence_start"],
+            plain["groundlens.weakest_sentence_end"],
+        )
+        exported = json.dumps(attrs, default=str)
+        for raw in (
+            RETURNS_ANSWER,
+            RETURNS_CONTEXT,
+            RETURNS_WEAKEST,
+            *(t for f in RETURNS_FINDINGS for t in (f[0], f[2])),
+        ):
+            assert raw not in exported, raw
+
+
+def test_finding_texts_are_cut_like_the_other_evidence_and_the_list_stays_bounded(calibration):
+    from groundlens_core.trace.finding_spans import FINDINGS_MAX_CHARS
+    from groundlens_core.trace.otel_attributes import span_attributes
+
+    span, _, recorder = _returns(calibration, max_text_chars=6)
+    findings = _failed(span)
+    assert {f["source"] for f in findings if f["source"]} == {"at mo…", "Retur…"}  # as the view cuts every text
+    assert (
+        RETURNS_ANSWER[findings[-1]["start"] : findings[-1]["end"]] == "Return shipping is free"
+    )  # offsets stay whole
+    # many long findings: whole ones are left out past the bound, and the count says how many there were
+    (step,) = recorder.get_trace("returns").steps
+    fact = step.score.evidence.failed_facts()[-1]
+    many = type(step.score.evidence)(
+        **{
+            **step.score.evidence.__dict__,
+            "facts": tuple(fact.__class__(**{**fact.__dict__, "source": "x" * 600}) for _ in range(40)),
+        }
+    )
+    attrs = span_attributes(type(step.score)(**{**step.score.__dict__, "evidence": many, "decision": None}), 512)
+    kept = json.loads(attrs["groundlens.findings"])
+    assert attrs["groundlens.findings_count"] == 40 and 1 <= len(kept) < 40
+    assert len(attrs["groundlens.findings"]) <= FINDINGS_MAX_CHARS
+    assert all(f["source"] == "x" * 512 + "… [cut: 600 chars]" for f in kept)
 
 
 # ---------------------------------------------------------------- backend down

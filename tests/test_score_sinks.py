@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("opentelemetry.sdk")
 
 from app_trace import QUESTION, rag_graph  # noqa: E402
-from demo_trace import record_run  # noqa: E402
+from demo_trace import RETURNS_ANSWER, RETURNS_FINDINGS, RETURNS_WEAKEST, record_returns, record_run  # noqa: E402
 from fake_llm_server import FakeLLMServer, Reply  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
@@ -137,6 +137,40 @@ def test_langsmith_feedback_lands_on_the_langchain_run_it_scores(calibration):
     assert feedback["comment"] == step.explanation
     assert feedback["feedback_source"]["type"] == "model"
     assert feedback["feedback_source"]["metadata"]["groundlens_step_id"] == step.id
+
+
+@pytest.mark.parametrize("vendor", ["phoenix", "langfuse", "langsmith"])
+def test_each_sink_points_at_the_failed_findings_and_the_weakest_sentence(calibration, vendor):
+    """The annotation's, score's or feedback's metadata, as the vendor's client sent it over the wire."""
+    server = {"langfuse": LangfuseServer, "langsmith": LangSmithServer}.get(
+        vendor, lambda: FakeLLMServer(default=lambda r: Reply.json({}))
+    )()
+    with server:
+        sink = _sink(vendor, server.url)
+        # a LangGraph trace whose step id is a run id, so that LangSmith has a run to give feedback on
+        recorder = Recorder("langgraph", calibration=calibration, listeners=[sink, OTelExporter(TracerProvider())])
+        record_returns(recorder, step_id=str(uuid.uuid4()))
+        assert sink.flush(60)
+        if vendor == "langfuse":
+            sink.client.shutdown()
+    if vendor == "phoenix":
+        (post,) = [r for r in server.requests if r.path.startswith("/v1/span_annotations")]
+        (sent,) = [a["metadata"] for a in post.json["data"]]
+    elif vendor == "langfuse":
+        (sent,) = [s["metadata"] for s in server.scores]
+    else:
+        (sent,) = [f["feedback_source"]["metadata"] for f in server.feedback]
+    (step,) = recorder.get_trace("returns").steps
+    assert sink.stats["sent"] == 1 and sent["groundlens_step_id"] == step.id
+    findings = sent["findings"]
+    assert sent["findings_count"] == len(findings) == len(step.score.decision.findings)
+    assert all(set(f) == {"text", "kind", "status", "source", "start", "end"} for f in findings)
+    assert [f["text"] for f in findings] == [f.text for f in step.score.decision.findings]
+    assert set(RETURNS_FINDINGS) <= {
+        (RETURNS_ANSWER[f["start"] : f["end"]], f["status"], f["source"]) for f in findings
+    }
+    weakest = sent["weakest_sentence"]
+    assert weakest["text"] == RETURNS_ANSWER[weakest["start"] : weakest["end"]] == RETURNS_WEAKEST
 
 
 def test_langsmith_skips_steps_without_a_run_with_one_warning(calibration, caplog):

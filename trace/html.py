@@ -31,6 +31,7 @@ from groundlens_core.trace.html_rows import (
     _duration,
     _evidence,
     _facts,
+    _finding_marks,
     _fmt_ms,
     _fmt_num,
     _fmt_time,
@@ -258,6 +259,7 @@ def _build_context(
                 "facts": _facts(step, traces[ti]),
                 "ff": [] if ev is None else [[f.status, f.describe(), f.kind] for f in ev.facts],
                 "ev": _evidence(step),
+                "fm": _finding_marks(step),
                 "meta": "" if redact or not step.metadata else _json_text(step.metadata),
             }
         )

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, Sequence
 
 from groundlens_core.bands import BAND_COLOURS, SCORED_METHODS
+from groundlens_core.trace.finding_spans import failed_findings
 from groundlens_core.trace.model import Step, Trace
 
 PREVIEW_CHARS = 140
@@ -129,6 +130,17 @@ def _evidence(step: Step) -> list[list[Any]]:
         for i, s in enumerate(ev.sentences)
         if s.end <= n
     ]
+
+
+def _finding_marks(step: Step) -> list[list[Any]]:
+    """Each failed finding of the response for the report to mark: ``[start, end, status, title]``,
+    offsets into the response as shown, ``title`` what the source says (``at most 60 days — the
+    source says at most 30 days``). The findings are those the exports carry (:func:`finding_spans.failed_findings`).
+    Empty when the response is not shown whole (redacted or cut): offsets would point nowhere."""
+    if step.score is None or not isinstance(step.response, str):
+        return []
+    n = len(step.response)
+    return [[f.start, f.end, f.status, f.describe()] for f in failed_findings(step.score) if 0 <= f.start < f.end <= n]
 
 
 def _reason(step: Step) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Mapping
 from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.fields import score_fields
 from groundlens_core.trace import semconv as sc
+from groundlens_core.trace.finding_spans import finding_records, findings_json, weakest_span
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, Step, Trace, redaction_digest
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -281,6 +282,24 @@ def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict
         out[sc.GL_WEAKEST_SENTENCE] = render_text(fields["weakest_sentence"], max_text_chars=limit)
     if fields["unsupported"]:
         out[sc.GL_UNSUPPORTED] = render_text("; ".join(fields["unsupported"]), max_text_chars=limit)
+    out.update(span_attributes(step.score, limit))
+    return out
+
+
+def span_attributes(score: Any, limit: int) -> dict[str, Any]:
+    """Where the failed findings and the weakest sentence stand in the response (``[start, end)``
+    offsets): ``groundlens.findings`` as a JSON list (texts cut to ``limit``, the list to
+    ``finding_spans.FINDINGS_MAX_CHARS``), ``groundlens.findings_count``, and
+    ``groundlens.weakest_sentence_start`` / ``_end``. Under redaction the texts are already
+    ``[redacted]``; the offsets stay."""
+    out: dict[str, Any] = {}
+    records, total = finding_records(score, limit)
+    if total:
+        out[sc.GL_FINDINGS] = findings_json(records)
+        out[sc.GL_FINDINGS_COUNT] = total
+    weakest = weakest_span(score)
+    if weakest is not None:
+        out[sc.GL_WEAKEST_SENTENCE_START], out[sc.GL_WEAKEST_SENTENCE_END] = weakest
     return out
 
 

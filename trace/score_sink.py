@@ -19,7 +19,8 @@ queue (which would also keep the process from exiting while that queue drains).
 
 Every sink sends the same three things: the step's one ranked score (:func:`ranked_score`) as the
 value, its band (trusted / review / flagged) as the label, and the score's explanation as the
-comment; what else it sends is in ``ScoreItem.metadata``.
+comment; what else it sends is in ``ScoreItem.metadata``, where the failed findings and the weakest
+sentence carry their ``[start, end)`` offsets in the response (:func:`span_metadata`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from typing import Any
 
 from groundlens_core.bands import SCORED_METHODS
 from groundlens_core.trace import app_span, exported_spans, lifecycle
+from groundlens_core.trace.finding_spans import cut_text, finding_records, weakest_span
 from groundlens_core.trace.model import META_ROOT_RUN_ID, Step, Trace
+from groundlens_core.trace.semconv import EVIDENCE_ATTR_MAX_CHARS
 
 log = logging.getLogger("groundlens.sinks")
 
@@ -106,8 +109,23 @@ def score_item(trace: Trace, step: Step, name: str = DEFAULT_NAME) -> ScoreItem 
             "groundlens_step_id": step.id,
             "fingerprint": step.score.fingerprint,
             "version": step.score.version,
+            **span_metadata(step),
         },
     )
+
+
+def span_metadata(step: Step) -> dict[str, Any]:
+    """Where the step's failed findings and weakest sentence stand in its response: ``findings``, a
+    list of ``{"text", "kind", "status", "source", "start", "end"}`` (``[start, end)`` offsets in the
+    response; texts cut as the OpenTelemetry attributes cut them, the list too) with
+    ``findings_count``, and ``weakest_sentence``: ``{"text", "start", "end"}`` or None."""
+    records, total = finding_records(step.score, EVIDENCE_ATTR_MAX_CHARS)
+    span = weakest_span(step.score)
+    weakest = None
+    if span is not None:
+        sentence = step.score.evidence.weakest_sentence  # type: ignore[union-attr]
+        weakest = {"text": cut_text(str(sentence.text), EVIDENCE_ATTR_MAX_CHARS), "start": span[0], "end": span[1]}
+    return {"findings": records, "findings_count": total, "weakest_sentence": weakest}
 
 
 def step_span(step: Step) -> SpanIds | None:

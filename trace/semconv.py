@@ -64,6 +64,14 @@ GL_WEAK_SIGNAL = "groundlens.weak_signal"  # true for a step scored without cont
 GL_SUPPORT = "groundlens.support"  # share of the response's content the context contains
 GL_WEAKEST_SENTENCE = "groundlens.weakest_sentence"  # the response sentence stating most that the context lacks
 GL_UNSUPPORTED = "groundlens.unsupported"  # the absent numbers, dates, names, words ("; "-joined)
+# the failed findings with their characters in the response: a JSON list of objects with text, kind,
+# status, source (what the source says, or null), start and end ([start, end) offsets in output.value)
+GL_FINDINGS = "groundlens.findings"
+GL_FINDINGS_COUNT = "groundlens.findings_count"  # how many failed findings (the JSON may hold fewer)
+# the weakest sentence's [start, end) offsets in the response (not groundlens.weakest_sentence.start:
+# an attribute's name is never also a namespace, as the OpenTelemetry naming rules ask)
+GL_WEAKEST_SENTENCE_START = "groundlens.weakest_sentence_start"
+GL_WEAKEST_SENTENCE_END = "groundlens.weakest_sentence_end"
 EVIDENCE_ATTR_MAX_CHARS = 512  # evidence attributes are cut to this (backends drop over-long attributes)
 GL_FINGERPRINT = "groundlens.fingerprint"
 GL_SCORING_LATENCY_MS = "groundlens.scoring_latency_ms"
