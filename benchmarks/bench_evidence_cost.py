@@ -8,8 +8,9 @@ On the first ROWS rows of halueval_qa.csv, with the default backend (or ``--back
    pieces the evidence's sentences would add if each were embedded on its own (what the sentence
    alignment cost before it was pooled from the texts' own pass; now it adds none).
 2. Time, alternately, best of 3 with a fresh cache each: the raw encode of the unique texts (the
-   backend's own ``encode``), ``evaluate_batch`` with ``evidence=False`` (SGI only) and with every
-   signal (the default); the ratio to the raw encode (target: every signal <= 1.2x).
+   backend's own ``encode``), ``evaluate_batch`` with ``evidence=False`` (SGI only), with every
+   signal (the default) and with the verifier deciding (``GROUNDLENS_VERIFIER=on``); the ratio to
+   the raw encode (target: every signal <= 1.2x) and the verifier's share of a row's time.
 3. The alignment itself: for each response sentence, whether its best passage is the one the
    sentence-alone embeddings pick, and whether the weakest sentence is the same.
 
@@ -54,24 +55,31 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(items)} rows of halueval_qa.csv, backend {emb.backend}: {len(texts)} unique texts, {pieces} word pieces; "
           f"embedding each sentence on its own would add {len(alone_new)} texts, {extra} word pieces "
           f"(+{extra / pieces:.0%}); pooled from the texts' pass it adds none", flush=True)
-    runs: dict[str, list[float]] = {"raw": [], "sgi": [], "all": []}
+    import os
+
+    runs: dict[str, list[float]] = {"raw": [], "sgi": [], "all": [], "verifier": []}
     for rep in range(3):
         emb.clear()
         t = time.perf_counter()
         embed_many(emb.inner, texts)  # the backend's own encode (a text over the window: its pieces)
         runs["raw"].append(time.perf_counter() - t)
-        for key, evidence in (("sgi", False), ("all", True)):
+        for key, evidence in (("sgi", False), ("all", True), ("verifier", True)):
             emb.clear()
+            os.environ["GROUNDLENS_VERIFIER"] = "on" if key == "verifier" else "off"
             t = time.perf_counter()
             g.evaluate_batch(items, evidence=evidence, embedder=emb)
             runs[key].append(time.perf_counter() - t)
+        os.environ.pop("GROUNDLENS_VERIFIER")
         print(f"rep {rep}: raw encode {runs['raw'][-1]:.2f} s, evaluate_batch SGI only {runs['sgi'][-1]:.2f} s, "
-              f"every signal {runs['all'][-1]:.2f} s ({runs['all'][-1] / runs['raw'][-1]:.2f}x raw)", flush=True)
+              f"every signal {runs['all'][-1]:.2f} s ({runs['all'][-1] / runs['raw'][-1]:.2f}x raw), "
+              f"with the verifier {runs['verifier'][-1]:.2f} s ({runs['verifier'][-1] / runs['raw'][-1]:.2f}x raw)", flush=True)
     best = {k: min(v) for k, v in runs.items()}
     n = len(items)
     print(f"best of 3: raw encode {best['raw']:.2f} s ({n / best['raw']:.0f} rows/s); SGI only {best['sgi']:.2f} s "
           f"({best['sgi'] / best['raw']:.2f}x raw); every signal {best['all']:.2f} s ({n / best['all']:.0f} rows/s, "
-          f"{best['all'] / best['raw']:.2f}x raw, target <= 1.2x)", flush=True)
+          f"{best['all'] / best['raw']:.2f}x raw, target <= 1.2x); with the verifier (GROUNDLENS_VERIFIER=on) "
+          f"{best['verifier']:.2f} s ({n / best['verifier']:.0f} rows/s, {best['verifier'] / best['raw']:.2f}x raw; "
+          f"the verifier's share {1 - best['all'] / best['verifier']:.0%})", flush=True)
 
     # the alignment: pooled sentence vectors against each sentence embedded alone
     results = g.evaluate_batch(items, embedder=emb)

@@ -867,18 +867,34 @@ _CALLED_OFF = re.compile(
 _SAYS_OFF = re.compile(r"\b(?:no|not|never|cancel\w*|suspend\w*|won't|isn't|aren't|doesn't|off|instead)\b", re.I)
 
 
+#: a comma that lists values ("the 07:40, 09:15 and 11:30 departures"), not one that ends a clause
+_LIST_COMMA = re.compile(r"\s+(?:(?:and|or)\s+)?\d")
+
+
+def _clause_at(text: str, at: int) -> str:
+    """The clause of ``text`` around character ``at``: cut where :data:`_CLAUSE_BREAK` cuts, except
+    at the commas of a list of values, so every value of "the 07:40, 09:15 and 11:30 departures will
+    not run" is in the clause that calls it off."""
+    cuts = [0]
+    for m in _CLAUSE_BREAK.finditer(text):
+        if m.group() == "," and _LIST_COMMA.match(text, m.end()):
+            continue
+        cuts.append(m.start())
+    cuts.append(len(text))
+    k = bisect.bisect_right(cuts, at) - 1
+    return text[cuts[k] : cuts[min(k + 1, len(cuts) - 1)]].strip(" ,;:.")
+
+
 def _calls_off(span: TextSpan, facts: Sequence[Fact]) -> dict[tuple[str, float | str], str]:
     """The times and dates a context sentence calls off, each with the clause that does."""
     text = span.text
     if not _CALLED_OFF.search(text):
         return {}
-    cuts = [0, *(m.start() for m in _CLAUSE_BREAK.finditer(text)), len(text)]
     out: dict[tuple[str, float | str], str] = {}
     for f in facts:
         if f.dim not in ("time", "date"):
             continue
-        k = bisect.bisect_right(cuts, f.start - span.start) - 1
-        clause = text[cuts[k] : cuts[min(k + 1, len(cuts) - 1)]].strip(" ,;:.")
+        clause = _clause_at(text, f.start - span.start)
         if _CALLED_OFF.search(clause):
             out.setdefault((f.dim, f.value), clause)
     return out
@@ -982,7 +998,10 @@ def check_facts(
     if off:
         for k, fact in enumerate(facts):
             clause = off.get((fact.dim, fact.value))  # type: ignore[arg-type]
-            says_so = _SAYS_OFF.search(response_spans[checked[k].sentence].text)
+            span = response_spans[checked[k].sentence]
+            # said so in the clause that states it ("the 07:40 will not run"); a "no" elsewhere in the
+            # sentence ("No changes: take the 07:40 as usual") is not
+            says_so = _SAYS_OFF.search(_clause_at(span.text, fact.start - span.start))
             if clause is not None and k not in copied and not says_so:
                 checked[k] = _finding(fact, checked[k].sentence, "contradicted", clause)
     if ctx.claims is not None:
