@@ -107,10 +107,10 @@ def derivation(fact: Fact, operands: Iterable[Fact]) -> str | None:
             if hit(_num(a) / _num(n)):
                 return f"{a.text} \u00f7 {n.text}"
         for p in percents:
-            q = _num(p) / 100
-            tries = ((_num(a) * q, "of"), (_num(a) * (1 - q), "less"), (_num(a) * (1 + q), "plus"))
-            for x, how in tries:
-                if hit(x):
+            share = _num(p) / 100
+            tries = ((_num(a) * share, "of"), (_num(a) * (1 - share), "less"), (_num(a) * (1 + share), "plus"))
+            for worked, how in tries:
+                if hit(worked):
                     return f"{p.text} of {a.text}" if how == "of" else f"{a.text} {how} {p.text}"
     # a rate times a quantity: "25 mg/kg" × "18 kg", "$18 per day" × "3 days"; a rate per another unit of time
     for a in ops:

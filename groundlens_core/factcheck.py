@@ -27,7 +27,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import islice
-from typing import Callable, Collection, Iterator, Sequence
+from typing import Callable, Collection, Iterator, Sequence, cast
 
 from groundlens_core.claims import ContextClaims, check_claims, context_claims
 from groundlens_core.content import STOP_WORDS, content_tokens
@@ -95,11 +95,12 @@ class ContextFacts:
 
     def by_key(self) -> dict[tuple, list[int]]:
         """The mentions by what makes them candidates (see :func:`_candidates`), built once."""
-        by = self.groups.get(("by",))
+        by = cast("dict[tuple, list[int]] | None", self.groups.get(("by",)))
         if by is None:
             by = {}
             for i, m in enumerate(self.mentions):
                 f = m.fact
+                keys: list[tuple[str, ...]]
                 if f.dim in ("name", "count"):
                     words = str(f.value).split() if f.dim == "name" else f.noun.split()
                     keys = [(f.dim, w) for w in dict.fromkeys(words)]
@@ -110,7 +111,7 @@ class ContextFacts:
                 for key in keys:
                     by.setdefault(key, []).append(i)
             self.groups[("by",)] = by  # type: ignore[assignment]
-        return by  # type: ignore[return-value]
+        return by
 
     def group(self, fact: Fact) -> _Group | None:
         """The candidates :func:`_candidates` gives ``fact``, indexed once for every fact that has them."""
@@ -421,6 +422,7 @@ class _Values:
     def _looked_at(self, fact: Fact) -> tuple[list[tuple[Sequence[int], bool]], Callable[[int], bool]]:
         """The slots that may hold ``fact``'s value, in runs (with whether each surely does), and a
         test of whether a slot is among them."""
+        runs: list[tuple[Sequence[int], bool]]
         if not isinstance(fact.value, float):
             strings = self.all_strings if fact.dim == "name" else self.strings.get(self._string_key(fact), [])
             if isinstance(fact.value, str):

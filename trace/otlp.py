@@ -163,9 +163,10 @@ def _otlp_tracer_provider_class() -> type:
     when no logger provider is given. Still a TracerProvider for everything that checks."""
     global _OTLP_PROVIDER
     if _OTLP_PROVIDER is None:
-        sdk_trace = require_otel("opentelemetry.sdk.trace")
+        # imported when first needed (the [otel] extra is optional): a base mypy only sees as Any
+        base: Any = require_otel("opentelemetry.sdk.trace").TracerProvider
 
-        class OTLPTracerProvider(sdk_trace.TracerProvider):
+        class OTLPTracerProvider(base):
             logger_provider: Any = None
 
             def force_flush(self, timeout_millis: int = 30000) -> bool:

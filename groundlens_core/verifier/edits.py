@@ -301,9 +301,9 @@ def _negatives(rng: random.Random, s: str, context: str, others: Sequence[str]) 
     reworded = []
     for text, kind in out:
         if kind != "added_claim" and rng.random() < 0.35:
-            r = _reword(rng, text, most=2)
-            if r:
-                reworded.append((r, kind))
+            rewritten = _reword(rng, text, most=2)
+            if rewritten:
+                reworded.append((rewritten, kind))
     return out + reworded
 
 
