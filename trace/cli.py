@@ -43,7 +43,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def read_traces(path: Path) -> list[Any]:
     """The traces of one saved JSON file (one trace or a list), or a one-line error naming the file."""
     from groundlens_core.outputs import special_kind
-    from groundlens_core.trace.model import Trace
+    from groundlens_core.trace.model import Trace, json_schema
+    from groundlens_core.trace.schema_check import schema_problem
 
     kind = special_kind(path)
     if kind is not None:
