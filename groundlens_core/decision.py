@@ -272,10 +272,10 @@ def probability_score(p: float, flag_below: float, trust_from: float) -> float:
     probability's band and sorting by score sorts by probability."""
     p = min(max(p, 0.0), 1.0)
     if p < flag_below:
-        return (p / flag_below) / 3.0 if flag_below > 0 else 0.0
+        return _BAND_START["flagged"] + min(p / flag_below, 0.999) / 3.0
     if p < trust_from:
-        return 1 / 3 + (p - flag_below) / (trust_from - flag_below) / 3.0
-    return min(2 / 3 + (p - trust_from) / max(1e-12, 1.0 - trust_from) / 3.0, 1.0)
+        return _BAND_START["review"] + min((p - flag_below) / (trust_from - flag_below), 0.999) / 3.0
+    return _BAND_START["trusted"] + min((p - trust_from) / max(1e-12, 1.0 - trust_from), 0.999) / 3.0
 
 
 def decide_verified(
@@ -292,14 +292,13 @@ def decide_verified(
     band: Triage = "flagged" if p < flag_below else ("review" if p < trust_from else "trusted")
     score = probability_score(p, flag_below, trust_from)
     if restates_question:  # the response embeds like its question: nothing was answered
-        return Decision(
-            "flagged", min(score, probability_score(p, 1.0, 1.0)), "restates_question", probability=round(p, 4)
-        )
+        return Decision("flagged", _score("flagged", p), "restates_question", probability=round(p, 4))
     named: tuple[FactFinding, ...] = ()
     if ev is not None and band != "trusted":
         limit = flag_below if band == "flagged" else trust_from
         doubted = [s for s in verdict.sentences if s.probability < limit]
-        named = tuple(f for f in ev.failed_facts() if any(s.start <= f.start and f.end <= s.end for s in doubted))
+        # a finding counts where it overlaps a doubted sentence (or window of a long one)
+        named = tuple(f for f in ev.failed_facts() if any(f.start < s.end and s.start < f.end for s in doubted))
     rule = {"flagged": "verified_unsupported", "review": "verified_uncertain", "trusted": "verified_supported"}[band]
     return Decision(band, score, rule, findings=named, probability=round(p, 4))
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from groundlens_core import settings
 from groundlens_core.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
 from groundlens_core.errors import GroundlensInputError
 
@@ -60,7 +61,10 @@ class GroundlensScorer:
         threads: int = 1,
         backend: str | None = None,
         columns: dict[str, str] | None = None,
+        verifier: bool = False,
     ):
+        import os
+
         from groundlens_core.calibration import CalibrationResult
         from groundlens_core.embedding import get_embedder
         from groundlens_core.input_columns import InputColumns
@@ -69,6 +73,9 @@ class GroundlensScorer:
         from groundlens_core.threads import use_threads
 
         self.threads = use_threads(threads)
+        # the driver's GROUNDLENS_VERIFIER, so every worker decides bands as a local run would
+        if verifier != settings.flag("GROUNDLENS_VERIFIER", False):
+            os.environ["GROUNDLENS_VERIFIER"] = "on" if verifier else "off"
         self.embedder = get_embedder(backend=backend)
         self.calibration = CalibrationResult.from_dict(calibration) if calibration else None
         self.long_context = long_context
@@ -151,6 +158,7 @@ def score_dataset(
             "threads": threads,
             "backend": backend,
             "columns": names.as_dict(),
+            "verifier": settings.flag("GROUNDLENS_VERIFIER", False),
         },
         batch_size=batch_size,
         batch_format="pyarrow",

@@ -313,7 +313,11 @@ def _resume_state(run: _Run, signature: dict):
 
 
 #: what a refused resume shows the old and new value of: the settings that are not on the command line
-_SHOWN_CHANGES = {"max_chars": "GROUNDLENS_MAX_CHARS", "ledger_text": "--ledger-text"}
+_SHOWN_CHANGES = {
+    "max_chars": "GROUNDLENS_MAX_CHARS",
+    "ledger_text": "--ledger-text",
+    "verifier": "GROUNDLENS_VERIFIER",
+}
 
 
 def _was(key: str, then: Any, now: Any) -> str:

@@ -236,3 +236,31 @@ def test_a_verdict_of_the_wrong_shape_in_a_saved_score_is_a_clear_error(verifier
     data["verdict"]["sentences"] = "x"
     with pytest.raises(ValueError, match="sentences"):
         as_score(data, checked=True)
+
+
+def test_scores_stay_inside_their_band_at_the_ends_and_under_lineage():
+    from groundlens_core.decision import grounded_in_unverified
+
+    for p in (0.0, 0.349999, 0.35, 0.799999, 0.8, 1.0):
+        verdict = Verdict(p, 0, (SentenceVerdict(0, 5, p),), "v")
+        d = decide_verified(verdict, None, 0.35, 0.8)
+        assert band_of_score(d.score) == d.band and d.score < 1.0
+        capped = grounded_in_unverified(d, origin=1, origin_band="flagged")
+        assert band_of_score(capped.score) == capped.band
+        restated = decide_verified(verdict, None, 0.35, 0.8, restates_question=True)
+        assert restated.band == "flagged" and band_of_score(restated.score) == "flagged"
+
+
+def test_a_finding_across_two_windows_of_a_long_sentence_is_named():
+    verdict = Verdict(0.1, 0, (SentenceVerdict(0, 470, 0.1), SentenceVerdict(471, 488, 0.2)), "v")
+    ev = _evidence((_finding("at most 30 days", 468),))
+    d = decide_verified(verdict, ev, 0.35, 0.8)
+    assert d.band == "flagged" and [f.text for f in d.findings] == ["at most 30 days"]
+
+
+def test_weights_fitted_on_another_base_model_are_refused():
+    weights = DATA.joinpath("verifier.safetensors").read_bytes()
+    manifest = json.loads(DATA.joinpath("verifier.json").read_text("utf-8"))
+    manifest["base_model_sha256"] = "0" * 64
+    with pytest.raises(Exception, match="GROUNDLENS_MODEL"):
+        Verifier.load(weights, manifest)

@@ -44,7 +44,7 @@ log = logging.getLogger("groundlens.embedding")
 INSTALL_HINT = "pip install onnxruntime onnx"
 #: texts per job when encode lanes share an encode (one run per text either way)
 LANE_JOB_TEXTS = 4
-#: texts whose last hidden states are kept after their run, for the verifier (about 100 KB each)
+#: texts whose last hidden states are kept after their run, once the verifier asks (up to 400 KB each)
 RECENT_STATES = 64
 
 
@@ -256,7 +256,8 @@ class OnnxMiniLMEmbedder:
         self._session = session
         # the states of the latest texts run, for the verifier to read instead of running them again
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._recent_lock = threading.Lock()
+        self._recent_lock = threading.Lock()  # held only around dict updates, never across a fork point
+        self.keep_states = False  # set by the verifier: nothing is kept unless it reads them
 
     @property
     def fingerprint(self) -> str:
@@ -323,7 +324,8 @@ class OnnxMiniLMEmbedder:
                 rows = []
                 for i in chunk:
                     states = self.token_states(encs[i].ids)
-                    self._keep(texts[i], states)
+                    if self.keep_states:
+                        self._keep(texts[i], states)
                     rows.append(np.stack([mean_pool(states)] + [mean_pool(states, a, b) for a, b in tok[i]]))
                 return rows
 

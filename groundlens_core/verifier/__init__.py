@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import threading
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any, Sequence
 
 from groundlens_core import settings
 from groundlens_core.decision import probability_score
+from groundlens_core.embedding import first_load
 from groundlens_core.errors import GroundlensError
 from groundlens_core.results import SentenceVerdict, Verdict
 
@@ -57,15 +57,22 @@ class Verifier:
     def load(cls, weights: bytes, manifest: dict[str, Any]) -> Verifier:
         from safetensors.numpy import load
 
-        from groundlens_core.embedding.resolve import resolve_model_path
+        from groundlens_core.embedding.resolve import resolve_model_path, weights_sha256
         from groundlens_core.verifier.cross import OnnxCross
 
         digest = hashlib.sha256(weights).hexdigest()
         if manifest.get("sha256") != digest:
             raise VerifierError(f"{WEIGHTS} does not match the SHA-256 its manifest gives")
+        model_dir = Path(resolve_model_path(None)[0])
+        base = manifest.get("base_model_sha256")
+        if base and weights_sha256(model_dir) != base:
+            raise VerifierError(
+                "the verifier was fitted on the packaged all-MiniLM-L6-v2 and GROUNDLENS_MODEL names another "
+                "model: unset GROUNDLENS_MODEL or GROUNDLENS_VERIFIER"
+            )
         cal = manifest["calibration"]
         return cls(
-            head=OnnxCross(load(weights), Path(resolve_model_path(None)[0]), int(manifest["settings"]["layers"])),
+            head=OnnxCross(load(weights), model_dir, int(manifest["settings"]["layers"])),
             a=float(cal["a"]),
             b=float(cal["b"]),
             flag_below=float(cal["flag_below"]),
@@ -100,8 +107,16 @@ class Verifier:
         )
 
 
-_lock = threading.Lock()
-_loaded: list[Verifier | None] = []
+class _Loading:
+    """The process-wide verifier, loaded once; its lock is renewed in a forked child."""
+
+    def __init__(self) -> None:
+        self._lock = first_load.own_lock(self)
+        self.verifier: Verifier | None = None
+        self.failed: VerifierError | None = None  # a load that failed is not tried again
+
+
+_state = _Loading()
 
 
 def get_verifier() -> Verifier | None:
@@ -111,16 +126,22 @@ def get_verifier() -> Verifier | None:
     better than the rules (docs/verifier.md gives the figures), so the rules decide unless asked."""
     if not settings.flag("GROUNDLENS_VERIFIER", False):
         return None
-    with _lock:
-        if not _loaded:
+    with _state._lock:
+        if _state.verifier is None:
+            if _state.failed is not None:
+                raise _state.failed
             data = resources.files("groundlens_core.data")
             try:
                 weights = data.joinpath(WEIGHTS).read_bytes()
                 manifest = json.loads(data.joinpath(MANIFEST).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise VerifierError(f"the verifier's weights cannot be read: {exc}") from None
-            _loaded.append(Verifier.load(weights, manifest))
-        return _loaded[0]
+                _state.verifier = Verifier.load(weights, manifest)
+            except VerifierError as exc:
+                _state.failed = exc
+                raise
+            except (OSError, ValueError, KeyError) as exc:
+                _state.failed = VerifierError(f"the verifier's weights cannot be read: {exc}")
+                raise _state.failed from None
+        return _state.verifier
 
 
 def weights_bytes() -> int:

@@ -6,14 +6,13 @@ For each response sentence the verifier reads one short pair, as a cross-encoder
 
 The context part is the context's sentences nearest to that response sentence (and to the question,
 when there is one), taken best first until :data:`CONTEXT_TOKENS` word pieces, then put back in the
-source's order. Nearness is the cosine of the sentences' pooled states, which the embedding pass
-has already computed (the same states it pools into SGI's vectors), so choosing costs no model
-work. A context of any length costs a bounded amount per sentence, and a context of several pieces
-(retrieved documents, tool outputs) is read as one list of sentences, each keeping which piece it
-came from.
+source's order. Nearness is the cosine of the sentences' pooled states (the states the embedding
+pass pools into SGI's vectors, read from it when it kept them). However long the context, the pair
+is bounded; several texts passed as ``context`` are read as one list of sentences, each keeping
+which text it came from (``Segment.piece``).
 
-Training (:mod:`groundlens_core.verifier.train`) builds its units with these same functions, so what
-the shipped weights were fitted on is exactly what they read at run time.
+Training (:mod:`groundlens_core.verifier.train`) builds its units with these same functions (from
+states kept as float16, so near a tie it may choose other context sentences than scoring does).
 """
 
 from __future__ import annotations
