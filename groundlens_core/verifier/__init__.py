@@ -142,8 +142,3 @@ def get_verifier() -> Verifier | None:
                 _state.failed = VerifierError(f"the verifier's weights cannot be read: {exc}")
                 raise _state.failed from None
         return _state.verifier
-
-
-def weights_bytes() -> int:
-    """Size of the shipped weights (for ``doctor``)."""
-    return len(resources.files("groundlens_core.data").joinpath(WEIGHTS).read_bytes())
