@@ -3,7 +3,8 @@
 For every file written by others in ``$GROUNDLENS_SHARED_DATA/train`` (and the dev sets, which no
 candidate is fitted on), the AUROC with a 95 % bootstrap interval of:
 
-- ``rules``: the score the hand-written rules give (the verifier switched off);
+- ``rules``: the score the hand-written rules give (the verifier switched off), and its components
+  SGI (rows with a question), support and fewer failed findings;
 - ``signals (logistic)``: a logistic regression over the rules' signals (normalised SGI, support,
   failed findings by kind, a question present), fitted on the four other files;
 - ``verifier``: the trained cross-encoder's out-of-fold logit (from the training run's ``folds.json``:
@@ -104,6 +105,12 @@ def main() -> int:
         fit_files = [f for f in pool.TRAIN_FILES if f != n]
         entry: dict[str, dict] = {}
         entry["rules"] = auroc_ci(sig[n][:, -1].tolist(), y.tolist())
+        # the rules' components: SGI (rows with a question), support, fewer failed findings
+        has_sgi = sig[n][:, 1] > 0
+        if has_sgi.any():
+            entry["SGI"] = auroc_ci(sig[n][has_sgi, 0].tolist(), y[has_sgi].tolist())
+        entry["support"] = auroc_ci(sig[n][:, 2].tolist(), y.tolist())
+        entry["facts"] = auroc_ci((-sig[n][:, 3:-1].sum(axis=1)).tolist(), y.tolist())
         xs = np.vstack([sig[f][:, :-1] for f in fit_files])
         ys = np.concatenate([[e.label for e in examples[f]] for f in fit_files])
         w = logistic_fit(xs, ys)
@@ -134,7 +141,17 @@ def main() -> int:
         entry["baseline: word overlap"] = auroc_ci([overlap_baseline(e.response, e.context) for e in rows], y.tolist())
         entry["baseline: shorter response"] = auroc_ci([length_baseline(e.response) for e in rows], y.tolist())
         table[n] = entry
-    cols = ["rules", "signals (logistic)", "verifier", "verifier + signals", "baseline: word overlap", "baseline: shorter response"]
+    cols = [
+        "rules",
+        "SGI",
+        "support",
+        "facts",
+        "signals (logistic)",
+        "verifier",
+        "verifier + signals",
+        "baseline: word overlap",
+        "baseline: shorter response",
+    ]
     print(f"{'file':<18} " + " ".join(f"{c[:20]:>20}" for c in cols))
     for n, e in table.items():
         cells = [f"{e[c]['auroc']:.3f} [{e[c]['low']:.2f},{e[c]['high']:.2f}]" if c in e else "-" for c in cols]
