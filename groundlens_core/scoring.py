@@ -203,13 +203,7 @@ def _sgi_result(
         detail = _same_point(item.response, item.context or "", "its context")
     elif raw == 0.0 and d_rq < EPSILON:
         detail = _same_point(item.response, item.question or "", "the question")
-    if checked is not None:
-        verdict, verifier = checked
-        decision = decide_verified(
-            verdict, ev, verifier.flag_below, verifier.trust_from, restates_question=raw == 0.0 and d_rq < EPSILON
-        )
-    else:
-        decision = decide_sgi(raw, ev)
+    decision = _verified_decision(checked, ev, raw == 0.0 and d_rq < EPSILON) or decide_sgi(raw, ev)
     text = opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
     if ev is not None:
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
@@ -224,6 +218,16 @@ def _sgi_result(
     )
 
 
+def _verified_decision(
+    checked: tuple[Verdict, Any] | None, ev: Evidence | None, restates_question: bool = False
+) -> Decision | None:
+    """The band the verifier decides, when it read the response (else None: the rules decide)."""
+    if checked is None:
+        return None
+    verdict, verifier = checked
+    return decide_verified(verdict, ev, verifier.flag_below, verifier.trust_from, restates_question=restates_question)
+
+
 def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Item) -> DGIResult:
     band = triage("dgi", raw)
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
@@ -236,11 +240,7 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
 
 
 def _support_result(ev: Evidence, emb, checked: tuple[Verdict, Any] | None = None) -> SupportResult:
-    if checked is not None:
-        verdict, verifier = checked
-        decision = decide_verified(verdict, ev, verifier.flag_below, verifier.trust_from)
-    else:
-        decision = decide_support(ev)
+    decision = _verified_decision(checked, ev) or decide_support(ev)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     explanation = f"{opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
     return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb, checked), evidence=ev)

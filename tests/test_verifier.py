@@ -264,3 +264,28 @@ def test_weights_fitted_on_another_base_model_are_refused():
     manifest["base_model_sha256"] = "0" * 64
     with pytest.raises(Exception, match="GROUNDLENS_MODEL"):
         Verifier.load(weights, manifest)
+
+
+def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verifier_doubts(verifier_on):
+    from dataclasses import replace
+
+    from groundlens_core.decision import grounded_in_unverified
+    from groundlens_core.trace.finding_spans import failed_findings
+
+    v = get_verifier()
+    assert v is not None
+    ev = _evidence((_finding("25 euros", 7), _finding("3 days", 26)))
+    high, low = min(1.0, v.trust_from + 0.01), v.flag_below + (v.trust_from - v.flag_below) / 2
+    verdict = Verdict(low, 1, (SentenceVerdict(0, 16, high), SentenceVerdict(17, 33, low)), v.id)
+    own = decide_verified(verdict, ev, v.flag_below, v.trust_from)
+    assert own.band == "review"
+    score = replace(
+        evaluate("Fee?", "Fee is 25 euros. Delivery 3 days.", "The fee is 25 euros."),
+        evidence=ev,
+        verdict=verdict,
+        decision=grounded_in_unverified(own, origin=0, origin_band="flagged"),
+    )
+    assert [f.text for f in failed_findings(score)] == ["3 days"]
+    # scored by another verifier than the one loaded here: every own finding, as before
+    other = replace(score, verdict=replace(verdict, verifier="groundlens-verifier-1:000000000000"))
+    assert [f.text for f in failed_findings(other)] == ["25 euros", "3 days"]

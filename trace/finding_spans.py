@@ -34,12 +34,29 @@ def failed_findings(score: Any) -> tuple[Any, ...]:
     own = tuple(ev.failed_facts())
     decision = getattr(score, "decision", None)
     verdict = getattr(score, "verdict", None)
-    if decision is None or decision.rule == "grounded_in_flagged":
+    if decision is None:
         return own
+    if decision.rule == "grounded_in_flagged":  # its own findings, as far as the verifier doubts them
+        return _doubted(own, verdict)
     if not decision.findings and verdict is None:
         return own
     named = {_key(f) for f in decision.findings}
     return tuple(f for f in own if _key(f) in named)
+
+
+def _doubted(own: tuple[Any, ...], verdict: Any) -> tuple[Any, ...]:
+    """``own`` without the findings in sentences the verifier that scored them trusts: a finding the
+    verifier judges supported is no reason to look at a step (all of them when the verifier is not
+    the one loaded here, or there is none)."""
+    if verdict is None:
+        return own
+    from groundlens_core.verifier import loaded_verifier
+
+    verifier = loaded_verifier()
+    if verifier is None or verifier.id != verdict.verifier:
+        return own
+    doubted = [s for s in verdict.sentences if s.probability < verifier.trust_from]
+    return tuple(f for f in own if any(f.start < s.end and s.start < f.end for s in doubted))
 
 
 def cut_text(text: str | None, limit: int | None) -> str | None:

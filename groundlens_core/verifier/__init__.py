@@ -27,7 +27,7 @@ from groundlens_core.embedding import first_load
 from groundlens_core.errors import GroundlensError
 from groundlens_core.results import SentenceVerdict, Verdict
 
-__all__ = ["Verifier", "get_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
+__all__ = ["Verifier", "get_verifier", "loaded_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
 
 WEIGHTS = "verifier.safetensors"
 MANIFEST = "verifier.json"
@@ -142,3 +142,8 @@ def get_verifier() -> Verifier | None:
                 _state.failed = VerifierError(f"the verifier's weights cannot be read: {exc}")
                 raise _state.failed from None
         return _state.verifier
+
+
+def loaded_verifier() -> Verifier | None:
+    """The verifier this process has loaded, if any (never loads one)."""
+    return _state.verifier
