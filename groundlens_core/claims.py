@@ -26,6 +26,14 @@ each a rule a reviewer can follow, on word stems (:mod:`groundlens_core.lemmas`)
    holds no supported fact and three or more of its stems, the majority, are new, or when it says it
    adds something ("also", "too", "in addition") with two or more new stems.
 
+4. **Scope.** A response clause that copies most of a context clause's words (as the negation rule
+   above reads "copies") but states another scope is **contradicted**: a universal word where the
+   source qualifies ("all", "always", "every" against "most", "usually", "some"), or the reverse; a
+   requirement where the source states a possibility ("must" against "can", "may") or the reverse
+   ("may only" is a requirement). An "only" the response adds is not held against it: it often says
+   in one word what the source says in two sentences. "In all countries, training takes seven years" against "In
+   most countries ..." is a wrong answer that keeps every value.
+
 Every finding is a :class:`~groundlens_core.results.FactFinding` beside the value facts, so the band,
 the explanation and the exports treat them alike. These are triage findings, never verdicts.
 """
@@ -283,6 +291,7 @@ class ContextClaims:
     sentence_topics: tuple[frozenset[str], ...]
     stems: frozenset[str]  # every content stem of the context
     conditions: tuple[_Condition, ...]
+    sentence_texts: tuple[str, ...] = ()
     indexes: dict[object, object] = field(default_factory=dict, compare=False, repr=False)  # built on first use
 
     def by_family(self, family: str) -> list[tuple[int, WordIndex, list[int]]]:
@@ -347,7 +356,7 @@ def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
         if own and len(main_stems) >= CONDITION_MIN_MAIN:
             conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;"), n))
     stems = frozenset(set().union(*per_sentence)) if per_sentence else frozenset()
-    return ContextClaims(clauses, tuple(topics), stems, tuple(conditions))
+    return ContextClaims(clauses, tuple(topics), stems, tuple(conditions), tuple(s.text for s in spans))
 
 
 def _near_words(k: _Clause, ctx: ContextClaims) -> dict[str, float]:
@@ -394,6 +403,67 @@ def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
     return None
 
 
+#: scope classes: a clause's word of one class against the copied context clause's word of its
+#: opposite is a changed scope
+_SCOPE_CLASSES: dict[str, frozenset[str]] = {
+    "universal": frozenset(
+        "all every always everyone everybody everything everywhere entire entirely completely invariably".split()
+    ),
+    "partial": frozenset(
+        "some most many several usually often sometimes generally typically mostly partly partially frequently "
+        "occasionally commonly rarely majority".split()
+    ),
+    "necessary": frozenset("must required mandatory obligatory".split()),
+    "possible": frozenset("can may might could optional possibly".split()),
+}
+_SCOPE_OPPOSITE = {"universal": "partial", "partial": "universal", "necessary": "possible", "possible": "necessary"}
+_SCOPE_WORD = re.compile(
+    r"\b(?:" + "|".join(sorted(set().union(*_SCOPE_CLASSES.values()), key=len, reverse=True)) + r")\b", re.I
+)
+_ONLY_AFTER = re.compile(r"\s+only\b", re.I)
+
+
+def _scope_words(text: str) -> list[tuple[str, str, int]]:
+    """(class, word, offset) of each scope word of ``text``."""
+    out = []
+    for m in _SCOPE_WORD.finditer(text):
+        w = m.group(0).lower()
+        if w == "can" and text[m.end() : m.end() + 3].lower() == "not":  # "cannot": a negation
+            continue
+        cls = next(k for k, ws in _SCOPE_CLASSES.items() if w in ws)
+        if cls == "possible" and _ONLY_AFTER.match(text, m.end()):  # "may only be handled in": a requirement
+            cls = "necessary"
+        out.append((cls, w, m.start()))
+    return out
+
+
+#: a scope is compared between sentences sharing at least this many content stems, and this share
+#: of the larger sentence's
+SCOPE_MIN_WORDS, SCOPE_MIN_SHARE = 2, 0.6
+
+
+def _scope(text: str, topic: set[str], ctx: ContextClaims) -> tuple[int, str, int, str] | None:
+    """The context sentence a response sentence copies (most of both sentences' content stems
+    shared) when the response sentence states another scope than it does: that sentence's index, the
+    response's word, its offset in ``text`` and the context's word."""
+    mine = _scope_words(text)
+    if not mine or not topic or not ctx.sentence_texts:
+        return None
+    j = max(range(len(ctx.sentence_topics)), key=lambda n: (len(topic & ctx.sentence_topics[n]), -n))
+    shared = len(topic & ctx.sentence_topics[j])
+    if shared < SCOPE_MIN_WORDS or shared < SCOPE_MIN_SHARE * max(len(topic), len(ctx.sentence_topics[j])):
+        return None
+    theirs = _scope_words(ctx.sentence_texts[j])
+    their_classes = {cls for cls, _, _ in theirs}
+    for cls, word, at in mine:
+        if cls in their_classes:
+            continue
+        other = next((w for o, w, _ in theirs if o == _SCOPE_OPPOSITE[cls]), None)
+        if other is not None:
+            return j, word, at, other
+    return None
+
+
 def _finding(c: _Clause, kind: str, status: str, source: str | None) -> FactFinding:
     return FactFinding(text=c.text, kind=kind, start=c.start, end=c.end, sentence=c.sentence, status=status,
                        source=source)  # fmt: skip
@@ -428,6 +498,24 @@ def check_claims(
             or (c.adds and len(new) >= CLAIM_MIN_NEW_ADDED)
         ):
             out.append(_finding(c, "claim", "unsupported", None))
+    contradicted = {f.sentence for f in out if f.kind == "polarity"}
+    for i, span in enumerate(response_spans):
+        topic = set().union(*(c.topic for c in clauses if c.sentence == i))
+        scoped = None if i in contradicted else _scope(span.text, topic, ctx)
+        if scoped is not None:
+            j, word, at, _theirs = scoped
+            quoted = ctx.sentence_texts[j].strip().rstrip(" .!?")
+            out.append(
+                FactFinding(
+                    text=word,
+                    kind="scope",
+                    start=span.start + at,
+                    end=span.start + at + len(word),
+                    sentence=i,
+                    status="contradicted",
+                    source=quoted,
+                )  # fmt: skip
+            )
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
     by_sentence: list[list[_Clause]] = [[] for _ in response_spans]

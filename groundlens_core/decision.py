@@ -13,7 +13,9 @@ The band is decided from the evidence, in this order:
   the method's pass mark (0.30).
 - **trusted**: every fact is in the source, SGI is a strong pass (> 1.20) and support is at least
   0.80 (support above 0.95 when there is no question, so no SGI).
-- **review**: the rest. Weaker word evidence (a paraphrase, a response that leans only weakly toward
+- **review**: a response that only says the source does not answer (an abstention: it claims
+  nothing the source could contradict, and a person checks that the source really lacks it), and
+  the rest. Weaker word evidence (a paraphrase, a response that leans only weakly toward
   its context, SGI below 0.95) means review, never flagged: words rank, facts flag. A response
   scored without a context (DGI) is never trusted: no context, weak signal.
 
@@ -60,9 +62,9 @@ IGNORES_SOURCE_WITH_SGI = 2 / 3  # with SGI below 0.95: a third of the content w
 STRONG_SUPPORT = 0.80  # with SGI > 1.20: trusted
 STRONG_SUPPORT_ALONE = 0.95  # no question: trusted on support alone
 MAX_FACTS_SHOWN = 3
-_NOT_VALUES = frozenset({"name", "label", "polarity", "count", "year", "claim", "condition"})
+_NOT_VALUES = frozenset({"name", "label", "polarity", "scope", "count", "year", "claim", "condition"})
 #: findings about a clause, not a value (:mod:`groundlens_core.claims`)
-CLAIM_KINDS = frozenset({"polarity", "claim", "condition"})
+CLAIM_KINDS = frozenset({"polarity", "scope", "claim", "condition"})
 
 
 #: every rule a decision can come from: its code and why it gives its band, in a few words (the
@@ -88,6 +90,7 @@ RULES: dict[str, str] = {
     "facts_in_source_weak": "the facts it states are in the source, but it leans only weakly toward its context",
     "facts_in_source_wording": "the facts it states are in the source, but much of its wording is not",
     "no_content_words": "it has no content words to check",
+    "abstains": "it says the source does not answer; check that the source really does not",
     "grounded_words": "its facts and nearly all its words are in the source",
     "facts_in_source_some_words": "its facts are in the source, but some of its words are not",
     "dgi_low": "no context, and DGI is at or below its pass mark",
@@ -218,6 +221,8 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
     base = (normalize("sgi", raw) + normalize("support", ev.support)) / 2.0
     if raw == 0.0:  # the response embeds like the question: it restates it, whatever its words
         return Decision("flagged", _score("flagged", base), "restates_question")
+    if ev.abstains:  # it claims nothing the source could contradict: a person checks the source lacks it
+        return Decision("review", _score("review", normalize("sgi", raw)), "abstains")
     failed = len(ev.failed_facts())
     if failed:
         return Decision("flagged", _score("flagged", base, failed), "facts", **_facts(ev))
@@ -250,6 +255,8 @@ def _loose_in_a_summary(f: FactFinding) -> bool:
 
 def decide_support(ev: Evidence) -> Decision:
     """No question: the response against its context alone."""
+    if ev.abstains:
+        return Decision("review", _score("review", 0.5), "abstains")
     failed = ev.failed_facts()
     hard = tuple(f for f in failed if not _loose_in_a_summary(f))
     loose = tuple(f for f in failed if _loose_in_a_summary(f))

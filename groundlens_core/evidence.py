@@ -29,6 +29,7 @@ from typing import Mapping
 
 import numpy as np
 
+from groundlens_core.abstention import abstains
 from groundlens_core.content import content_tokens, source_keys
 from groundlens_core.factcheck import ContextFacts, check_facts, context_facts
 from groundlens_core.results import Evidence, SentenceEvidence, UnsupportedToken
@@ -92,16 +93,18 @@ def build_evidence(
     keys = context_keys(plan.context) if keys is None else keys
     facts = plan_context_facts(plan) if facts is None else facts
     ctx = np.stack([np.asarray(vectors[(plan.context, s.start, s.end)], dtype=np.float64) for s in plan.context_spans])
-    checked = check_facts(plan.response_spans, facts, question)
+    # a sentence saying the source does not answer names the question's topic, which is no claim
+    abstaining = tuple(i for i, span in enumerate(plan.response_spans) if abstains(span.text))
+    checked = tuple(f for f in check_facts(plan.response_spans, facts, question) if f.sentence not in abstaining)
     # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
     covered = [(f.start, f.end) for f in checked if f.status == "supported"]
     sentences: list[SentenceEvidence] = []
     total = absent_total = 0
-    for span in plan.response_spans:
+    for i, span in enumerate(plan.response_spans):
         sims = ctx @ np.asarray(vectors[(plan.response, span.start, span.end)], dtype=np.float64)
         best = int(np.argmax(sims))
         passage = plan.context_spans[best]
-        tokens = content_tokens(span.text, span.start)
+        tokens = [] if i in abstaining else content_tokens(span.text, span.start)
         absent = tuple(
             UnsupportedToken(t.text, t.kind, t.start, t.end)
             for t in tokens
@@ -137,4 +140,5 @@ def build_evidence(
         sentences=tuple(sentences),
         context_passages=len(plan.context_spans),
         facts=checked,
+        abstentions=abstaining,
     )

@@ -115,6 +115,8 @@ def _what_the_answer_says(source: str, answer: str) -> str:
 
 
 def _finding_line(f: FactFinding, known: str) -> str:
+    if f.kind == "scope" and f.source:  # one word of a copied sentence: quote the source's sentence
+        return f'The source says: "{f.source}". The answer says "{f.text}" instead.'
     if f.kind in CLAIM_KINDS:  # a whole claim, not a value: quote it inside the sentence
         said = _clause(f.text, known)
         if f.status == "contradicted" and f.source:

@@ -176,6 +176,14 @@ class Evidence:
     splitter: str = "groundlens-sentences/1"
     #: every specific fact of the response, checked against the context (see factcheck.py)
     facts: tuple[FactFinding, ...] = ()
+    #: the sentences (indexes into ``sentences``) that say the source does not answer and assert
+    #: nothing besides: they are left out of the fact checks and the support (see abstention.py)
+    abstentions: tuple[int, ...] = ()
+
+    @property
+    def abstains(self) -> bool:
+        """Every sentence of the response says the source does not answer."""
+        return bool(self.sentences) and len(self.abstentions) == len(self.sentences)
 
     @property
     def weakest_sentence(self) -> SentenceEvidence | None:
@@ -195,8 +203,13 @@ class Evidence:
             d = dict(d)
             d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
             d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
+            d["abstentions"] = tuple(d.get("abstentions", ()))
             return cls(**d)
         d = typed_fields(cls, d, "the evidence")
+        marks = d.get("abstentions", ())
+        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in marks):
+            raise ValueError("the evidence: abstentions must be a list of sentence indexes")
+        d["abstentions"] = tuple(marks)
         d["sentences"] = tuple(SentenceEvidence.from_dict(s, checked=True) for s in d.get("sentences", ()))
         d["facts"] = tuple(FactFinding(**typed_fields(FactFinding, f, "a fact")) for f in d.get("facts", ()))
         return cls(**d)

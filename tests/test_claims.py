@@ -185,3 +185,53 @@ def test_courtesies_lists_and_abbreviations_are_not_findings():
     assert not failed("Interns get 10 days of paid leave.", "Full-time staff get 30 days of paid leave; interns get 10 days.")
     # a value of money the question names and the source lacks is still a claim about the source
     assert failed("Yes, the joining fee is 50 euros.", "Members pay monthly.", "Is the joining fee 50 euros?")
+
+
+SCOPE_SOURCE = (
+    "In most countries, neurosurgeon training requires a minimum period of seven years after medical school. "
+    "Visitors can register online. All residents must register with the council within 30 days. "
+    "Work with concentrated acids must be carried out in a fume hood."
+)
+
+
+@pytest.mark.parametrize(
+    "wrong, word, said",
+    [
+        (
+            "In all countries, neurosurgeon training requires a minimum period of seven years after medical school.",
+            "all",
+            "In most countries",
+        ),
+        ("Visitors must register online.", "must", "Visitors can register online"),
+        ("Residents may register with the council within 30 days.", "may", "All residents must register"),
+        ("Most residents must register with the council within 30 days.", "Most", "All residents must register"),
+    ],
+)
+def test_a_copied_sentence_with_another_scope_is_contradicted(wrong, word, said):
+    found = [f for f in findings(wrong, SCOPE_SOURCE, "Who registers, and how?") if f.failed]
+    assert [(f.kind, f.status, wrong[f.start : f.end]) for f in found] == [("scope", "contradicted", word)]
+    assert said in found[0].source
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        "In most countries, neurosurgeon training takes at least seven years after medical school.",
+        "All residents have to register with the council within 30 days.",
+        "Concentrated acids may only be handled in a fume hood.",  # "may only": a requirement
+        "Only residents must register with the council within 30 days.",  # an "only" is not held against it
+        "Visitors cannot register by post.",  # "cannot" is no "can"
+        "All visitors enjoy the garden.",  # shares too little with any source sentence
+    ],
+)
+def test_the_same_scope_in_other_words_is_no_scope_finding(right):
+    assert [f for f in findings(right, SCOPE_SOURCE, "Who registers, and how?") if f.kind == "scope"] == []
+
+
+def test_a_scope_finding_flags_and_the_feedback_quotes_the_source_sentence():
+    from groundlens_core.feedback import feedback_for
+
+    res = gl.evaluate("How do visitors register?", "Visitors must register online.", SCOPE_SOURCE)
+    assert res.triage == "flagged"
+    assert res.decision.findings[0].describe() == "must — the source says Visitors can register online"
+    assert 'The source says: "Visitors can register online". The answer says "must" instead.' in feedback_for(res).text
