@@ -34,6 +34,11 @@ each a rule a reviewer can follow, on word stems (:mod:`groundlens_core.lemmas`)
    in one word what the source says in two sentences. "In all countries, training takes seven years" against "In
    most countries ..." is a wrong answer that keeps every value.
 
+5. **A name swapped in a copied sentence.** Where a response sentence copies a context sentence word
+   for word but puts another name in place of one the source gives there ("an antidote developed by
+   Ra" against "... developed by Fox"), the name is **contradicted**, even when the source names it
+   elsewhere: "attended Tom" against "attended Oxford".
+
 Every finding is a :class:`~groundlens_core.results.FactFinding` beside the value facts, so the band,
 the explanation and the exports treat them alike. These are triage findings, never verdicts.
 """
@@ -447,11 +452,8 @@ def _scope(text: str, topic: set[str], ctx: ContextClaims) -> tuple[int, str, in
     shared) when the response sentence states another scope than it does: that sentence's index, the
     response's word, its offset in ``text`` and the context's word."""
     mine = _scope_words(text)
-    if not mine or not topic or not ctx.sentence_texts:
-        return None
-    j = max(range(len(ctx.sentence_topics)), key=lambda n: (len(topic & ctx.sentence_topics[n]), -n))
-    shared = len(topic & ctx.sentence_topics[j])
-    if shared < SCOPE_MIN_WORDS or shared < SCOPE_MIN_SHARE * max(len(topic), len(ctx.sentence_topics[j])):
+    j = _copied_sentence(topic, ctx) if mine else None
+    if j is None:
         return None
     theirs = _scope_words(ctx.sentence_texts[j])
     their_classes = {cls for cls, _, _ in theirs}
@@ -461,6 +463,64 @@ def _scope(text: str, topic: set[str], ctx: ContextClaims) -> tuple[int, str, in
         other = next((w for o, w, _ in theirs if o == _SCOPE_OPPOSITE[cls]), None)
         if other is not None:
             return j, word, at, other
+    return None
+
+
+#: a capitalised word that is no name: a pronoun or a determiner opening a clause
+_NOT_NAMES = frozenset(
+    "i he she it we they you his her its our their this that these those the a an there here mr mrs ms dr".split()
+)
+
+
+def _copied_sentence(topic: set[str], ctx: ContextClaims) -> int | None:
+    """The context sentence a response sentence with content stems ``topic`` copies: the one sharing
+    the most stems, when they are :data:`SCOPE_MIN_WORDS` or more and :data:`SCOPE_MIN_SHARE` of the
+    larger sentence's."""
+    if not topic or not ctx.sentence_texts:
+        return None
+    j = max(range(len(ctx.sentence_topics)), key=lambda n: (len(topic & ctx.sentence_topics[n]), -n))
+    shared = len(topic & ctx.sentence_topics[j])
+    if shared < SCOPE_MIN_WORDS or shared < SCOPE_MIN_SHARE * max(len(topic), len(ctx.sentence_topics[j])):
+        return None
+    return j
+
+
+def _names_in(words: list[tuple[str, int, int]]) -> list[int]:
+    return [k for k, (w, _, _) in enumerate(words) if w[:1].isupper() and k > 0 and w.lower() not in _NOT_NAMES]
+
+
+def _swapped_name(text: str, source: str) -> tuple[int, int, str] | None:
+    """Where ``text`` copies ``source`` word for word with one name put in place of another: the
+    response name's offsets in ``text`` and the source's name."""
+    import difflib
+
+    mine, theirs = _words(text), _words(source)
+    if len(mine) < 4 or len(theirs) < 4:
+        return None
+    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w, _, _ in theirs]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < COPY_MIN_SHARE:
+        return None
+    named_mine, named_theirs = set(_names_in(mine)), set(_names_in(theirs))
+    said, kept = set(b), set(a)
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op != "replace" or i2 - i1 > 3 or j2 - j1 > 3:
+            continue
+        # a name the source sentence does not use, or one it uses elsewhere put where a name the
+        # response leaves out stood (not a reordering: "Gatsby is accused by Tom")
+        old = [k for k in range(j1, j2) if k in named_theirs]
+        dropped = bool(old) and all(b[k] not in kept for k in old)
+        new = [k for k in range(i1, i2) if k in named_mine and (a[k] not in said or dropped)]
+        if not new or not old:
+            continue
+        old_text = source[theirs[old[0]][1] : theirs[old[-1]][2]]
+        new_text = text[mine[new[0]][1] : mine[new[-1]][2]]
+        if new_text.lower() in old_text.lower() or old_text.lower() in new_text.lower():
+            continue  # "Smith" for "John Smith"
+        initials = "".join(w[:1] for w, _, _ in theirs[old[0] : old[-1] + 1]).lower()
+        if new_text.replace(".", "").lower() == initials:  # "EMA" for "European Medicines Agency"
+            continue
+        return mine[new[0]][1], mine[new[-1]][2], old_text
     return None
 
 
@@ -516,6 +576,26 @@ def check_claims(
                     source=quoted,
                 )  # fmt: skip
             )
+    failed_at = [(f.start, f.end) for f in facts if f.failed]
+    for i, span in enumerate(response_spans):
+        if i in contradicted or any(f.sentence == i and f.kind == "scope" for f in out):
+            continue
+        copied = _copied_sentence(set().union(*(c.topic for c in clauses if c.sentence == i)), ctx)
+        swapped = None if copied is None else _swapped_name(span.text, ctx.sentence_texts[copied])
+        if swapped is not None:
+            a, b, theirs = swapped
+            if not any(x < span.start + b and span.start + a < y for x, y in failed_at):  # not named already
+                out.append(
+                    FactFinding(
+                        text=span.text[a:b],
+                        kind="name",
+                        start=span.start + a,
+                        end=span.start + b,
+                        sentence=i,
+                        status="contradicted",
+                        source=theirs,
+                    )  # fmt: skip
+                )
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
     by_sentence: list[list[_Clause]] = [[] for _ in response_spans]

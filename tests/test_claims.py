@@ -182,7 +182,9 @@ def test_courtesies_lists_and_abbreviations_are_not_findings():
     assert [f.status for f in findings("Alice Smith won the award.", "Bob Jones won the award as the youngest nominee.")
             if f.kind == "name"] == ["unsupported"]  # fmt: skip
     assert failed("The FDA approved the drug.", "The EMA approved the drug in May.")  # a rival abbreviation
-    assert not failed("Interns get 10 days of paid leave.", "Full-time staff get 30 days of paid leave; interns get 10 days.")
+    assert not failed(
+        "Interns get 10 days of paid leave.", "Full-time staff get 30 days of paid leave; interns get 10 days."
+    )
     # a value of money the question names and the source lacks is still a claim about the source
     assert failed("Yes, the joining fee is 50 euros.", "Members pay monthly.", "Is the joining fee 50 euros?")
 
@@ -235,3 +237,42 @@ def test_a_scope_finding_flags_and_the_feedback_quotes_the_source_sentence():
     assert res.triage == "flagged"
     assert res.decision.findings[0].describe() == "must — the source says Visitors can register online"
     assert 'The source says: "Visitors can register online". The answer says "must" instead.' in feedback_for(res).text
+
+
+SWAP_SOURCE = (
+    "Tom accuses Gatsby of having never attended Oxford and of making his fortune through bootlegging. "
+    "He is saved by Alfred and given an antidote developed by Fox. "
+    "The European Medicines Agency approved the drug in March."
+)
+
+
+@pytest.mark.parametrize(
+    "wrong, name, theirs",
+    [
+        # a name the source gives elsewhere, put where the copied sentence has another
+        (
+            "Tom accuses Gatsby of having never attended Tom and of making his fortune through bootlegging.",
+            "Tom",
+            "Oxford",
+        ),
+        ("He is saved by Alfred and given an antidote developed by Gatsby.", "Gatsby", "Fox"),
+    ],
+)
+def test_a_name_swapped_in_a_copied_sentence_is_contradicted(wrong, name, theirs):
+    found = [f for f in findings(wrong, SWAP_SOURCE, "What happens?") if f.failed]
+    assert [(f.kind, f.status, wrong[f.start : f.end], f.source) for f in found] == [
+        ("name", "contradicted", name, theirs)
+    ]
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        "Gatsby is accused by Tom of having never attended Oxford and of making his fortune through bootlegging.",
+        "The EMA approved the drug in March.",  # initials of the source's name
+        "The Agency approved the drug in March.",  # part of it
+        "Batman is saved by Alfred and given an antidote developed by Fox.",  # a pronoun resolved
+    ],
+)
+def test_a_reordered_or_shortened_name_is_no_swap(right):
+    assert [f for f in findings(right, SWAP_SOURCE, "What happens?") if f.failed] == []
