@@ -46,6 +46,7 @@ the explanation and the exports treat them alike. These are triage findings, nev
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import re
 from collections import Counter
@@ -60,7 +61,7 @@ from groundlens_core.sentences import TextSpan
 from groundlens_core.units import MONTHS, UNITS
 from groundlens_core.word_index import WordIndex
 
-__all__ = ["ContextClaims", "context_claims", "check_claims", "FAMILIES"]
+__all__ = ["ContextClaims", "context_claims", "check_claims", "copied_sentence", "swapped_numbers", "FAMILIES"]
 
 #: polar families: the words that say one side, then the words that say the other
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -492,8 +493,6 @@ def _names_in(words: list[tuple[str, int, int]]) -> list[int]:
 def _swapped_name(text: str, source: str) -> tuple[int, int, str] | None:
     """Where ``text`` copies ``source`` word for word with one name put in place of another: the
     response name's offsets in ``text`` and the source's name."""
-    import difflib
-
     mine, theirs = _words(text), _words(source)
     if len(mine) < 4 or len(theirs) < 4:
         return None
@@ -522,6 +521,57 @@ def _swapped_name(text: str, source: str) -> tuple[int, int, str] | None:
             continue
         return mine[new[0]][1], mine[new[-1]][2], old_text
     return None
+
+
+_TOKEN = re.compile(r"\w+(?:[.,:]\d+)*")
+_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
+#: a number written as another in a copied sentence by one of these factors is a conversion, not a swap
+_FACTORS = (10.0, 12.0, 24.0, 60.0, 100.0, 1000.0, 3600.0)
+
+
+def _as_number(token: str) -> float | None:
+    if not _NUMBER.fullmatch(token) or ":" in token:
+        return None
+    try:
+        return float(token.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def swapped_numbers(text: str, source: str, topic: set[str] | None = None) -> list[tuple[int, int, str]]:
+    """Where ``text`` copies ``source`` word for word with one number put in place of another ("In
+    February 1947, the Communists forced ..." against "In February 1948, ..."): each response
+    number's offsets in ``text`` and the source's number. One token for one token only, so a value
+    written in another unit ("0.5 s" for "500 ms"), a count in words or a rounding with its own words
+    is left to the fact checks, and a number off by a conversion factor (48 and 0.48) is no swap."""
+    mine = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    theirs = [m.group(0) for m in _TOKEN.finditer(source)]
+    if len(mine) < 4 or len(theirs) < 4:
+        return []
+    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w in theirs]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < COPY_MIN_SHARE:
+        return []
+    out = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op != "replace" or i2 - i1 != 1 or j2 - j1 != 1:
+            continue
+        x, y = _as_number(a[i1]), _as_number(b[j1])
+        if x is None or y is None or x == y:
+            continue
+        if (
+            x
+            and y
+            and any(abs(x * f - y) < 1e-9 * max(1.0, y) or abs(y * f - x) < 1e-9 * max(1.0, x) for f in _FACTORS)
+        ):
+            continue
+        out.append((mine[i1][1], mine[i1][2], theirs[j1]))
+    return out
+
+
+def copied_sentence(text: str, ctx: ContextClaims) -> int | None:
+    """The context sentence ``text`` (one response sentence) copies, if any (see :func:`_copied_sentence`)."""
+    return _copied_sentence(_stems_of(text), ctx)
 
 
 def _finding(c: _Clause, kind: str, status: str, source: str | None) -> FactFinding:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Callable, Collection, Iterator, Sequence, cast
 
-from groundlens_core.claims import ContextClaims, check_claims, context_claims
+from groundlens_core.claims import ContextClaims, check_claims, context_claims, copied_sentence, swapped_numbers
 from groundlens_core.content import STOP_WORDS, content_tokens
 from groundlens_core.derive import CUE, POOL, derivable, derivation
 from groundlens_core.facts import MONTHS, UNITS, Fact, blank_controls, extract_facts
@@ -1007,5 +1007,25 @@ def check_facts(
             if clause is not None and k not in copied and not says_so:
                 checked[k] = _finding(fact, checked[k].sentence, "contradicted", clause)
     if ctx.claims is not None:
+        _swapped(checked, facts, response_spans, ctx.claims)
         checked.extend(check_claims(response_spans, ctx.claims, checked, question))
     return tuple(checked)
+
+
+def _swapped(
+    checked: list[FactFinding], facts: Sequence[Fact], spans: Sequence[TextSpan], claims: ContextClaims
+) -> None:
+    """A number the source gives elsewhere, put in place of another in a sentence the response
+    copies from it, is contradicted: "In February 1947, the Communists forced ..." against the
+    source's "In February 1948, ..." (1947 being a year it names for something else)."""
+    for i, span in enumerate(spans):
+        if not any(f.sentence == i and f.status == "supported" for f in checked):
+            continue
+        j = copied_sentence(span.text, claims)
+        if j is None:
+            continue
+        for a, b, theirs in swapped_numbers(span.text, claims.sentence_texts[j]):
+            at, end = span.start + a, span.start + b
+            for k, f in enumerate(checked):
+                if f.sentence == i and f.status == "supported" and f.start <= at and end <= f.end:
+                    checked[k] = _finding(facts[k], i, "contradicted", theirs)

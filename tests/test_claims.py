@@ -276,3 +276,49 @@ def test_a_name_swapped_in_a_copied_sentence_is_contradicted(wrong, name, theirs
 )
 def test_a_reordered_or_shortened_name_is_no_swap(right):
     assert [f for f in findings(right, SWAP_SOURCE, "What happens?") if f.failed] == []
+
+
+NUMBERS_SOURCE = (
+    "In February 1948, the Communists forced what remained of the Social Democrats to merge with them. "
+    "The party had been founded in 1947. The timeout is 500 ms. About 48% of the experts agreed. "
+    "In 2004, the Eiffel Tower began hosting a seasonal ice rink on the first level."
+)
+
+
+@pytest.mark.parametrize(
+    "wrong, number, theirs",
+    [
+        # a year the source names for something else, put in a sentence copied from it
+        (
+            "In February 1947, the Communists forced what remained of the Social Democrats to merge with them.",
+            "1947",
+            "1948",
+        ),
+        ("In 2014, the Eiffel Tower began hosting a seasonal ice rink on the first level.", "2014", "2004"),
+    ],
+)
+def test_a_number_swapped_in_a_copied_sentence_is_contradicted(wrong, number, theirs):
+    found = [f for f in findings(wrong, NUMBERS_SOURCE, "What happened?") if f.failed]
+    assert [(f.status, wrong[f.start : f.end], f.source) for f in found] == [("contradicted", number, theirs)]
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        "In February 1948, the Communists forced what remained of the Social Democrats to merge with them.",
+        "The timeout is 0.5 s.",  # another unit: the fact checks convert it
+        "The party had been founded in 1947.",
+    ],
+)
+def test_the_same_numbers_or_a_conversion_are_no_swap(right):
+    assert [f for f in findings(right, NUMBERS_SOURCE, "What happened?") if f.failed] == []
+
+
+def test_a_number_off_by_a_conversion_factor_is_no_swap():
+    from groundlens_core.claims import swapped_numbers
+
+    source = "About 48 of every 100 experts surveyed agreed with the proposal last year."
+    assert swapped_numbers("About 0.48 of every 100 experts surveyed agreed with the proposal last year.", source) == []
+    assert swapped_numbers("About 47 of every 100 experts surveyed agreed with the proposal last year.", source) == [
+        (6, 8, "48")
+    ]
