@@ -39,6 +39,10 @@ each a rule a reviewer can follow, on word stems (:mod:`groundlens_core.lemmas`)
    Ra" against "... developed by Fox"), the name is **contradicted**, even when the source names it
    elsewhere: "attended Tom" against "attended Oxford".
 
+6. **An item added to a copied list.** Where a response sentence copies a context sentence but adds
+   an item to one of its lists whose words the context and the question do not use ("models,
+   brands, items or distribution" against "models, brands or items"), the item is **unsupported**.
+
 Every finding is a :class:`~groundlens_core.results.FactFinding` beside the value facts, so the band,
 the explanation and the exports treat them alike. These are triage findings, never verdicts.
 """
@@ -569,6 +573,43 @@ def swapped_numbers(text: str, source: str, topic: set[str] | None = None) -> li
     return out
 
 
+_LIST_JOIN = frozenset({"and", "or"})
+#: words that close or open a list without adding an item ("among others", "etc.", "such as")
+_LIST_WORDS = re.compile(
+    r"^(?:and|or)?\s*(?:among\s+others|among\s+other\s+things|others|and\s+more|etc|and\s+so\s+on|"
+    r"and\s+so\s+forth|for\s+example|for\s+instance|such\s+as|including|e\.?g|i\.?e)\W*$",
+    re.I,
+)
+
+
+def added_items(text: str, source: str, known: set[str]) -> list[tuple[int, int]]:
+    """Where ``text`` copies ``source`` word for word with an item added to one of its lists ("models,
+    brands, items or distribution" against "models, brands or items"): the added words' offsets in
+    ``text``, when they carry a content stem in ``known`` (the context's and the question's) not."""
+    mine = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
+    theirs = [m.group(0) for m in _TOKEN.finditer(source)]
+    if len(mine) < 4 or len(theirs) < 4:
+        return []
+    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w in theirs]
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    if matcher.ratio() < COPY_MIN_SHARE:
+        return []
+    out = []
+    for op, i1, i2, _, _ in matcher.get_opcodes():
+        if op != "delete" or i2 - i1 > 3:  # words of the response the source sentence lacks
+            continue
+        start, end = mine[i1][1], mine[i2 - 1][2]
+        before = text[:start].rstrip()
+        # an item of a list: after a comma or "and"/"or" the source's list has, or before one
+        joined = before.endswith(",") or a[i1] in _LIST_JOIN or (i1 > 0 and a[i1 - 1] in _LIST_JOIN)
+        listed = "," in source or bool(_LIST_JOIN & set(b))
+        new = _stems_of(text[start:end]) - known
+        closes = bool(_LIST_WORDS.match(text[start:end].strip(" ,")))
+        if joined and listed and new and not closes and all(not w.isdigit() for w in a[i1:i2]):
+            out.append((start, end))
+    return out
+
+
 def copied_sentence(text: str, ctx: ContextClaims) -> int | None:
     """The context sentence ``text`` (one response sentence) copies, if any (see :func:`_copied_sentence`)."""
     return _copied_sentence(_stems_of(text), ctx)
@@ -646,6 +687,21 @@ def check_claims(
                         source=theirs,
                     )  # fmt: skip
                 )
+        if copied is not None and not any(f.sentence == i for f in out):
+            for a, b in added_items(span.text, ctx.sentence_texts[copied], set(ctx.stems) | asked):
+                at, end = span.start + a, span.start + b
+                if not any(x < end and at < y for x, y in failed_at):
+                    out.append(
+                        FactFinding(
+                            text=span.text[a:b],
+                            kind="claim",
+                            start=at,
+                            end=end,
+                            sentence=i,
+                            status="unsupported",
+                            source=None,
+                        )  # fmt: skip
+                    )
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
     by_sentence: list[list[_Clause]] = [[] for _ in response_spans]

@@ -322,3 +322,37 @@ def test_a_number_off_by_a_conversion_factor_is_no_swap():
     assert swapped_numbers("About 47 of every 100 experts surveyed agreed with the proposal last year.", source) == [
         (6, 8, "48")
     ]
+
+
+LIST_SOURCE = (
+    "Online stores typically enable shoppers to use search features to find specific models, brands or items. "
+    "The kit includes a tamper, a milk jug and two filter baskets."
+)
+
+
+@pytest.mark.parametrize(
+    "wrong, item",
+    [
+        ("The kit includes a tamper, a milk jug, a descaling kit and two filter baskets.", "a descaling kit"),
+        (
+            "Online stores typically enable shoppers to use search features to find specific models, brands, items or distribution.",
+            "or distribution",
+        ),
+    ],
+)
+def test_an_item_added_to_a_copied_list_is_unsupported(wrong, item):
+    found = [f for f in findings(wrong, LIST_SOURCE, "What is in it?") if f.failed]
+    assert [(f.kind, f.status, wrong[f.start : f.end]) for f in found] == [("claim", "unsupported", item)]
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        "The kit includes a tamper, a milk jug, and two filter baskets.",
+        "The kit includes a tamper, a milk jug and two filter baskets, among others.",
+        "The kit includes a tamper, a milk jug, two filter baskets, etc.",
+        "The kit includes a tamper, a stainless milk jug and two filter baskets.",  # no new item
+    ],
+)
+def test_a_list_copied_with_its_own_items_adds_nothing(right):
+    assert [f for f in findings(right, LIST_SOURCE, "What is in it?") if f.failed] == []
