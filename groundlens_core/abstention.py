@@ -18,28 +18,40 @@ import re
 __all__ = ["abstains"]
 
 _SOURCE = (
-    r"(?:the|this|that|your|these|those|provided|given|above|available)\s+"
+    r"(?:the|this|that|these|those|provided|given|above|available)\s+"
     r"(?:(?:provided|given|supplied|attached|above|available|retrieved|source|shared|reference)\s+)?"
     r"(?:document|documents|source|sources|text|texts|context|passage|passages|article|excerpt|excerpts|"
     r"information|search\s+results|snippets?)"
 )
 _NEG = r"(?:does\s+not|doesn't|do\s+not|don't|did\s+not|didn't|is\s+not|isn't|are\s+not|aren't|cannot|can't|never)"
+#: verbs that say what a text states, whatever follows
 _SAY = (
-    r"(?:say|says|said|state|states|stated|mention|mentions|mentioned|specify|specifies|specified|give|gives|given|"
-    r"provide|provides|provided|contain|contains|include|includes|address|addresses|discuss|discusses|"
-    r"indicate|indicates|answer|answers|explain|explains|tell|tells|describe|describes|clarify|clarifies|"
-    r"detail|details)"
+    r"(?:say|says|said|state|states|stated|mention|mentions|mentioned|specify|specifies|specified|address|"
+    r"addresses|discuss|discusses|indicate|indicates|answer|answers|explain|explains|tell|tells|describe|"
+    r"describes|clarify|clarifies|detail|details)"
 )
+#: verbs that say so only with information as their object ("does not give the price", not "does not
+#: give access", "does not contain lead")
+_GIVE = r"(?:give|gives|given|provide|provides|provided|contain|contains|include|includes|offer|offers|list|lists)"
+_INFO = (
+    r"(?:(?:any|the|a|an|that|this|such|much|enough|specific|exact|further|more|clear|detailed|precise|its|an?y)\s+)*"
+    r"(?:information|details?|figures?|numbers?|answers?|dates?|times?|prices?|amounts?|reasons?|explanation|"
+    r"specifics|data|indication|mention|breakdown|that|this|it|anything)\b"
+)
+#: what may follow "there is no information" or "no details are given" for it to be about the text
+_ABOUT = r"(?=\s+(?:about|on|regarding|concerning|of|as\s+to|for|in\s+the|in\s+this|from\s+the|here)\b|\s*[.!?]?\s*$)"
 _PATTERNS = [
-    # the document does not say / mention / specify ...
-    rf"(?:according\s+to\s+)?{_SOURCE}\s+(?:I\s+was\s+given\s+|you\s+(?:provided|gave|shared)\s+)?{_NEG}\s+(?:\w+\s+)?{_SAY}\b",
+    # the document does not say / mention / specify ..., does not give the price
+    rf"(?:according\s+to\s+)?{_SOURCE}\s+(?:I\s+was\s+given\s+|you\s+(?:provided|gave|shared)\s+)?{_NEG}\s+"
+    rf"(?:\w+\s+)?(?:{_SAY}\b|{_GIVE}\s+{_INFO})",
     # the document says nothing about / is silent on
     rf"{_SOURCE}\s+(?:says|mentions|states|gives|contains)\s+nothing\b",
     rf"{_SOURCE}\s+(?:is|are)\s+silent\b",
     # there is no information / mention / detail about ... (in the document)
-    r"there\s+(?:is|are|was|were)\s+no\s+(?:\w+\s+)?(?:information|mention|details?|data|indication|reference|answer|record)\b",
+    rf"there\s+(?:is|are|was|were)\s+no\s+(?:\w+\s+)?(?:information|mention|details?){_ABOUT}",
     # no information is given / provided
-    r"no\s+(?:\w+\s+)?(?:information|details?|data|mention)\s+(?:is|are|was|were)\s+(?:given|provided|available|included|mentioned|found)\b",
+    rf"no\s+(?:\w+\s+)?(?:information|details?|mention)\s+(?:is|are|was|were)\s+"
+    rf"(?:given|provided|available|included|mentioned|found){_ABOUT}",
     # ... is not mentioned / specified / stated in the document
     rf"\b(?:is|are|was|were)\s+not\s+(?:\w+\s+)?(?:mentioned|specified|stated|given|provided|addressed|covered|"
     rf"discussed|listed|included|described|explained|indicated)\s+(?:in|by)\s+{_SOURCE}",
@@ -55,8 +67,10 @@ _PATTERNS = [
 _ABSTAINS = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
 #: where a clause ends and another begins ("...; so there is none", "..., but the fee is ...")
 _CLAUSE_END = re.compile(
-    r"[;:]\s*|,\s*(?=(?:so|but|therefore|thus|hence|however|which\s+means|although|though|yet|instead)\b)"
-    r"|\.\s+(?=\w)|\s+(?=(?:but|however|therefore)\b)",
+    r"[;:]\s*|,\s*(?=(?:so|but|therefore|thus|hence|however|which|although|though|yet|instead)\b)"
+    r"|\.\s+(?=\w)|\s+(?=(?:but|however|therefore)\b)"
+    # "... does not mention a discount and a ticket costs 20 euros": another statement
+    r"|,?\s+and\s+(?=(?:a|an|the|it|its|they|their|there|this|that|these|you|your|we|our|he|she|\d)\b)",
     re.IGNORECASE,
 )
 #: a following clause that goes on abstaining about the same source ("...; it does not say how")
@@ -69,6 +83,7 @@ _STATES = re.compile(r"\d|[,;:]|\b(?:and|but|while|whereas|although)\b", re.IGNO
 
 def abstains(sentence: str) -> bool:
     """True when ``sentence`` says the source does not answer, and asserts nothing besides."""
+    sentence = sentence.replace("\u2019", "'").replace("\u2018", "'")  # "doesn’t" as written by most models
     m = _ABSTAINS.search(sentence)
     if m is None:
         return False

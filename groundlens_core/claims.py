@@ -26,22 +26,10 @@ each a rule a reviewer can follow, on word stems (:mod:`groundlens_core.lemmas`)
    holds no supported fact and three or more of its stems, the majority, are new, or when it says it
    adds something ("also", "too", "in addition") with two or more new stems.
 
-4. **Scope.** A response clause that copies most of a context clause's words (as the negation rule
-   above reads "copies") but states another scope is **contradicted**: a universal word where the
-   source qualifies ("all", "always", "every" against "most", "usually", "some"), or the reverse; a
-   requirement where the source states a possibility ("must" against "can", "may") or the reverse
-   ("may only" is a requirement). An "only" the response adds is not held against it: it often says
-   in one word what the source says in two sentences. "In all countries, training takes seven years" against "In
-   most countries ..." is a wrong answer that keeps every value.
-
-5. **A name swapped in a copied sentence.** Where a response sentence copies a context sentence word
-   for word but puts another name in place of one the source gives there ("an antidote developed by
-   Ra" against "... developed by Fox"), the name is **contradicted**, even when the source names it
-   elsewhere: "attended Tom" against "attended Oxford".
-
-6. **An item added to a copied list.** Where a response sentence copies a context sentence but adds
-   an item to one of its lists whose words the context and the question do not use ("models,
-   brands, items or distribution" against "models, brands or items"), the item is **unsupported**.
+4. **A sentence copied with one thing changed** (:mod:`groundlens_core.copied`): another scope
+   ("all" against "most", "must" against "can") is **contradicted**, and an item added inside one of
+   its lists whose words the context and the question do not use is **unsupported**. (A name or a
+   number swapped in a copied sentence is a value finding: :mod:`groundlens_core.factcheck`.)
 
 Every finding is a :class:`~groundlens_core.results.FactFinding` beside the value facts, so the band,
 the explanation and the exports treat them alike. These are triage findings, never verdicts.
@@ -50,7 +38,6 @@ the explanation and the exports treat them alike. These are triage findings, nev
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import re
 from collections import Counter
@@ -58,6 +45,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from groundlens_core.content import DISCOURSE_WORDS, NUMBER_WORDS, STOP_WORDS
+from groundlens_core.copied import Copy, added_items, find_copy, scope_changes, sentence_words
 from groundlens_core.facts import blank_controls
 from groundlens_core.lemmas import stem
 from groundlens_core.results import FactFinding
@@ -65,7 +53,7 @@ from groundlens_core.sentences import TextSpan
 from groundlens_core.units import MONTHS, UNITS
 from groundlens_core.word_index import WordIndex
 
-__all__ = ["ContextClaims", "context_claims", "check_claims", "copied_sentence", "swapped_numbers", "FAMILIES"]
+__all__ = ["ContextClaims", "context_claims", "check_claims", "copies_of", "FAMILIES"]
 
 #: polar families: the words that say one side, then the words that say the other
 FAMILIES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
@@ -413,206 +401,12 @@ def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
     return None
 
 
-#: scope classes: a clause's word of one class against the copied context clause's word of its
-#: opposite is a changed scope
-_SCOPE_CLASSES: dict[str, frozenset[str]] = {
-    "universal": frozenset(
-        "all every always everyone everybody everything everywhere entire entirely completely invariably".split()
-    ),
-    "partial": frozenset(
-        "some most many several usually often sometimes generally typically mostly partly partially frequently "
-        "occasionally commonly rarely majority".split()
-    ),
-    "necessary": frozenset("must required mandatory obligatory".split()),
-    "possible": frozenset("can may might could optional possibly".split()),
-}
-_SCOPE_OPPOSITE = {"universal": "partial", "partial": "universal", "necessary": "possible", "possible": "necessary"}
-_SCOPE_WORD = re.compile(
-    r"\b(?:" + "|".join(sorted(set().union(*_SCOPE_CLASSES.values()), key=len, reverse=True)) + r")\b", re.I
-)
-_ONLY_AFTER = re.compile(r"\s+only\b", re.I)
-
-
-def _scope_words(text: str) -> list[tuple[str, str, int]]:
-    """(class, word, offset) of each scope word of ``text``."""
-    out = []
-    for m in _SCOPE_WORD.finditer(text):
-        w = m.group(0).lower()
-        if w == "can" and text[m.end() : m.end() + 3].lower() == "not":  # "cannot": a negation
-            continue
-        cls = next(k for k, ws in _SCOPE_CLASSES.items() if w in ws)
-        if cls == "possible" and _ONLY_AFTER.match(text, m.end()):  # "may only be handled in": a requirement
-            cls = "necessary"
-        out.append((cls, w, m.start()))
-    return out
-
-
-#: a scope is compared between sentences sharing at least this many content stems, and this share
-#: of the larger sentence's
-SCOPE_MIN_WORDS, SCOPE_MIN_SHARE = 2, 0.6
-
-
-def _scope(text: str, topic: set[str], ctx: ContextClaims) -> tuple[int, str, int, str] | None:
-    """The context sentence a response sentence copies (most of both sentences' content stems
-    shared) when the response sentence states another scope than it does: that sentence's index, the
-    response's word, its offset in ``text`` and the context's word."""
-    mine = _scope_words(text)
-    j = _copied_sentence(topic, ctx) if mine else None
-    if j is None:
-        return None
-    theirs = _scope_words(ctx.sentence_texts[j])
-    their_classes = {cls for cls, _, _ in theirs}
-    for cls, word, at in mine:
-        if cls in their_classes:
-            continue
-        other = next((w for o, w, _ in theirs if o == _SCOPE_OPPOSITE[cls]), None)
-        if other is not None:
-            return j, word, at, other
-    return None
-
-
-#: a capitalised word that is no name: a pronoun or a determiner opening a clause
-_NOT_NAMES = frozenset(
-    "i he she it we they you his her its our their this that these those the a an there here mr mrs ms dr".split()
-)
-
-
-def _copied_sentence(topic: set[str], ctx: ContextClaims) -> int | None:
-    """The context sentence a response sentence with content stems ``topic`` copies: the one sharing
-    the most stems, when they are :data:`SCOPE_MIN_WORDS` or more and :data:`SCOPE_MIN_SHARE` of the
-    larger sentence's."""
-    if not topic or not ctx.sentence_texts:
-        return None
-    j = max(range(len(ctx.sentence_topics)), key=lambda n: (len(topic & ctx.sentence_topics[n]), -n))
-    shared = len(topic & ctx.sentence_topics[j])
-    if shared < SCOPE_MIN_WORDS or shared < SCOPE_MIN_SHARE * max(len(topic), len(ctx.sentence_topics[j])):
-        return None
-    return j
-
-
-def _names_in(words: list[tuple[str, int, int]]) -> list[int]:
-    return [k for k, (w, _, _) in enumerate(words) if w[:1].isupper() and k > 0 and w.lower() not in _NOT_NAMES]
-
-
-def _swapped_name(text: str, source: str) -> tuple[int, int, str] | None:
-    """Where ``text`` copies ``source`` word for word with one name put in place of another: the
-    response name's offsets in ``text`` and the source's name."""
-    mine, theirs = _words(text), _words(source)
-    if len(mine) < 4 or len(theirs) < 4:
-        return None
-    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w, _, _ in theirs]
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.ratio() < COPY_MIN_SHARE:
-        return None
-    named_mine, named_theirs = set(_names_in(mine)), set(_names_in(theirs))
-    said, kept = set(b), set(a)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op != "replace" or i2 - i1 > 3 or j2 - j1 > 3:
-            continue
-        # a name the source sentence does not use, or one it uses elsewhere put where a name the
-        # response leaves out stood (not a reordering: "Gatsby is accused by Tom")
-        old = [k for k in range(j1, j2) if k in named_theirs]
-        dropped = bool(old) and all(b[k] not in kept for k in old)
-        new = [k for k in range(i1, i2) if k in named_mine and (a[k] not in said or dropped)]
-        if not new or not old:
-            continue
-        old_text = source[theirs[old[0]][1] : theirs[old[-1]][2]]
-        new_text = text[mine[new[0]][1] : mine[new[-1]][2]]
-        if new_text.lower() in old_text.lower() or old_text.lower() in new_text.lower():
-            continue  # "Smith" for "John Smith"
-        initials = "".join(w[:1] for w, _, _ in theirs[old[0] : old[-1] + 1]).lower()
-        if new_text.replace(".", "").lower() == initials:  # "EMA" for "European Medicines Agency"
-            continue
-        return mine[new[0]][1], mine[new[-1]][2], old_text
-    return None
-
-
-_TOKEN = re.compile(r"\w+(?:[.,:]\d+)*")
-_NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
-#: a number written as another in a copied sentence by one of these factors is a conversion, not a swap
-_FACTORS = (10.0, 12.0, 24.0, 60.0, 100.0, 1000.0, 3600.0)
-
-
-def _as_number(token: str) -> float | None:
-    if not _NUMBER.fullmatch(token) or ":" in token:
-        return None
-    try:
-        return float(token.replace(",", ""))
-    except ValueError:
-        return None
-
-
-def swapped_numbers(text: str, source: str, topic: set[str] | None = None) -> list[tuple[int, int, str]]:
-    """Where ``text`` copies ``source`` word for word with one number put in place of another ("In
-    February 1947, the Communists forced ..." against "In February 1948, ..."): each response
-    number's offsets in ``text`` and the source's number. One token for one token only, so a value
-    written in another unit ("0.5 s" for "500 ms"), a count in words or a rounding with its own words
-    is left to the fact checks, and a number off by a conversion factor (48 and 0.48) is no swap."""
-    mine = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
-    theirs = [m.group(0) for m in _TOKEN.finditer(source)]
-    if len(mine) < 4 or len(theirs) < 4:
-        return []
-    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w in theirs]
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.ratio() < COPY_MIN_SHARE:
-        return []
-    out = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op != "replace" or i2 - i1 != 1 or j2 - j1 != 1:
-            continue
-        x, y = _as_number(a[i1]), _as_number(b[j1])
-        if x is None or y is None or x == y:
-            continue
-        if (
-            x
-            and y
-            and any(abs(x * f - y) < 1e-9 * max(1.0, y) or abs(y * f - x) < 1e-9 * max(1.0, x) for f in _FACTORS)
-        ):
-            continue
-        out.append((mine[i1][1], mine[i1][2], theirs[j1]))
-    return out
-
-
-_LIST_JOIN = frozenset({"and", "or"})
-#: words that close or open a list without adding an item ("among others", "etc.", "such as")
-_LIST_WORDS = re.compile(
-    r"^(?:and|or)?\s*(?:among\s+others|among\s+other\s+things|others|and\s+more|etc|and\s+so\s+on|"
-    r"and\s+so\s+forth|for\s+example|for\s+instance|such\s+as|including|e\.?g|i\.?e)\W*$",
-    re.I,
-)
-
-
-def added_items(text: str, source: str, known: set[str]) -> list[tuple[int, int]]:
-    """Where ``text`` copies ``source`` word for word with an item added to one of its lists ("models,
-    brands, items or distribution" against "models, brands or items"): the added words' offsets in
-    ``text``, when they carry a content stem in ``known`` (the context's and the question's) not."""
-    mine = [(m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text)]
-    theirs = [m.group(0) for m in _TOKEN.finditer(source)]
-    if len(mine) < 4 or len(theirs) < 4:
-        return []
-    a, b = [w.lower() for w, _, _ in mine], [w.lower() for w in theirs]
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.ratio() < COPY_MIN_SHARE:
-        return []
-    out = []
-    for op, i1, i2, _, _ in matcher.get_opcodes():
-        if op != "delete" or i2 - i1 > 3:  # words of the response the source sentence lacks
-            continue
-        start, end = mine[i1][1], mine[i2 - 1][2]
-        before = text[:start].rstrip()
-        # an item of a list: after a comma or "and"/"or" the source's list has, or before one
-        joined = before.endswith(",") or a[i1] in _LIST_JOIN or (i1 > 0 and a[i1 - 1] in _LIST_JOIN)
-        listed = "," in source or bool(_LIST_JOIN & set(b))
-        new = _stems_of(text[start:end]) - known
-        closes = bool(_LIST_WORDS.match(text[start:end].strip(" ,")))
-        if joined and listed and new and not closes and all(not w.isdigit() for w in a[i1:i2]):
-            out.append((start, end))
-    return out
-
-
-def copied_sentence(text: str, ctx: ContextClaims) -> int | None:
-    """The context sentence ``text`` (one response sentence) copies, if any (see :func:`_copied_sentence`)."""
-    return _copied_sentence(_stems_of(text), ctx)
+def copies_of(response_spans: Sequence[TextSpan], ctx: ContextClaims) -> list[Copy | None]:
+    """Each response sentence aligned with the context sentence it copies, if any (:mod:`.copied`)."""
+    words = ctx.indexes.get("copied")
+    if words is None:
+        words = ctx.indexes["copied"] = sentence_words(ctx.sentence_texts)
+    return [find_copy(span.text, ctx.sentence_texts, words) for span in response_spans]  # type: ignore[arg-type]
 
 
 def _finding(c: _Clause, kind: str, status: str, source: str | None) -> FactFinding:
@@ -625,9 +419,11 @@ def check_claims(
     ctx: ContextClaims,
     facts: Sequence[FactFinding] = (),
     question: str | None = None,
+    copies: Sequence[Copy | None] | None = None,
 ) -> tuple[FactFinding, ...]:
     """The claim findings of a response (``sentence`` indexes ``response_spans``); ``facts`` are its
-    value facts already checked (a clause holding a supported one is no added claim)."""
+    value facts already checked (a clause holding a supported one is no added claim); ``copies``
+    each sentence's copied context sentence (:func:`copies_of`, computed when not given)."""
     asked = _stems_of(question or "")
     supported = [(f.start, f.end) for f in facts if f.status in ("supported", "question")]
     out: list[FactFinding] = []
@@ -649,59 +445,23 @@ def check_claims(
             or (c.adds and len(new) >= CLAIM_MIN_NEW_ADDED)
         ):
             out.append(_finding(c, "claim", "unsupported", None))
-    contradicted = {f.sentence for f in out if f.kind == "polarity"}
-    for i, span in enumerate(response_spans):
-        topic = set().union(*(c.topic for c in clauses if c.sentence == i))
-        scoped = None if i in contradicted else _scope(span.text, topic, ctx)
-        if scoped is not None:
-            j, word, at, _theirs = scoped
-            quoted = ctx.sentence_texts[j].strip().rstrip(" .!?")
-            out.append(
-                FactFinding(
-                    text=word,
-                    kind="scope",
-                    start=span.start + at,
-                    end=span.start + at + len(word),
-                    sentence=i,
-                    status="contradicted",
-                    source=quoted,
-                )  # fmt: skip
-            )
-    failed_at = [(f.start, f.end) for f in facts if f.failed]
-    for i, span in enumerate(response_spans):
-        if i in contradicted or any(f.sentence == i and f.kind == "scope" for f in out):
+    # a sentence copied from the context with its scope changed, or an item added to its list
+    failed = [(f.start, f.end) for f in facts if f.failed] + [(f.start, f.end) for f in out]
+    known = set(ctx.stems) | asked
+    for i, (span, copy) in enumerate(
+        zip(response_spans, copies if copies is not None else copies_of(response_spans, ctx))
+    ):
+        if copy is None:
             continue
-        copied = _copied_sentence(set().union(*(c.topic for c in clauses if c.sentence == i)), ctx)
-        swapped = None if copied is None else _swapped_name(span.text, ctx.sentence_texts[copied])
-        if swapped is not None:
-            a, b, theirs = swapped
-            if not any(x < span.start + b and span.start + a < y for x, y in failed_at):  # not named already
-                out.append(
-                    FactFinding(
-                        text=span.text[a:b],
-                        kind="name",
-                        start=span.start + a,
-                        end=span.start + b,
-                        sentence=i,
-                        status="contradicted",
-                        source=theirs,
-                    )  # fmt: skip
-                )
-        if copied is not None and not any(f.sentence == i for f in out):
-            for a, b in added_items(span.text, ctx.sentence_texts[copied], set(ctx.stems) | asked):
-                at, end = span.start + a, span.start + b
-                if not any(x < end and at < y for x, y in failed_at):
-                    out.append(
-                        FactFinding(
-                            text=span.text[a:b],
-                            kind="claim",
-                            start=at,
-                            end=end,
-                            sentence=i,
-                            status="unsupported",
-                            source=None,
-                        )  # fmt: skip
-                    )
+        quoted = copy.source.strip().rstrip(" .!?")
+        for x, y, _theirs in scope_changes(copy):
+            if not any(a < span.start + y and span.start + x < b for a, b in failed):
+                out.append(FactFinding(text=span.text[x:y], kind="scope", start=span.start + x, end=span.start + y,
+                                       sentence=i, status="contradicted", source=quoted))  # fmt: skip
+        for x, y in added_items(copy, span.text, known, _stems_of):
+            if not any(a < span.start + y and span.start + x < b for a, b in failed):
+                out.append(FactFinding(text=span.text[x:y], kind="claim", start=span.start + x, end=span.start + y,
+                                       sentence=i, status="unsupported", source=None))  # fmt: skip
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
     by_sentence: list[list[_Clause]] = [[] for _ in response_spans]

@@ -293,13 +293,16 @@ def decide_verified(
     never contradict it: only a failed finding in a sentence the verifier itself doubts (below the
     trusted edge; below the flagged edge when the response is flagged) is named, so a fact the
     verifier judges supported is never the reason a step is flagged, and a trusted step names none.
-    One case is decided without it: a response that embeds exactly like its question
-    (``restates_question``) answers nothing, and is flagged."""
+    Two cases are decided without it: a response that embeds exactly like its question
+    (``restates_question``) answers nothing, and is flagged; a response that only says the source
+    does not answer (``abstains``) claims nothing, and goes to review."""
     p = verdict.probability
     band: Triage = "flagged" if p < flag_below else ("review" if p < trust_from else "trusted")
     score = probability_score(p, flag_below, trust_from)
     if restates_question:  # the response embeds like its question: nothing was answered
         return Decision("flagged", _score("flagged", p), "restates_question", probability=round(p, 4))
+    if ev is not None and ev.abstains:  # it claims nothing: a person checks the source lacks it
+        return Decision("review", _score("review", p), "abstains", probability=round(p, 4))
     named: tuple[FactFinding, ...] = ()
     if ev is not None and band != "trusted":
         limit = flag_below if band == "flagged" else trust_from

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Callable, Collection, Iterator, Sequence, cast
 
-from groundlens_core.claims import ContextClaims, check_claims, context_claims, copied_sentence, swapped_numbers
+from groundlens_core.claims import ContextClaims, check_claims, context_claims, copies_of
 from groundlens_core.content import STOP_WORDS, content_tokens
+from groundlens_core.copied import Copy, swapped_name, swapped_numbers
 from groundlens_core.derive import CUE, POOL, derivable, derivation
 from groundlens_core.facts import MONTHS, UNITS, Fact, blank_controls, extract_facts
 from groundlens_core.results import FactFinding
@@ -1007,25 +1008,38 @@ def check_facts(
             if clause is not None and k not in copied and not says_so:
                 checked[k] = _finding(fact, checked[k].sentence, "contradicted", clause)
     if ctx.claims is not None:
-        _swapped(checked, facts, response_spans, ctx.claims)
-        checked.extend(check_claims(response_spans, ctx.claims, checked, question))
+        copied_from = copies_of(response_spans, ctx.claims)
+        _swapped(checked, facts, response_spans, copied_from)
+        checked.extend(check_claims(response_spans, ctx.claims, checked, question, copied_from))
     return tuple(checked)
 
 
 def _swapped(
-    checked: list[FactFinding], facts: Sequence[Fact], spans: Sequence[TextSpan], claims: ContextClaims
+    checked: list[FactFinding], facts: Sequence[Fact], spans: Sequence[TextSpan], copies: Sequence[Copy | None]
 ) -> None:
-    """A number the source gives elsewhere, put in place of another in a sentence the response
-    copies from it, is contradicted: "In February 1947, the Communists forced ..." against the
-    source's "In February 1948, ..." (1947 being a year it names for something else)."""
-    for i, span in enumerate(spans):
-        if not any(f.sentence == i and f.status == "supported" for f in checked):
+    """A number or a name put in place of another in a sentence the response copies from the
+    context is contradicted, even when the source gives it elsewhere: "In February 1947, the
+    Communists forced ..." against "In February 1948, ..." (:mod:`groundlens_core.copied`). The
+    finding that held it supported is replaced in place; a swapped name no fact covers is added."""
+    for i, (span, copy) in enumerate(zip(spans, copies)):
+        if copy is None:
             continue
-        j = copied_sentence(span.text, claims)
-        if j is None:
-            continue
-        for a, b, theirs in swapped_numbers(span.text, claims.sentence_texts[j]):
+        swaps = swapped_numbers(copy)
+        name = swapped_name(copy)
+        for a, b, theirs in swaps + ([name] if name is not None else []):
             at, end = span.start + a, span.start + b
-            for k, f in enumerate(checked):
-                if f.sentence == i and f.status == "supported" and f.start <= at and end <= f.end:
-                    checked[k] = _finding(facts[k], i, "contradicted", theirs)
+            if any(f.failed and f.start < end and at < f.end for f in checked):
+                continue  # named already
+            hit = next(
+                (
+                    k
+                    for k, f in enumerate(checked)
+                    if f.sentence == i and f.status == "supported" and f.start <= at and end <= f.end
+                ),
+                None,
+            )
+            if hit is not None and hit < len(facts):
+                checked[hit] = _finding(facts[hit], i, "contradicted", theirs)
+            elif (a, b, theirs) == name:
+                checked.append(FactFinding(text=span.text[a:b], kind="name", start=at, end=end, sentence=i,
+                                           status="contradicted", source=theirs))  # fmt: skip

@@ -203,12 +203,15 @@ class Evidence:
             d = dict(d)
             d["sentences"] = tuple(SentenceEvidence.from_dict(s) for s in d.get("sentences", ()))
             d["facts"] = tuple(FactFinding(**f) for f in d.get("facts", ()))
-            d["abstentions"] = tuple(d.get("abstentions", ()))
+            d["abstentions"] = tuple(d.get("abstentions") or ())
             return cls(**d)
         d = typed_fields(cls, d, "the evidence")
-        marks = d.get("abstentions", ())
-        if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in marks):
-            raise ValueError("the evidence: abstentions must be a list of sentence indexes")
+        marks = d.get("abstentions") or ()
+        n = len(d.get("sentences") or ())
+        if not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < n for i in marks) or len(
+            set(marks)
+        ) != len(marks):
+            raise ValueError("the evidence: abstentions must list distinct indexes of its sentences")
         d["abstentions"] = tuple(marks)
         d["sentences"] = tuple(SentenceEvidence.from_dict(s, checked=True) for s in d.get("sentences", ()))
         d["facts"] = tuple(FactFinding(**typed_fields(FactFinding, f, "a fact")) for f in d.get("facts", ()))
@@ -237,6 +240,9 @@ class Verdict:
     weakest: int | None
     sentences: tuple[SentenceVerdict, ...]
     verifier: str
+    #: the verifier's trust edge: a sentence below it is one the verifier doubts (its findings may
+    #: explain a band), at or above it one it trusts (None in a verdict saved without it)
+    trust_from: float | None = None
 
     @property
     def weakest_sentence(self) -> SentenceVerdict | None:

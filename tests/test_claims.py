@@ -37,6 +37,40 @@ def test_a_polarity_flipped_in_other_words_is_contradicted_with_what_the_source_
     assert polarity.status == "contradicted" and said in polarity.describe()
 
 
+LIST_SOURCE = (
+    "Online stores typically enable shoppers to use search features to find specific models, brands or items. "
+    "The kit includes a tamper, a milk jug and two filter baskets."
+)
+
+
+@pytest.mark.parametrize(
+    "wrong, item",
+    [
+        ("The kit includes a tamper, a milk jug, a descaling kit and two filter baskets.", "a descaling kit"),
+        (
+            "Online stores typically enable shoppers to use search features to find specific models, brands, items or distribution.",
+            "or distribution",
+        ),
+    ],
+)
+def test_an_item_added_to_a_copied_list_is_unsupported(wrong, item):
+    found = [f for f in findings(wrong, LIST_SOURCE, "What is in it?") if f.failed]
+    assert [(f.kind, f.status, wrong[f.start : f.end]) for f in found] == [("claim", "unsupported", item)]
+
+
+@pytest.mark.parametrize(
+    "right",
+    [
+        "The kit includes a tamper, a milk jug, and two filter baskets.",
+        "The kit includes a tamper, a milk jug and two filter baskets, among others.",
+        "The kit includes a tamper, a milk jug, two filter baskets, etc.",
+        "The kit includes a tamper, a stainless milk jug and two filter baskets.",  # no new item
+    ],
+)
+def test_a_list_copied_with_its_own_items_adds_nothing(right):
+    assert [f for f in findings(right, LIST_SOURCE, "What is in it?") if f.failed] == []
+
+
 @pytest.mark.parametrize(
     "context, right",
     [
@@ -315,44 +349,71 @@ def test_the_same_numbers_or_a_conversion_are_no_swap(right):
 
 
 def test_a_number_off_by_a_conversion_factor_is_no_swap():
-    from groundlens_core.claims import swapped_numbers
+    from groundlens_core.copied import find_copy, sentence_words, swapped_numbers
 
-    source = "About 48 of every 100 experts surveyed agreed with the proposal last year."
-    assert swapped_numbers("About 0.48 of every 100 experts surveyed agreed with the proposal last year.", source) == []
-    assert swapped_numbers("About 47 of every 100 experts surveyed agreed with the proposal last year.", source) == [
-        (6, 8, "48")
-    ]
+    source = ["About 48 of every 100 experts surveyed agreed with the proposal last year."]
+    words = sentence_words(source)
 
+    def swaps(text):
+        copy = find_copy(text, source, words)
+        assert copy is not None
+        return swapped_numbers(copy)
 
-LIST_SOURCE = (
-    "Online stores typically enable shoppers to use search features to find specific models, brands or items. "
-    "The kit includes a tamper, a milk jug and two filter baskets."
-)
+    assert swaps("About 0.48 of every 100 experts surveyed agreed with the proposal last year.") == []
+    assert swaps("About 47 of every 100 experts surveyed agreed with the proposal last year.") == [(6, 8, "48")]
 
 
 @pytest.mark.parametrize(
-    "wrong, item",
+    "context, right",
     [
-        ("The kit includes a tamper, a milk jug, a descaling kit and two filter baskets.", "a descaling kit"),
+        # parallel sentences: the copied one is the one with the same numbers
         (
-            "Online stores typically enable shoppers to use search features to find specific models, brands, items or distribution.",
-            "or distribution",
+            "In 2019 the company had 120 employees. In 2020 the company had 150 employees.",
+            "In 2020 the company had 150 employees.",
         ),
+        ("Version 2 costs 10 dollars. Version 3 costs 15 dollars.", "Version 3 costs 15 dollars."),
+        (
+            "In March the store opened 3 new branches. In April the store opened 5 new branches.",
+            "In April the store opened 5 new branches.",
+        ),
+        # a phrase after the list is no item of it
+        (LIST_SOURCE, "The kit includes a tamper, a milk jug and two filter baskets, in total."),
+        (LIST_SOURCE, "The kit includes a tamper, a milk jug and two filter baskets, amongst other things."),
+        (
+            SCOPE_SOURCE,
+            "In most countries, neurosurgeon training requires a minimum period of seven years after medical school, on average.",
+        ),
+        # prohibitions forbid alike, whatever the modal
+        ("Students may not use calculators during the exam.", "Students must not use calculators during the exam."),
+        ("You can't bring pets into the building.", "You must not bring pets into the building."),
+        # a scope word stated by another sentence of the source, or a superlative
+        (
+            "Most rooms have a sea view. Every room has a balcony.",
+            "Every room has a balcony and most rooms have a sea view.",
+        ),
+        (
+            "Visitors can register online. Every visitor must show a ticket at the entrance.",
+            "Visitors can register online, but they must show a ticket.",
+        ),
+        (
+            "The most important rule is to wash your hands often.",
+            "The most important rule is to always wash your hands.",
+        ),
+        # an acronym for the source's name
+        (
+            "The meeting took place in the United States in the spring of 2019.",
+            "The meeting took place in the USA in the spring of 2019.",
+        ),
+        # case-folded letters that match no scope word as written
+        ("Visitors can register online.", "Visitors mu\u017ft register online."),
     ],
 )
-def test_an_item_added_to_a_copied_list_is_unsupported(wrong, item):
-    found = [f for f in findings(wrong, LIST_SOURCE, "What is in it?") if f.failed]
-    assert [(f.kind, f.status, wrong[f.start : f.end]) for f in found] == [("claim", "unsupported", item)]
+def test_a_copied_sentence_with_nothing_changed_has_no_copy_finding(context, right):
+    found = findings(right, context, "What does it say?")
+    assert [f for f in found if f.failed and f.kind in ("scope", "claim", "name", "count", "amount", "year")] == []
 
 
-@pytest.mark.parametrize(
-    "right",
-    [
-        "The kit includes a tamper, a milk jug, and two filter baskets.",
-        "The kit includes a tamper, a milk jug and two filter baskets, among others.",
-        "The kit includes a tamper, a milk jug, two filter baskets, etc.",
-        "The kit includes a tamper, a stainless milk jug and two filter baskets.",  # no new item
-    ],
-)
-def test_a_list_copied_with_its_own_items_adds_nothing(right):
-    assert [f for f in findings(right, LIST_SOURCE, "What is in it?") if f.failed] == []
+def test_a_swapped_name_replaces_the_finding_that_held_it_supported():
+    found = findings("He is saved by Alfred and given an antidote developed by Gatsby.", SWAP_SOURCE, "Who?")
+    at = [(f.status, f.start) for f in found if f.text == "Gatsby"]
+    assert at == [("contradicted", 57)]

@@ -276,7 +276,7 @@ def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verif
     assert v is not None
     ev = _evidence((_finding("25 euros", 7), _finding("3 days", 26)))
     high, low = min(1.0, v.trust_from + 0.01), v.flag_below + (v.trust_from - v.flag_below) / 2
-    verdict = Verdict(low, 1, (SentenceVerdict(0, 16, high), SentenceVerdict(17, 33, low)), v.id)
+    verdict = Verdict(low, 1, (SentenceVerdict(0, 16, high), SentenceVerdict(17, 33, low)), v.id, v.trust_from)
     own = decide_verified(verdict, ev, v.flag_below, v.trust_from)
     assert own.band == "review"
     score = replace(
@@ -286,6 +286,15 @@ def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verif
         decision=grounded_in_unverified(own, origin=0, origin_band="flagged"),
     )
     assert [f.text for f in failed_findings(score)] == ["3 days"]
-    # scored by another verifier than the one loaded here: every own finding, as before
-    other = replace(score, verdict=replace(verdict, verifier="groundlens-verifier-1:000000000000"))
+    # a verdict saved without its edge: every own finding, as before
+    other = replace(score, verdict=replace(verdict, trust_from=None))
     assert [f.text for f in failed_findings(other)] == ["25 euros", "3 days"]
+    # the edge travels with the saved score, whatever this process has loaded
+    back = as_score(json.loads(score.to_json()), checked=True)
+    assert back.verdict.trust_from == v.trust_from
+    assert [f.text for f in failed_findings(back)] == ["3 days"]
+
+
+def test_an_abstention_goes_to_review_when_the_verifier_decides(verifier_on):
+    res = evaluate("Is there parking?", "The document does not say whether there is parking.", "Tickets cost 12 euros.")
+    assert res.decision.rule == "abstains" and res.triage == "review" and res.verdict is not None

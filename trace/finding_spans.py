@@ -45,17 +45,12 @@ def failed_findings(score: Any) -> tuple[Any, ...]:
 
 
 def _doubted(own: tuple[Any, ...], verdict: Any) -> tuple[Any, ...]:
-    """``own`` without the findings in sentences the verifier that scored them trusts: a finding the
-    verifier judges supported is no reason to look at a step (all of them when the verifier is not
-    the one loaded here, or there is none)."""
-    if verdict is None:
+    """``own`` without the findings in sentences the verifier trusted: a finding the verifier judges
+    supported is no reason to look at a step (all of them when the verdict does not carry its edge)."""
+    edge = getattr(verdict, "trust_from", None) if verdict is not None else None
+    if edge is None:
         return own
-    from groundlens_core.verifier import loaded_verifier
-
-    verifier = loaded_verifier()
-    if verifier is None or verifier.id != verdict.verifier:
-        return own
-    doubted = [s for s in verdict.sentences if s.probability < verifier.trust_from]
+    doubted = [s for s in verdict.sentences if s.probability < edge]
     return tuple(f for f in own if any(f.start < s.end and s.start < f.end for s in doubted))
 
 

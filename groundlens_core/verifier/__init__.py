@@ -27,7 +27,7 @@ from groundlens_core.embedding import first_load
 from groundlens_core.errors import GroundlensError
 from groundlens_core.results import SentenceVerdict, Verdict
 
-__all__ = ["Verifier", "get_verifier", "loaded_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
+__all__ = ["Verifier", "get_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
 
 WEIGHTS = "verifier.safetensors"
 MANIFEST = "verifier.json"
@@ -100,10 +100,14 @@ class Verifier:
             for u in units
         )
         if not sentences:
-            return Verdict(probability=0.5, weakest=None, sentences=(), verifier=self.id)
+            return Verdict(probability=0.5, weakest=None, sentences=(), verifier=self.id, trust_from=self.trust_from)
         weakest = min(range(len(sentences)), key=lambda i: (sentences[i].probability, i))
         return Verdict(
-            probability=sentences[weakest].probability, weakest=weakest, sentences=sentences, verifier=self.id
+            probability=sentences[weakest].probability,
+            weakest=weakest,
+            sentences=sentences,
+            verifier=self.id,
+            trust_from=self.trust_from,
         )
 
 
@@ -142,8 +146,3 @@ def get_verifier() -> Verifier | None:
                 _state.failed = VerifierError(f"the verifier's weights cannot be read: {exc}")
                 raise _state.failed from None
         return _state.verifier
-
-
-def loaded_verifier() -> Verifier | None:
-    """The verifier this process has loaded, if any (never loads one)."""
-    return _state.verifier
