@@ -34,12 +34,15 @@ _SAY = (
 #: give access", "does not contain lead")
 _GIVE = r"(?:give|gives|given|provide|provides|provided|contain|contains|include|includes|offer|offers|list|lists)"
 _INFO = (
-    r"(?:(?:any|the|a|an|that|this|such|much|enough|specific|exact|further|more|clear|detailed|precise|its|an?y)\s+)*"
-    r"(?:information|details?|figures?|numbers?|answers?|dates?|times?|prices?|amounts?|reasons?|explanation|"
-    r"specifics|data|indication|mention|breakdown|that|this|it|anything)\b"
+    r"(?:[\w'-]+\s+){0,3}?"
+    r"(?:information|info|details?|figures?|numbers?|answers?|dates?|times?|prices?|pricing|costs?|fees?|rates?|"
+    r"amounts?|reasons?|explanation|specifics|data|indication|mention|breakdown|address|schedule|hours|deadline|"
+    r"that|this|it|anything)\b"
 )
 #: what may follow "there is no information" or "no details are given" for it to be about the text
-_ABOUT = r"(?=\s+(?:about|on|regarding|concerning|of|as\s+to|for|in\s+the|in\s+this|from\s+the|here)\b|\s*[.!?]?\s*$)"
+_ABOUT = (
+    r"(?=\s+(?:about|on|regarding|concerning|of|to|as\s+to|for|in\s+the|in\s+this|from\s+the|here)\b|\s*[.!?]?\s*$)"
+)
 _PATTERNS = [
     # the document does not say / mention / specify ..., does not give the price
     rf"(?:according\s+to\s+)?{_SOURCE}\s+(?:I\s+was\s+given\s+|you\s+(?:provided|gave|shared)\s+)?{_NEG}\s+"
@@ -48,7 +51,7 @@ _PATTERNS = [
     rf"{_SOURCE}\s+(?:says|mentions|states|gives|contains)\s+nothing\b",
     rf"{_SOURCE}\s+(?:is|are)\s+silent\b",
     # there is no information / mention / detail about ... (in the document)
-    rf"there\s+(?:is|are|was|were)\s+no\s+(?:\w+\s+)?(?:information|mention|details?){_ABOUT}",
+    rf"there\s+(?:is|are|was|were)\s+no\s+(?:\w+\s+)?(?:information|mention|details?|reference|data){_ABOUT}",
     # no information is given / provided
     rf"no\s+(?:\w+\s+)?(?:information|details?|mention)\s+(?:is|are|was|were)\s+"
     rf"(?:given|provided|available|included|mentioned|found){_ABOUT}",
@@ -69,14 +72,20 @@ _ABSTAINS = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
 _CLAUSE_END = re.compile(
     r"[;:]\s*|,\s*(?=(?:so|but|therefore|thus|hence|however|which|although|though|yet|instead)\b)"
     r"|\.\s+(?=\w)|\s+(?=(?:but|however|therefore)\b)"
-    # "... does not mention a discount and a ticket costs 20 euros": another statement
-    r"|,?\s+and\s+(?=(?:a|an|the|it|its|they|their|there|this|that|these|you|your|we|our|he|she|\d)\b)",
+    # "... does not mention a discount and a ticket costs 20 euros": another statement, with its verb
+    r"|,?\s+and\s+(?=(?:a|an|the|it|its|they|their|there|this|that|these|you|your|we|our|he|she|\d)\b"
+    r"[^,;.]*?\b(?:is|are|was|were|cost|costs|has|have|had|will|can|must|should|opens?|closes?|takes?|runs?|"
+    r"starts?|ends?|needs?|includes?|requires?|lasts?|applies|apply)\b)",
     re.IGNORECASE,
 )
 #: a following clause that goes on abstaining about the same source ("...; it does not say how")
 _STILL = re.compile(rf"\s*(?:and\s+)?(?:it|they)\s+{_NEG}\s+(?:\w+\s+)?{_SAY}\b", re.IGNORECASE)
+#: an embedded question after the abstention: an "and" inside it joins its parts
+_ASKS = re.compile(r"\s+(?:whether|if|how|what|when|where|who|whom|which|why)\b", re.IGNORECASE)
 #: a few words and a comma before it ("Unfortunately, ", "According to the notice, ")
-_PREFACE = re.compile(r"\s*(?:[A-Za-z']+(?:\s+[A-Za-z']+){0,4}\s*,\s*)?")
+_PREFACE = re.compile(
+    r"\s*(?:[A-Za-z']+(?:\s+[A-Za-z']+){0,4}\s*,\s*)?(?:(?:but|however|unfortunately|sadly),?\s+)?", re.I
+)
 #: what, before the abstention, would be a statement of its own ("The fee is 20 euros and ...")
 _STATES = re.compile(r"\d|[,;:]|\b(?:and|but|while|whereas|although)\b", re.IGNORECASE)
 
@@ -92,6 +101,9 @@ def abstains(sentence: str) -> bool:
     if _STATES.search(before[preface.end() if preface else 0 :]):
         return False
     end = _CLAUSE_END.search(sentence, m.end())
+    if _ASKS.match(sentence, m.end()):  # "... does not say whether parking and the cafe are free"
+        while end is not None and end.group(0).strip(" ,").lower() == "and":
+            end = _CLAUSE_END.search(sentence, end.end())
     while end is not None:  # every clause after it abstains too
         rest = sentence[end.end() :]
         if not rest.strip(" .!?"):

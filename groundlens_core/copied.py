@@ -8,7 +8,8 @@ change is plain. Each check here is one word (or a few) of the response aligned,
 :class:`difflib.SequenceMatcher`, with the words the copied sentence has in their place:
 
 - :func:`swapped_numbers`: one number in place of another ("In February 1947" against "In February
-  1948"), not one written in another unit or off by a conversion factor (0.48 and 48);
+  1948"), not one written in another unit, off by a conversion factor (0.48 and 48), moved to
+  another place of the sentence, nor one beside a changed unit or rate (a value worked out);
 - :func:`swapped_name`: a name in place of another the response leaves out ("developed by Gatsby"
   against "developed by Fox"), not a shortened name, an acronym or a reordering;
 - :func:`scope_changes`: another scope ("all" against "most", "must" against "can", "may" against
@@ -131,16 +132,23 @@ def swapped_numbers(copy: Copy) -> list[tuple[int, int, str]]:
     the response sentence and what the source says there (the number, with its unit when the
     response keeps that unit)."""
     a, b = copy.lower("mine"), copy.lower("theirs")
+    # a unit or a rate changed elsewhere in the sentence ("70 euros per week" for "10 euros per
+    # day"): a value worked out from the source's, which the fact checks read
+    units_changed = any(
+        w in UNITS or w == "per" for op, i1, i2, j1, j2 in copy.opcodes if op != "equal" for w in a[i1:i2] + b[j1:j2]
+    )
     out = []
     for i, j in _one_for_one(copy):
         x, y = _as_number(a[i]), _as_number(b[j])
-        if x is None or y is None or x == y:
+        if x is None or y is None or x == y or units_changed:
             continue
         if (
             x
             and y
             and any(abs(x * f - y) < 1e-9 * max(1.0, y) or abs(y * f - x) < 1e-9 * max(1.0, x) for f in _FACTORS)
         ):
+            continue
+        if b[j] in a or int(x) == int(y):  # a reordering ("at 10 ... at 9"), or "2 hours and 30 minutes" for 2.5
             continue
         end = copy.theirs[j][2]
         if i + 1 < len(a) and j + 1 < len(b) and a[i + 1] == b[j + 1] and b[j + 1] in UNITS:
@@ -156,7 +164,13 @@ _NOT_NAMES = frozenset(
 
 
 def _named(tokens: Sequence[tuple[str, int, int]]) -> set[int]:
-    return {k for k, (w, _, _) in enumerate(tokens) if w[:1].isupper() and k > 0 and w.lower() not in _NOT_NAMES}
+    """Capitalised words of two or more letters, the sentence's first word excepted ("°C" and "Plan
+    A" name no one)."""
+    return {
+        k
+        for k, (w, _, _) in enumerate(tokens)
+        if w[:1].isupper() and k > 0 and len(w) > 1 and w.lower() not in _NOT_NAMES
+    }
 
 
 def _acronym(text: str) -> bool:
@@ -228,14 +242,25 @@ def scope_changes(copy: Copy) -> list[tuple[int, int, str]]:
     sentence: its offsets in the response sentence and the source's word."""
     a, b = copy.lower("mine"), copy.lower("theirs")
     out = []
-    for i, j in _one_for_one(copy):
-        mine, theirs = _scope_class(a, i), _scope_class(b, j)
-        if mine is not None and theirs is not None and _OPPOSITE[mine] == theirs:
-            out.append((copy.mine[i][1], copy.mine[i][2], copy.theirs[j][0]))
+    for op, i1, i2, j1, j2 in copy.opcodes:
+        if op != "replace" or i2 - i1 > 3 or j2 - j1 > 3:  # "Yes, all residents" for "Most residents"
+            continue
+        theirs = {c: k for k in range(j1, j2) if (c := _scope_class(b, k)) is not None}
+        for i in range(i1, i2):
+            mine = _scope_class(a, i)
+            if mine is not None and mine not in theirs and _OPPOSITE[mine] in theirs:
+                out.append((copy.mine[i][1], copy.mine[i][2], copy.theirs[theirs[_OPPOSITE[mine]]][0]))
+                break
     return out
 
 
 _LIST_JOIN = frozenset({"and", "or"})
+#: what opens a phrase between commas that is no item: a hedge or an aside ("for example", "per the
+#: manual", "as listed", "if you prefer", "in total")
+_ASIDE = frozenset(
+    "for per as if in of e.g i.e eg ie say perhaps possibly alternatively notably especially particularly "
+    "including such namely respectively amongst among etc that which".split()
+)
 
 
 def added_items(copy: Copy, text: str, known_stem: set[str], stems_of) -> list[tuple[int, int]]:  # type: ignore[no-untyped-def]
@@ -259,7 +284,8 @@ def added_items(copy: Copy, text: str, known_stem: set[str], stems_of) -> list[t
         ends_list = a[i1] in _LIST_JOIN and moved and (not after or after[:1] in ".;!?")
         if not (opens and (closes or ends_list)):
             continue
-        if any(_NUMBER.fullmatch(w) for w in a[i1:i2]):
+        first = a[i1 + 1] if a[i1] in _LIST_JOIN and i2 - i1 > 1 else a[i1]
+        if first in _ASIDE or any(_NUMBER.fullmatch(w) for w in a[i1:i2]):
             continue
         if stems_of(text[start:end]) - known_stem:
             out.append((start, end))

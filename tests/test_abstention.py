@@ -31,6 +31,11 @@ NOTICE = (
         "The document doesn\u2019t say whether there is coach parking.",  # the apostrophe most models write
         "The document does not give the price of the audio guide.",
         "No details are given about the refund.",
+        "The document does not mention the price and the opening hours.",
+        "The document does not say whether parking and the cafe are free.",
+        "The context does not provide parking information.",
+        "I'm sorry, but the document does not include any pricing for parking.",
+        "There is no reference to parking fees in the document.",
     ],
 )
 def test_sentences_that_say_the_source_does_not_answer(sentence):

@@ -241,6 +241,8 @@ SCOPE_SOURCE = (
         ("Visitors must register online.", "must", "Visitors can register online"),
         ("Residents may register with the council within 30 days.", "may", "All residents must register"),
         ("Most residents must register with the council within 30 days.", "Most", "All residents must register"),
+        # the scope word beside another change
+        ("Yes, most residents must register with the council within 30 days.", "most", "All residents must register"),
     ],
 )
 def test_a_copied_sentence_with_another_scope_is_contradicted(wrong, word, said):
@@ -404,6 +406,11 @@ def test_a_number_off_by_a_conversion_factor_is_no_swap():
             "The meeting took place in the United States in the spring of 2019.",
             "The meeting took place in the USA in the spring of 2019.",
         ),
+        # a value worked out from the source's, a hedge inside a list, another unit, a reordering
+        ("The fee is 10 euros per day.", "The fee is 70 euros per week."),
+        ("You can park on Main Street and in the town centre.", "You can park on Main Street, for example, and in the town centre."),
+        ("The flight takes 2.5 hours from Paris.", "The flight takes 2 hours and 30 minutes from Paris."),
+        ("On weekdays the shop opens at 9 and on weekends at 10.", "On weekends the shop opens at 10 and on weekdays at 9."),
         # case-folded letters that match no scope word as written
         ("Visitors can register online.", "Visitors mu\u017ft register online."),
     ],
