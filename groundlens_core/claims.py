@@ -446,13 +446,17 @@ def check_claims(
         ):
             out.append(_finding(c, "claim", "unsupported", None))
     # a sentence copied from the context with its scope changed, or an item added to its list
-    failed = [(f.start, f.end) for f in facts if f.failed] + [(f.start, f.end) for f in out]
+    failed_in: dict[int, list[tuple[int, int]]] = {}  # each sentence's failed findings
+    for f in [*facts, *out]:
+        if f.failed:
+            failed_in.setdefault(f.sentence, []).append((f.start, f.end))
     known = set(ctx.stems) | asked
     for i, (span, copy) in enumerate(
         zip(response_spans, copies if copies is not None else copies_of(response_spans, ctx))
     ):
         if copy is None:
             continue
+        failed = failed_in.get(i, [])
         quoted = copy.source.strip().rstrip(" .!?")
         for x, y, _theirs in scope_changes(copy):
             if not any(a < span.start + y and span.start + x < b for a, b in failed):

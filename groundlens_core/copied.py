@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import islice
 from typing import Sequence
 
 from groundlens_core.units import UNITS
+from groundlens_core.word_index import WordIndex
 
 __all__ = [
     "Copy",
@@ -74,9 +75,10 @@ def _tokens(text: str) -> tuple[tuple[str, int, int], ...]:
     return tuple((m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text))
 
 
-def sentence_words(sentences: Sequence[str]) -> list[Counter[str]]:
-    """Each context sentence's lower-cased words (computed once per context)."""
-    return [Counter(w.lower() for w, _, _ in _tokens(s)) for s in sentences]
+def sentence_words(sentences: Sequence[str]) -> WordIndex:
+    """The context sentences indexed by their lower-cased words (computed once per context): the
+    sentence a response sentence copies is found without comparing it with every sentence."""
+    return WordIndex([dict.fromkeys((w.lower() for w, _, _ in _tokens(s)), 1.0) for s in sentences])
 
 
 @lru_cache(maxsize=512)
@@ -87,19 +89,17 @@ def _align(text: str, source: str) -> tuple[float, tuple[tuple[str, int, int, in
     return matcher.ratio(), tuple(matcher.get_opcodes())
 
 
-def find_copy(text: str, sentences: Sequence[str], words: Sequence[Counter[str]]) -> Copy | None:
+def find_copy(text: str, sentences: Sequence[str], words: WordIndex) -> Copy | None:
     """The context sentence ``text`` copies, aligned with it; None when none does."""
     mine = _tokens(text)
     if not (MIN_TOKENS <= len(mine) <= MAX_TOKENS) or not sentences:
         return None
-    own = Counter(w.lower() for w, _, _ in mine)
-    shared = [sum((own & w).values()) for w in words]
-    best = max(shared)
-    if best < COPY_RATIO * len(mine) / 2:  # cannot reach the ratio
+    own = {w.lower(): 1.0 for w, _, _ in mine}
+    top = words.top(own)
+    if top.best < COPY_RATIO * len(own) / 2:  # cannot reach the ratio
         return None
-    tied = [j for j, n in enumerate(shared) if n == best][:3]
     scored = []
-    for j in tied:
+    for j in islice(top, 3):  # the sentences sharing the most distinct words, the first three
         theirs = _tokens(sentences[j])
         if not (MIN_TOKENS <= len(theirs) <= MAX_TOKENS):
             continue

@@ -1021,6 +1021,9 @@ def _swapped(
     context is contradicted, even when the source gives it elsewhere: "In February 1947, the
     Communists forced ..." against "In February 1948, ..." (:mod:`groundlens_core.copied`). The
     finding that held it supported is replaced in place; a swapped name no fact covers is added."""
+    in_sentence: dict[int, list[int]] = {}  # each sentence's findings: no scan of the whole response
+    for k, f in enumerate(checked):
+        in_sentence.setdefault(f.sentence, []).append(k)
     for i, (span, copy) in enumerate(zip(spans, copies)):
         if copy is None:
             continue
@@ -1028,13 +1031,14 @@ def _swapped(
         name = swapped_name(copy)
         for a, b, theirs in swaps + ([name] if name is not None else []):
             at, end = span.start + a, span.start + b
-            if any(f.failed and f.start < end and at < f.end for f in checked):
+            mine = in_sentence.get(i, [])
+            if any(checked[k].failed and checked[k].start < end and at < checked[k].end for k in mine):
                 continue  # named already
             hit = next(
                 (
                     k
-                    for k, f in enumerate(checked)
-                    if f.sentence == i and f.status == "supported" and f.start <= at and end <= f.end
+                    for k in mine
+                    if checked[k].status == "supported" and checked[k].start <= at and end <= checked[k].end
                 ),
                 None,
             )
