@@ -28,7 +28,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from itertools import islice
 from typing import Sequence
 
@@ -67,8 +67,14 @@ class Copy:
     theirs: tuple[tuple[str, int, int], ...]
     opcodes: tuple[tuple[str, int, int, int, int], ...]
 
-    def lower(self, side: str) -> list[str]:
-        return [w.lower().replace("\u2019", "'") for w, _, _ in (self.mine if side == "mine" else self.theirs)]
+    @cached_property
+    def words(self) -> tuple[list[str], list[str]]:
+        """The response's and the context sentence's words, lower-cased (read by every check)."""
+        return _lowered(self.mine), _lowered(self.theirs)
+
+
+def _lowered(tokens: Sequence[tuple[str, int, int]]) -> list[str]:
+    return [w.lower().replace("\u2019", "'") for w, _, _ in tokens]
 
 
 def _tokens(text: str) -> tuple[tuple[str, int, int], ...]:
@@ -131,7 +137,7 @@ def swapped_numbers(copy: Copy) -> list[tuple[int, int, str]]:
     """Each number of the response put in place of another of the copied sentence: its offsets in
     the response sentence and what the source says there (the number, with its unit when the
     response keeps that unit)."""
-    a, b = copy.lower("mine"), copy.lower("theirs")
+    a, b = copy.words
     # a unit or a rate changed elsewhere in the sentence ("70 euros per week" for "10 euros per
     # day"): a value worked out from the source's, which the fact checks read
     units_changed = any(
@@ -181,7 +187,7 @@ def _acronym(text: str) -> bool:
 def swapped_name(copy: Copy) -> tuple[int, int, str] | None:
     """A name the response puts where the copied sentence has another one the response leaves out
     (or one the sentence does not use): its offsets in the response sentence and the source's name."""
-    a, b = copy.lower("mine"), copy.lower("theirs")
+    a, b = copy.words
     named_mine, named_theirs = _named(copy.mine), _named(copy.theirs)
     said, kept = set(b), set(a)
     for op, i1, i2, j1, j2 in copy.opcodes:
@@ -240,7 +246,7 @@ def _scope_class(words: Sequence[str], k: int) -> str | None:
 def scope_changes(copy: Copy) -> list[tuple[int, int, str]]:
     """Each scope word of the response put in place of a word of the opposite scope in the copied
     sentence: its offsets in the response sentence and the source's word."""
-    a, b = copy.lower("mine"), copy.lower("theirs")
+    a, b = copy.words
     out = []
     for op, i1, i2, j1, j2 in copy.opcodes:
         if op != "replace" or i2 - i1 > 3 or j2 - j1 > 3:  # "Yes, all residents" for "Most residents"
@@ -269,7 +275,7 @@ def added_items(copy: Copy, text: str, known_stem: set[str], stems_of) -> list[t
     whose content stems (``stems_of``) are not in ``known_stem``: their offsets in ``text`` (the
     response sentence). An item sits between two list separators (a comma, "and", "or"), or ends the
     list when the response moved the source's "and"/"or" before it."""
-    a, b = copy.lower("mine"), copy.lower("theirs")
+    a, b = copy.words
     if not ("," in copy.source or _LIST_JOIN & set(b)):
         return []
     moved = sum(w in _LIST_JOIN for w in a) == sum(w in _LIST_JOIN for w in b)

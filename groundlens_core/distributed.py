@@ -63,8 +63,6 @@ class GroundlensScorer:
         columns: dict[str, str] | None = None,
         verifier: bool = False,
     ):
-        import os
-
         from groundlens_core.calibration import CalibrationResult
         from groundlens_core.embedding import get_embedder
         from groundlens_core.input_columns import InputColumns
