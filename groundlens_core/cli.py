@@ -307,10 +307,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"groundlens-core {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
+    _add_doctor(sub)
+    _add_check(sub)
+    _add_evaluate(sub)
+    _add_calibrate(sub)
+    _add_benchmark(sub)
+    for add in command_adders():  # ``report`` and any other command an installed package registers
+        add(sub)
+    add_ledger_commands(sub)
+    return p
 
+
+def _add_doctor(sub: argparse._SubParsersAction) -> None:
+    """``doctor``: the offline installation check; it takes no options."""
     s = sub.add_parser("doctor", help="check the installation offline: versions, model, fingerprint, a quick score")
     s.set_defaults(func=cmd_doctor)
 
+
+def _add_check(sub: argparse._SubParsersAction) -> None:
+    """``check``: one response, scored from the command line."""
     s = sub.add_parser("check", help="score one response (with -c and no -q: against the context alone)")
     s.add_argument(
         "--question", "-q", default=None, help="the question; without it, a context is needed (method support)"
@@ -323,9 +338,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_fail_on(s, "the response is")
     s.set_defaults(func=cmd_check)
 
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    """``evaluate``: a whole file, streamed; its options come in two groups, files then scoring."""
     s = sub.add_parser(
         "evaluate", help="score a CSV, JSONL or Parquet file (columns question, response, optional context), streaming"
     )
+    _add_evaluate_files(s)
+    _add_evaluate_scoring(s)
+    _add_fail_on(s, "any row is")
+    add_ledger_options(s)
+    s.set_defaults(func=cmd_evaluate)
+
+
+def _add_evaluate_files(s: argparse.ArgumentParser) -> None:
+    """What ``evaluate`` reads and writes: the files, the report, the columns. The order of the
+    ``add_argument`` calls is the order ``--help`` lists the options in."""
     s.add_argument("input", help=".csv, .jsonl, .parquet (.csv.gz, .jsonl.gz)")
     s.add_argument(
         "--output", "-o", required=True, help=".csv, .jsonl or .parquet, by extension; appears when complete"
@@ -350,6 +378,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--group-by", default=None, metavar="COL", help="the input column the HTML report groups rows by (its nodes)"
     )
     s.add_argument("--resume", action="store_true", help="continue an interrupted run from its last written chunk")
+
+
+def _add_evaluate_scoring(s: argparse.ArgumentParser) -> None:
+    """How ``evaluate`` scores: the calibration, the chunking, the threads and the engine, listed
+    by ``--help`` after the file options."""
     s.add_argument(
         "--calibration", default=None, help="a DGI direction from `groundlens calibrate`, for rows without a context"
     )
@@ -373,15 +406,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--workers", type=_positive_int, default=None, help="Ray scoring workers (default: the cluster's CPUs)"
     )
     s.add_argument("--progress", action="store_true", help="show the progress bar even when stderr is not a terminal")
-    _add_fail_on(s, "any row is")
-    add_ledger_options(s)
-    s.set_defaults(func=cmd_evaluate)
 
+
+def _add_calibrate(sub: argparse._SubParsersAction) -> None:
+    """``calibrate``: the DGI direction that ``check`` and ``evaluate`` take with ``--calibration``."""
     s = sub.add_parser("calibrate", help="build a DGI direction from your verified grounded (question, response) pairs")
     s.add_argument("--pairs", required=True, help="CSV with question, response (and optional label: only 1s are used)")
     s.add_argument("--output", "-o", required=True, help="the direction file to write (JSON)")
     s.set_defaults(func=cmd_calibrate)
 
+
+def _add_benchmark(sub: argparse._SubParsersAction) -> None:
+    """``benchmark``: the signals measured on labelled data, yours or the shared sets."""
     s = sub.add_parser(
         "benchmark", help="every signal's AUROC (with 95%% intervals) on labelled data, next to simple baselines"
     )
@@ -406,11 +442,6 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--long-context", choices=("mean", "nearest"), default="mean", help=LONG_CONTEXT_HELP)
     s.add_argument("--json", action="store_true", help="print the report as JSON")
     s.set_defaults(func=cmd_benchmark)
-
-    for add in command_adders():  # ``report`` and any other command an installed package registers
-        add(sub)
-    add_ledger_commands(sub)
-    return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:

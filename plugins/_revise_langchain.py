@@ -120,14 +120,77 @@ def _with_revision(config: Any, revision: int) -> Any:
     return out
 
 
+def _attempt_config(config: Any, run_manager: Any, revision: int) -> Any:
+    """The config of attempt ``revision``: a child run of the wrapper's run, so that a callback
+    records every attempt in one trace, marked as a revision after the first."""
+    from langchain_core.runnables.config import patch_config
+
+    child = patch_config(config, callbacks=run_manager.get_child(f"attempt:{revision}"))
+    return _with_revision(child, revision) if revision else child
+
+
+class _RevisingLoop:
+    """The attempt loop of ``GroundlensRevisingRunnable``, kept out of the class that subclasses
+    LangChain's ``Runnable`` so that it is defined without LangChain installed."""
+
+    runnable: Any
+    max_revisions: int
+    reader: RevisionReader
+    checker: InlineChecker
+
+    def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
+        return name or f"GroundlensRevise[{self.runnable.get_name()}]" + (suffix or "")
+
+    def _check(self, original: Any, output: Any, revision: int) -> tuple[Check | None, str | None]:
+        """(the check of ``output``, its answer text); (None, None) when it cannot be checked."""
+        try:
+            answer = self.reader.answer(output)
+            if answer is None:
+                return None, None
+            question, context = self.reader.question(original), self.reader.context_of(original)
+            found = self.checker.check(question, answer, context, revision, self.max_revisions)
+            return found, answer
+        except Exception as exc:
+            log.warning("groundlens: the revising runnable could not check an answer, accepted: %s", exc)
+            return None, None
+
+    def _next(self, original: Any, current: Any, found: Check | None, answer: str | None) -> Any:
+        if found is None or answer is None or found.decision == ACCEPT or found.feedback is None:
+            return None
+        try:
+            return self.reader.next_input(current, answer, str(found.feedback.text), found.revisions + 1)
+        except Exception as exc:
+            log.warning("groundlens: the revising runnable could not build the next attempt: %s", exc)
+            return None
+
+    def _invoke(self, value: Any, run_manager: Any, config: Any, **kwargs: Any) -> Any:
+        current, revision = value, 0
+        while True:
+            output = self.runnable.invoke(current, _attempt_config(config, run_manager, revision), **kwargs)
+            found, answer = self._check(value, output, revision)
+            nxt = self._next(value, current, found, answer)
+            if nxt is None:
+                return output
+            current, revision = nxt, revision + 1
+
+    async def _ainvoke(self, value: Any, run_manager: Any, config: Any, **kwargs: Any) -> Any:
+        current, revision = value, 0
+        while True:
+            output = await self.runnable.ainvoke(current, _attempt_config(config, run_manager, revision), **kwargs)
+            found, answer = await asyncio.to_thread(self._check, value, output, revision)
+            nxt = self._next(value, current, found, answer)
+            if nxt is None:
+                return output
+            current, revision = nxt, revision + 1
+
+
 def build_revising_runnable() -> type:
     """``GroundlensRevisingRunnable``, built on first access so that importing this module needs no LangChain."""
     runnables = require("langchain_core.runnables", "langchain", "langchain-core")
-    from langchain_core.runnables.config import patch_config
 
     from groundlens_core.plugins.langchain import QUESTION_KEYS, RESPONSE_KEYS
 
-    class GroundlensRevisingRunnable(runnables.Runnable):  # type: ignore[name-defined,misc]
+    class GroundlensRevisingRunnable(_RevisingLoop, runnables.Runnable):  # type: ignore[name-defined,misc]
         """Runs ``runnable``; when its answer is flagged, runs it again with the answer and the
         feedback appended (a dict input under ``feedback_key``, a message list or a string as
         messages), at most ``max_revisions`` times, and returns the last output. The attempts are
@@ -160,55 +223,6 @@ def build_revising_runnable() -> type:
                 context=context,
             )
             self.checker = InlineChecker(adapter, embedder=embedder, calibration=calibration)
-
-        def get_name(self, suffix: str | None = None, *, name: str | None = None) -> str:
-            return name or f"GroundlensRevise[{self.runnable.get_name()}]" + (suffix or "")
-
-        def _check(self, original: Any, output: Any, revision: int) -> tuple[Check | None, str | None]:
-            """(the check of ``output``, its answer text); (None, None) when it cannot be checked."""
-            try:
-                answer = self.reader.answer(output)
-                if answer is None:
-                    return None, None
-                question, context = self.reader.question(original), self.reader.context_of(original)
-                found = self.checker.check(question, answer, context, revision, self.max_revisions)
-                return found, answer
-            except Exception as exc:
-                log.warning("groundlens: the revising runnable could not check an answer, accepted: %s", exc)
-                return None, None
-
-        def _next(self, original: Any, current: Any, found: Check | None, answer: str | None) -> Any:
-            if found is None or answer is None or found.decision == ACCEPT or found.feedback is None:
-                return None
-            try:
-                return self.reader.next_input(current, answer, str(found.feedback.text), found.revisions + 1)
-            except Exception as exc:
-                log.warning("groundlens: the revising runnable could not build the next attempt: %s", exc)
-                return None
-
-        def _invoke(self, value: Any, run_manager: Any, config: Any, **kwargs: Any) -> Any:
-            current, revision = value, 0
-            while True:
-                child = patch_config(config, callbacks=run_manager.get_child(f"attempt:{revision}"))
-                output = self.runnable.invoke(current, _with_revision(child, revision) if revision else child, **kwargs)
-                found, answer = self._check(value, output, revision)
-                nxt = self._next(value, current, found, answer)
-                if nxt is None:
-                    return output
-                current, revision = nxt, revision + 1
-
-        async def _ainvoke(self, value: Any, run_manager: Any, config: Any, **kwargs: Any) -> Any:
-            current, revision = value, 0
-            while True:
-                child = patch_config(config, callbacks=run_manager.get_child(f"attempt:{revision}"))
-                output = await self.runnable.ainvoke(
-                    current, _with_revision(child, revision) if revision else child, **kwargs
-                )
-                found, answer = await asyncio.to_thread(self._check, value, output, revision)
-                nxt = self._next(value, current, found, answer)
-                if nxt is None:
-                    return output
-                current, revision = nxt, revision + 1
 
         def invoke(self, input: Any, config: Any = None, **kwargs: Any) -> Any:
             return self._call_with_config(self._invoke, input, config, **kwargs)

@@ -11,7 +11,7 @@ import base64
 import json
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -121,103 +121,169 @@ def verify_ledger(path: str | os.PathLike[str], public_key: Any, *, head: str | 
         )
     _, _, invalid_signature = _crypto()
     pub = public_key if hasattr(public_key, "verify") else load_public_key(public_key)
-    expected_key = key_id(pub)
     lines, ends_whole = _read_lines(Path(path).expanduser())
-    by_hash = {ln.hash: ln.number for ln in lines if ln.record is not None}
-    seen: dict[str, int] = {}
-    prev_hash, prev_seq, prev_line = GENESIS, -1, 0
-    count, segments = 0, 0
-    cuts: list[int] = []
-    good: set[str] = set()  # hashes of the records checked so far
-    after_cut = False
+    chain = _Chain(lines, ends_whole, pub, invalid_signature, key_id(pub))
+    for i, ln in enumerate(lines):
+        nxt = lines[i + 1] if i + 1 < len(lines) else None
+        cut = _cut_closed_by(ln, nxt)
+        verdict = chain.take_cut(ln, nxt, cut) if cut is not None else chain.take(ln, nxt)
+        if verdict is not None:
+            return verdict
+    return chain.final(head)
 
-    def bad(ln: _Line, problem: str, detail: str) -> LedgerVerdict:
+
+def _cut_closed_by(ln: _Line, nxt: _Line | None) -> dict[str, Any] | None:
+    """The ``cut`` of the segment record on the next line when it names this very line (its hash
+    and length): the line is one a crash cut, checked as such instead of as a record."""
+    cut = (nxt.record or {}).get("cut") if nxt is not None and (nxt.record or {}).get("type") == "segment" else None
+    if isinstance(cut, dict) and cut.get("sha256") == ln.hash and cut.get("bytes") == len(ln.raw):
+        return cut
+    return None
+
+
+@dataclass
+class _Chain:
+    """The walk along a ledger's lines: the last good record and what has been counted so far, so
+    that each check can tell a line that breaks the chain from one the chain goes around."""
+
+    lines: list[_Line]
+    ends_whole: bool
+    pub: Any
+    invalid_signature: type[Exception]
+    expected_key: str
+    by_hash: dict[str, int] = field(init=False)
+    seen: dict[str, int] = field(default_factory=dict)  # record id -> its line
+    prev_hash: str = GENESIS
+    prev_seq: int = -1
+    prev_line: int = 0
+    count: int = 0
+    segments: int = 0
+    cuts: list[int] = field(default_factory=list)
+    good: set[str] = field(default_factory=set)  # hashes of the records checked so far
+    after_cut: bool = False
+
+    def __post_init__(self) -> None:
+        self.by_hash = {ln.hash: ln.number for ln in self.lines if ln.record is not None}
+
+    def bad(self, ln: _Line, problem: str, detail: str) -> LedgerVerdict:
         found = ln.record if ln.record is not None else ln.parsed
         rid = found.get("id") if isinstance(found, dict) else None
         return LedgerVerdict(
-            False, count, None, problem, ln.number, str(rid) if rid else None, detail, segments, tuple(cuts)
-        )
-
-    def fits(ln: _Line | None) -> bool:
-        r = ln.record if ln is not None else None
-        return r is not None and r.get("prev") == prev_hash and r.get("seq") == prev_seq + 1
-
-    i = 0
-    while i < len(lines):
-        ln = lines[i]
-        nxt = lines[i + 1] if i + 1 < len(lines) else None
-        rec = ln.record
-        # a line a crash cut, closed by the segment record right after it
-        cut = (nxt.record or {}).get("cut") if nxt is not None and (nxt.record or {}).get("type") == "segment" else None
-        if isinstance(cut, dict) and cut.get("sha256") == ln.hash and cut.get("bytes") == len(ln.raw):
-            if cut.get("line") != ln.number:
-                return bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, not line {ln.number}")  # type: ignore[arg-type]
-            if not _cut_by_a_crash(ln, pub, invalid_signature, prev_hash, prev_seq):
-                return bad(
-                    ln,
-                    "changed",
-                    "a whole line that is not a record of this chain, closed by a segment record "
-                    "as if a crash had cut it",
-                )
-            cuts.append(ln.number)
-            after_cut = True
-            i += 1
-            continue
-        if rec is None:
-            if nxt is None and not ends_whole and crash_cut(ln.raw):
-                return bad(ln, "cut_short", "the last line is incomplete (a writer stopped in the middle of it)")
-            if fits(nxt):
-                return bad(ln, "inserted", "a line that is not a record of this chain (the chain goes around it)")
-            return bad(ln, "changed", "not a groundlens record in canonical form")
-        rid = str(rec.get("id", ""))
-        if rid in seen:
-            return bad(ln, "replayed", f"a copy of the record at line {seen[rid]}")
-        if not _signature_ok(rec, pub, invalid_signature):
-            if fits(nxt):
-                return bad(ln, "inserted", "a record this key did not sign (the chain goes around it)")
-            if not isinstance(rec.get("key"), str) or not isinstance(rec.get("sig"), str):
-                return bad(ln, "changed", "not a signed record (it has no key or no signature)")
-            if rec.get("key") != expected_key:
-                return bad(ln, "other_key", f"signed by key {str(rec.get('key'))[:16]}…, not by {expected_key[:16]}…")
-            return bad(ln, "changed", "the signature does not match the record's content")
-        if rec.get("v") != FORMAT:
-            return bad(ln, "changed", f"unknown record format {rec.get('v')!r}")
-        if not (rec.get("prev") == prev_hash and rec.get("seq") == prev_seq + 1):
-            later = by_hash.get(str(rec.get("prev")))
-            if later is not None and later > ln.number:
-                return bad(ln, "reordered", f"it follows the record at line {later}, which comes after it")
-            if fits(nxt):
-                return bad(ln, "inserted", "a record from elsewhere (the chain goes around it)")
-            seq = rec.get("seq")
-            if isinstance(seq, int) and seq > prev_seq + 1 and rec.get("prev") not in by_hash:
-                missing = seq - prev_seq - 1
-                where = f"after line {prev_line}" if prev_line else "at the start"
-                return bad(ln, "deleted", f"{missing} record(s) missing {where} (sequence {prev_seq + 1}..{seq - 1})")
-            return bad(ln, "changed", "it does not link to the record before it")
-        if nxt is None and not ends_whole:  # a record of the chain; only its line end is missing
-            return bad(ln, "cut_short", "the last line has no line end (a writer stopped before finishing it)")
-        if rec.get("type") == "segment":
-            segments += 1
-            if rec.get("cut") is not None and not after_cut:
-                return bad(ln, "changed", "it names a cut line that is not before it")
-        after_cut = False
-        seen[rid] = ln.number
-        good.add(ln.hash)
-        prev_hash, prev_seq, prev_line = ln.hash, int(rec["seq"]), ln.number
-        count += 1
-        i += 1
-    if head is not None and head.strip().lower() not in good:
-        return LedgerVerdict(
             False,
-            count,
-            prev_hash if count else None,
-            "deleted",
-            detail=f"the chain head {head.strip()[:16]}… kept earlier is not in the ledger: records were "
-            "cut off its end, or the chain was rewritten since",
-            segments=segments,
-            cut_lines=tuple(cuts),
+            self.count,
+            None,
+            problem,
+            ln.number,
+            str(rid) if rid else None,
+            detail,
+            self.segments,
+            tuple(self.cuts),
         )
-    return LedgerVerdict(True, count, prev_hash if count else None, segments=segments, cut_lines=tuple(cuts))
+
+    def fits(self, ln: _Line | None) -> bool:
+        """Whether ``ln`` is the record that comes next in the chain."""
+        r = ln.record if ln is not None else None
+        return r is not None and r.get("prev") == self.prev_hash and r.get("seq") == self.prev_seq + 1
+
+    def take_cut(self, ln: _Line, nxt: _Line | None, cut: dict[str, Any]) -> LedgerVerdict | None:
+        """A line a segment record closes: a crash's, or a forgery hiding behind one."""
+        if cut.get("line") != ln.number:
+            return self.bad(nxt, "changed", f"its segment names line {cut.get('line')} as cut, not line {ln.number}")  # type: ignore[arg-type]
+        if not _cut_by_a_crash(ln, self.pub, self.invalid_signature, self.prev_hash, self.prev_seq):
+            return self.bad(
+                ln,
+                "changed",
+                "a whole line that is not a record of this chain, closed by a segment record as if a crash had cut it",
+            )
+        self.cuts.append(ln.number)
+        self.after_cut = True
+        return None
+
+    def take(self, ln: _Line, nxt: _Line | None) -> LedgerVerdict | None:
+        """Check one line as the next record of the chain; the first problem found, or None once it
+        is counted as good."""
+        rec = ln.record
+        if rec is None:
+            return self._not_a_record(ln, nxt)
+        rid = str(rec.get("id", ""))
+        if rid in self.seen:
+            return self.bad(ln, "replayed", f"a copy of the record at line {self.seen[rid]}")
+        verdict = self._unsigned(ln, nxt, rec)
+        if verdict is None:
+            verdict = self._unlinked(ln, nxt, rec)
+        if verdict is not None:
+            return verdict
+        if nxt is None and not self.ends_whole:  # a record of the chain; only its line end is missing
+            return self.bad(ln, "cut_short", "the last line has no line end (a writer stopped before finishing it)")
+        if rec.get("type") == "segment":
+            self.segments += 1
+            if rec.get("cut") is not None and not self.after_cut:
+                return self.bad(ln, "changed", "it names a cut line that is not before it")
+        self.after_cut = False
+        self.seen[rid] = ln.number
+        self.good.add(ln.hash)
+        self.prev_hash, self.prev_seq, self.prev_line = ln.hash, int(rec["seq"]), ln.number
+        self.count += 1
+        return None
+
+    def _not_a_record(self, ln: _Line, nxt: _Line | None) -> LedgerVerdict:
+        """A line that is no record in canonical form: a cut-off end, a line slipped in, or a change."""
+        if nxt is None and not self.ends_whole and crash_cut(ln.raw):
+            return self.bad(ln, "cut_short", "the last line is incomplete (a writer stopped in the middle of it)")
+        if self.fits(nxt):
+            return self.bad(ln, "inserted", "a line that is not a record of this chain (the chain goes around it)")
+        return self.bad(ln, "changed", "not a groundlens record in canonical form")
+
+    def _unsigned(self, ln: _Line, nxt: _Line | None, rec: dict[str, Any]) -> LedgerVerdict | None:
+        """A record whose signature this key does not verify, named by why: slipped in, never
+        signed, signed by another key, or changed since it was signed."""
+        if _signature_ok(rec, self.pub, self.invalid_signature):
+            return None
+        if self.fits(nxt):
+            return self.bad(ln, "inserted", "a record this key did not sign (the chain goes around it)")
+        if not isinstance(rec.get("key"), str) or not isinstance(rec.get("sig"), str):
+            return self.bad(ln, "changed", "not a signed record (it has no key or no signature)")
+        if rec.get("key") != self.expected_key:
+            return self.bad(
+                ln, "other_key", f"signed by key {str(rec.get('key'))[:16]}…, not by {self.expected_key[:16]}…"
+            )
+        return self.bad(ln, "changed", "the signature does not match the record's content")
+
+    def _unlinked(self, ln: _Line, nxt: _Line | None, rec: dict[str, Any]) -> LedgerVerdict | None:
+        """A signed record in an unknown format or that does not follow the one before it, named
+        by where the chain goes instead: reordered, inserted, records deleted, or changed."""
+        if rec.get("v") != FORMAT:
+            return self.bad(ln, "changed", f"unknown record format {rec.get('v')!r}")
+        if rec.get("prev") == self.prev_hash and rec.get("seq") == self.prev_seq + 1:
+            return None
+        later = self.by_hash.get(str(rec.get("prev")))
+        if later is not None and later > ln.number:
+            return self.bad(ln, "reordered", f"it follows the record at line {later}, which comes after it")
+        if self.fits(nxt):
+            return self.bad(ln, "inserted", "a record from elsewhere (the chain goes around it)")
+        seq, prev_seq = rec.get("seq"), self.prev_seq
+        if isinstance(seq, int) and seq > prev_seq + 1 and rec.get("prev") not in self.by_hash:
+            missing = seq - prev_seq - 1
+            where = f"after line {self.prev_line}" if self.prev_line else "at the start"
+            return self.bad(ln, "deleted", f"{missing} record(s) missing {where} (sequence {prev_seq + 1}..{seq - 1})")
+        return self.bad(ln, "changed", "it does not link to the record before it")
+
+    def final(self, head: str | None) -> LedgerVerdict:
+        """The verdict once every line is checked: the chain is intact unless the ``head`` kept
+        earlier is no longer one of its records."""
+        last = self.prev_hash if self.count else None
+        if head is not None and head.strip().lower() not in self.good:
+            return LedgerVerdict(
+                False,
+                self.count,
+                last,
+                "deleted",
+                detail=f"the chain head {head.strip()[:16]}… kept earlier is not in the ledger: records were "
+                "cut off its end, or the chain was rewritten since",
+                segments=self.segments,
+                cut_lines=tuple(self.cuts),
+            )
+        return LedgerVerdict(True, self.count, last, segments=self.segments, cut_lines=tuple(self.cuts))
 
 
 def _cut_by_a_crash(ln: _Line, pub: Any, invalid_signature: type[Exception], prev_hash: str, prev_seq: int) -> bool:
