@@ -24,6 +24,7 @@ from groundlens_core.plugins._crewai_names import (
     task_label,
     task_question,
 )
+from groundlens_core.plugins._crewai_tool import tool_class
 from groundlens_core.plugins._revise_common import REVISION_KEY
 from groundlens_core.plugins._revise_crewai import RevisionLinks
 from groundlens_core.trace.adapter_helpers import AI_ROLES, as_json, first_user_question, message_role
@@ -144,9 +145,7 @@ class GroundlensCrewListener(AdapterShell):
 
     def self_check_tool(self, **kwargs: Any) -> Any:
         """A ``GroundlensTool`` bound to this listener's context store and scoring settings."""
-        from groundlens_core.plugins import crewai
-
-        return crewai.GroundlensTool(listener=self, **kwargs)
+        return tool_class()(listener=self, **kwargs)
 
     def context_for(self, agent: Any, task: Any) -> tuple[ContextPiece, ...]:
         """What ``agent`` has seen in ``task``: its tool outputs, then the task's context."""

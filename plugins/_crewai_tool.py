@@ -3,6 +3,7 @@ default it checks against the tool outputs the agent received in the task. Built
 
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -26,6 +27,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from groundlens_core.plugins._crewai_listener import GroundlensCrewListener
 
 log = logging.getLogger("groundlens.crewai")
+
+#: where users import ``GroundlensTool`` from, and so the module the class is named in
+_PUBLIC_MODULE = "groundlens_core.plugins.crewai"
 
 SELF_CHECK_DESCRIPTION = (
     "Grounding self-check. Call it BEFORE you commit to a final answer: pass your draft answer as "
@@ -151,6 +155,15 @@ def _format(result: Any, sources: Sequence[ContextPiece]) -> str:
         lines.append(f'Weakest sentence: "{quote_sentence(weakest.text)}" (not in the source: {missing}).')
     lines.append("(A triage signal, not a verdict of truth.)")
     return "\n".join(lines)
+
+
+@functools.cache
+def tool_class() -> type:
+    """``GroundlensTool``, built once: ``crewai.GroundlensTool`` and a listener's ``self_check_tool``
+    hand out the same class without this module or the listener importing the public module."""
+    cls = _build_tool()
+    cls.__module__ = _PUBLIC_MODULE
+    return cls
 
 
 def _build_tool() -> type:

@@ -56,6 +56,9 @@ _HandlerBase: Any = optional_base("langchain_core.callbacks", "BaseCallbackHandl
 CONTEXT_OVERRIDE_KEY = "groundlens_context"
 QUESTION_OVERRIDE_KEY = "groundlens_question"
 DEFAULT_CONTEXT_KEYS: tuple[str, ...] = ("context", "documents", "docs")
+#: the input keys a question and the output keys a response are looked for under, in this order
+QUESTION_KEYS: tuple[str, ...] = ("question", "input", "query", "prompt", "user_input", "messages")
+RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "result", "generation", "text", "messages")
 
 _MAX_OPEN_ROOTS = 1000  # roots whose end never came (abandoned streams) are dropped past this
 

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from groundlens_core.plugins._langchain_common import DEFAULT_CONTEXT_KEYS
+from groundlens_core.plugins._langchain_common import DEFAULT_CONTEXT_KEYS, QUESTION_KEYS, RESPONSE_KEYS
 from groundlens_core.plugins._langchain_runs import tool_message_pieces
 from groundlens_core.plugins._revise_common import (
     ACCEPT,
@@ -187,8 +187,6 @@ class _RevisingLoop:
 def build_revising_runnable() -> type:
     """``GroundlensRevisingRunnable``, built on first access so that importing this module needs no LangChain."""
     runnables = require("langchain_core.runnables", "langchain", "langchain-core")
-
-    from groundlens_core.plugins.langchain import QUESTION_KEYS, RESPONSE_KEYS
 
     class GroundlensRevisingRunnable(_RevisingLoop, runnables.Runnable):  # type: ignore[name-defined,misc]
         """Runs ``runnable``; when its answer is flagged, runs it again with the answer and the

@@ -12,12 +12,12 @@ from groundlens_core.plugins._crewai_names import (
     task_label,
     task_question,
 )
-from groundlens_core.plugins._crewai_tool import SELF_CHECK_DESCRIPTION, _build_tool, self_check
+from groundlens_core.plugins._crewai_tool import SELF_CHECK_DESCRIPTION, self_check, tool_class
 from groundlens_core.plugins._revise_common import REVISION_KEY
 from groundlens_core.plugins._revise_crewai import GroundlensGuardrail
 from groundlens_core.trace.adapter_shell import lazy_classes
 
-__getattr__ = lazy_classes(__name__, {"GroundlensTool": _build_tool})
+__getattr__ = lazy_classes(__name__, {"GroundlensTool": tool_class})
 
 __all__ = [
     "SELF_CHECK_DESCRIPTION",

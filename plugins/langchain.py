@@ -13,7 +13,9 @@ from groundlens_core.internal_errors import internal_error
 from groundlens_core.plugins._langchain_common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
+    QUESTION_KEYS,
     QUESTION_OVERRIDE_KEY,
+    RESPONSE_KEYS,
     GroundlensCallbackBase,
 )
 from groundlens_core.plugins._revise_common import REVISION_KEY
@@ -35,9 +37,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("groundlens.langchain")
-
-QUESTION_KEYS: tuple[str, ...] = ("question", "input", "query", "prompt", "user_input", "messages")
-RESPONSE_KEYS: tuple[str, ...] = ("answer", "output", "response", "content", "result", "generation", "text", "messages")
 
 
 class GroundlensCallback(GroundlensCallbackBase):
