@@ -425,35 +425,68 @@ def check_claims(
     value facts already checked (a clause holding a supported one is no added claim); ``copies``
     each sentence's copied context sentence (:func:`copies_of`, computed when not given)."""
     asked = _stems_of(question or "")
-    supported = [(f.start, f.end) for f in facts if f.status in ("supported", "question")]
-    out: list[FactFinding] = []
     clauses = [c for i, span in enumerate(response_spans) for c in _clauses(span, i)]
+    out = _clause_findings(clauses, response_spans, ctx, facts, asked)
+    if copies is None:
+        copies = copies_of(response_spans, ctx)
+    out += _copy_findings(response_spans, copies, ctx, [*facts, *out], asked)
+    out += _condition_findings(clauses, response_spans, ctx)
+    return tuple(out)
+
+
+def _clause_findings(
+    clauses: Sequence[_Clause],
+    response_spans: Sequence[TextSpan],
+    ctx: ContextClaims,
+    facts: Sequence[FactFinding],
+    asked: set[str],
+) -> list[FactFinding]:
+    """Each clause's polarity contradiction, else its added claim."""
+    supported = [(f.start, f.end) for f in facts if f.status in ("supported", "question")]
+    topical = Counter(c.sentence for c in clauses if c.topic)  # each sentence's clauses with a topic
+    out: list[FactFinding] = []
     for c in clauses:
         k = _polarity(c, ctx)
         if k is not None:
             out.append(_finding(c, "polarity", "contradicted", k.text))
-            continue
-        new = {s for s in c.topic - ctx.stems - asked if s not in c.capitalised}
-        if not new or any(c.start <= a and b <= c.end for a, b in supported) or _COURTESY.match(c.text):
-            continue
-        span = response_spans[c.sentence]
-        sentence_holds = any(span.start <= a and b <= span.end for a, b in supported)
-        alone = sum(1 for o in clauses if o.sentence == c.sentence and o.topic) == 1
-        if (
-            (alone and new == c.topic)
-            or (not sentence_holds and len(new) >= CLAIM_MIN_NEW and 2 * len(new) > len(c.topic))
-            or (c.adds and len(new) >= CLAIM_MIN_NEW_ADDED)
-        ):
+        elif _adds_claim(c, response_spans[c.sentence], ctx, asked, supported, topical[c.sentence] == 1):
             out.append(_finding(c, "claim", "unsupported", None))
-    # a sentence copied from the context with its scope changed, or an item added to its list
+    return out
+
+
+def _adds_claim(
+    c: _Clause, span: TextSpan, ctx: ContextClaims, asked: set[str], supported: list[tuple[int, int]], alone: bool
+) -> bool:
+    """Whether ``c`` claims what neither the context nor the question mentions: all its stems new in a
+    sentence of its own, a majority of new stems in a sentence holding no supported fact, or new stems
+    in a clause that says it adds something. ``alone``: its sentence's only clause with a topic."""
+    new = {s for s in c.topic - ctx.stems - asked if s not in c.capitalised}
+    if not new or any(c.start <= a and b <= c.end for a, b in supported) or _COURTESY.match(c.text):
+        return False
+    sentence_holds = any(span.start <= a and b <= span.end for a, b in supported)
+    return (
+        (alone and new == c.topic)
+        or (not sentence_holds and len(new) >= CLAIM_MIN_NEW and 2 * len(new) > len(c.topic))
+        or (c.adds and len(new) >= CLAIM_MIN_NEW_ADDED)
+    )
+
+
+def _copy_findings(
+    response_spans: Sequence[TextSpan],
+    copies: Sequence[Copy | None],
+    ctx: ContextClaims,
+    found: Sequence[FactFinding],
+    asked: set[str],
+) -> list[FactFinding]:
+    """A sentence copied from the context with its scope changed, or an item added to its list;
+    words a failed finding of ``found`` already covers are not reported twice."""
     failed_in: dict[int, list[tuple[int, int]]] = {}  # each sentence's failed findings
-    for f in [*facts, *out]:
+    for f in found:
         if f.failed:
             failed_in.setdefault(f.sentence, []).append((f.start, f.end))
     known = set(ctx.stems) | asked
-    for i, (span, copy) in enumerate(
-        zip(response_spans, copies if copies is not None else copies_of(response_spans, ctx))
-    ):
+    out: list[FactFinding] = []
+    for i, (span, copy) in enumerate(zip(response_spans, copies)):
         if copy is None:
             continue
         failed = failed_in.get(i, [])
@@ -466,35 +499,64 @@ def check_claims(
             if not any(a < span.start + y and span.start + x < b for a, b in failed):
                 out.append(FactFinding(text=span.text[x:y], kind="claim", start=span.start + x, end=span.start + y,
                                        sentence=i, status="unsupported", source=None))  # fmt: skip
+    return out
+
+
+def _condition_findings(
+    clauses: Sequence[_Clause], response_spans: Sequence[TextSpan], ctx: ContextClaims
+) -> list[FactFinding]:
+    """Each context condition the response leaves out while asserting what it restricts; one such
+    finding a response sentence at most."""
     said = set().union(*(c.topic for c in clauses)) if clauses else set()
     said |= {n for span in response_spans for n in _numbers_of(span.text)}
     by_sentence: list[list[_Clause]] = [[] for _ in response_spans]
     for c in clauses:
         by_sentence[c.sentence].append(c)
-    flagged: set[int] = set()  # one condition finding a response sentence at most
-    # what each response sentence is about: the context clause sharing the most with it, when it is
-    # another sentence's than a condition's, says the condition restricts something else
+    closest = _closest_sentences(by_sentence, ctx)
+    flagged: set[int] = set()
+    out: list[FactFinding] = []
+    for cond in ctx.conditions:
+        if cond.own & said:
+            continue
+        hit = _asserts_restricted(cond, by_sentence, closest, flagged)
+        if hit is not None:
+            i, c = hit
+            out.append(_finding(c, "condition", "unsupported", cond.text))
+            flagged.add(i)
+    return out
+
+
+def _closest_sentences(by_sentence: Sequence[Sequence[_Clause]], ctx: ContextClaims) -> dict[int, tuple[float, int]]:
+    """What each response sentence is about: the overlap with the context clause sharing the most with
+    it, and that clause's sentence. When it is another sentence than a condition's, the condition
+    restricts something else."""
     closest: dict[int, tuple[float, int]] = {}
     for i, mine in enumerate(by_sentence):
         topic = set().union(*(c.topic for c in mine)) if mine else set()
         if topic and ctx.clauses:
             top = ctx.by_topic().top(dict.fromkeys(topic, 1.0))
             closest[i] = (top.best, ctx.clauses[top.first()].sentence)
-    for cond in ctx.conditions:
-        if cond.own & said:
+    return closest
+
+
+def _asserts_restricted(
+    cond: _Condition,
+    by_sentence: Sequence[Sequence[_Clause]],
+    closest: dict[int, tuple[float, int]],
+    flagged: set[int],
+) -> tuple[int, _Clause] | None:
+    """The first response sentence not yet flagged that asserts what ``cond`` restricts (half its
+    main stems, in a clause not negated), with that clause; None when there is none."""
+    need = max(1, math.ceil(len(cond.main) / 2))
+    for i, mine in enumerate(by_sentence):
+        if i in flagged or not mine:
             continue
-        need = max(1, math.ceil(len(cond.main) / 2))
-        for i, mine in enumerate(by_sentence):
-            if i in flagged or not mine:
-                continue
-            topic = set().union(*(c.topic for c in mine))
-            asserting = [c for c in mine if not c.negated and c.topic & cond.main]
-            if not asserting or len(topic & cond.main) < need:
-                continue
-            best, where = closest.get(i, (0.0, cond.sentence))
-            if where != cond.sentence and best > len(topic & cond.main) and best >= CONDITION_ELSEWHERE * len(topic):
-                continue  # the sentence states what another context sentence says, unrestricted
-            out.append(_finding(asserting[0], "condition", "unsupported", cond.text))
-            flagged.add(i)
-            break
-    return tuple(out)
+        topic = set().union(*(c.topic for c in mine))
+        asserting = [c for c in mine if not c.negated and c.topic & cond.main]
+        if not asserting or len(topic & cond.main) < need:
+            continue
+        best, where = closest.get(i, (0.0, cond.sentence))
+        if where != cond.sentence and best > len(topic & cond.main) and best >= CONDITION_ELSEWHERE * len(topic):
+            continue  # the sentence states what another context sentence says, unrestricted
+        return i, asserting[0]
+    return None

@@ -15,7 +15,7 @@ Number words ("forty-eight", "a dozen", "twice", "half") are read with ``text2nu
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from text_to_num import text2num
 
@@ -216,236 +216,360 @@ def extract_facts(text: str, offset: int = 0) -> list[Fact]:
 
 
 def _extract(text: str, offset: int = 0) -> list[Fact]:
-    toks = _tokens(text)
-    facts: list[Fact] = []
-    used: set[int] = set()
-    i = 0
-    n = len(toks)
-
-    def add(dim: str, value: float | str, a: int, b: int, noun: str = "") -> None:
-        start, end = toks[a].start, toks[b - 1].end
-        facts.append(Fact(dim, value, text[start:end], start + offset, end + offset, noun))
-        used.update(range(a, b))
-
+    reading = _Reading(text, _tokens(text), offset)
+    i, n = 0, len(reading.toks)
     while i < n:
-        t = toks[i]
-        low = t.low
-        if i in used:
-            i += 1
-            continue
-        # ---- times of day
-        if t.kind in ("time", "ampm"):
-            v = _time_value(t.text)
-            if v is not None and (t.kind == "ampm" or ":" in t.text or re.search(r"[ap]\.?m", t.low)):
-                half_day = t.kind == "time" and not re.search(r"[ap]\.?m", t.low) and v < 780
-                if (
-                    half_day
-                    and i + 2 < n
-                    and toks[i + 1].low in ("to", "and", "-", "\u2013")
-                    and toks[i + 2].kind in ("time", "ampm")
-                ):
-                    # "between 12:30 and 7:30 am": the first takes the second's half of the day when the
-                    # range then runs forward, else the other half ("9:30 to 5:30 pm": 9:30 am)
-                    later = toks[i + 2].low
-                    end = _time_value(toks[i + 2].text)
-                    if re.search(r"[ap]\.?m", later) and end is not None:
-                        same = _time_value(t.text + (" pm" if "p" in later else " am"))
-                        other = _time_value(t.text + (" am" if "p" in later else " pm"))
-                        if same is not None and other is not None:
-                            v, half_day = (same if same <= end else other), False
-                add("time", v, i, i + 1, "12h" if half_day else "")
-                i += 1
-                continue
-        if t.kind == "word" and low in ("half", "quarter") and i + 2 < n and toks[i + 1].low in ("past", "to"):
-            k = i + 2
-            base: float | None
-            if toks[k].low in ("midnight", "noon", "midday"):
-                base, k = (0.0 if toks[k].low == "midnight" else 720.0), k + 1
-            else:
-                words, k = _number_words(toks, k)
-                base = _word_number(words) if words else None
-                base = None if base is None or base > 12 else base * 60
-                if (
-                    base is not None
-                    and k + 2 < n
-                    and " ".join(x.low for x in toks[k : k + 3])
-                    in (
-                        "in the afternoon",
-                        "in the evening",
-                    )
-                ):
-                    base, k = base + 720, k + 3
-                elif base is not None and " ".join(x.low for x in toks[k : k + 3]) == "in the morning":
-                    k += 3
-            if base is not None:
-                delta = (30 if low == "half" else 15) * (1 if toks[i + 1].low == "past" else -1)
-                add("time", (base + delta) % 1440, i, k, "12h" if base == base % 720 and base else "")
-                i = k
-                continue
-        if t.kind == "word" and low in ("noon", "midday", "midnight"):
-            add("time", 0.0 if low == "midnight" else 720.0, i, i + 1)
-            i += 1
-            continue
-        # ---- a number, in digits or words
-        value: float | None = None
-        cur: str | None = None
-        pct = pence = False
-        j = i
-        if t.kind == "num":
-            value, cur, pct, pence = _num_value(t.text)
-            j = i + 1
-            if cur is None and i > 0 and toks[i - 1].text.isupper() and toks[i - 1].low in CURRENCIES:
-                cur = CURRENCIES[toks[i - 1].low][0]  # "USD 1,200", "CHF 100"
-                used.add(i - 1)
-        elif t.kind == "time" and re.fullmatch(r"\d{1,2}\.\d{2}", t.text):  # "3.50" read as a decimal, not a time
-            value, j = float(t.text), i + 1
-        elif t.kind == "sym" and t.text in "$€£¥₹" and i + 1 < n and toks[i + 1].kind == "word":
-            words, j = _number_words(toks, i + 1)
-            if words:
-                value, cur = _word_number(words), CURRENCIES[t.text][0]
-        elif t.kind == "word" and (day := _ordinal_day(toks, i)) is not None:
-            value, j = day
-        elif t.kind == "word" and (low in _NUMBER_WORDS or low in _SPECIAL_NUMBERS):
-            words, j = _number_words(toks, i)
-            if words:
-                value = _word_number(words) if words[0] not in _SPECIAL_NUMBERS else None
-                if value is None and len(words) == 1 and words[0] in _SPECIAL_NUMBERS:
-                    value = _SPECIAL_NUMBERS[words[0]]
-                if low == "half" and j + 1 < n and toks[j].low in ("a", "an"):
-                    j += 1  # "half a year", "half an hour"
-                if words == ["one"] or (low in _SPECIAL_NUMBERS and low in ("once", "half", "couple")):
-                    unit = _unit_at(toks, _fraction(toks, 1.0, j)[1])  # "one and a half hours"
-                    if unit is None:  # "one of the options", "half the fee": no fact
-                        i = j
-                        continue
-        elif t.kind == "word" and low in _ONE and i + 1 < n and not _after_amount(toks, i, used):
-            unit = _unit_at(toks, i + 1)
-            if (
-                unit is not None
-                and unit[0] in ("duration", "month", "business day", "night")
-                and unit[2] == i + 2
-                and toks[i + 1].low not in ("second", "min")
-            ):
-                value, j = 1.0, i + 1  # "a week", "an hour"
-        if value is None and t.kind == "word" and low in ("a", "one") and i + 1 < n and toks[i + 1].low == "quarter":
-            value, j = 1.0, i + 1  # "a quarter of an hour"
-        if value is None:
-            _maybe_date_or_name(toks, i, text, add, used)
-            i += 1
-            continue
-        value, j = _fraction(toks, value, j)
-        # scale words: "$1.5 million", "2 thousand"
-        if j < n and toks[j].kind == "word" and toks[j].low in _SCALES and (cur or toks[j].low in _NUMBER_WORDS):
-            value *= _SCALES[toks[j].low]
-            j += 1
-        # ---- "2 o'clock", "three in the afternoon"
-        if value <= 12 and j < n and toks[j].kind == "word":
-            nxt = " ".join(x.low for x in toks[j : j + 3])
-            if toks[j].low == "o'clock" or nxt.startswith(("in the afternoon", "in the evening", "in the morning")):
-                pm = "afternoon" in nxt or "evening" in nxt
-                k = j + 1 if toks[j].low == "o'clock" else j
-                rest = " ".join(x.low for x in toks[k : k + 3])
-                if rest.startswith(("in the afternoon", "in the evening", "in the morning")):
-                    pm, k = "morning" not in rest, k + 3
-                add("time", float(((int(value) % 12) + (12 if pm else 0)) * 60), i, k)
-                i = k
-                continue
-        # ---- dates: "30 April", "the 3rd of May"; "April 30" is handled when the month is met
-        month_at = j + 1 if j + 1 < n and toks[j].low == "of" else j
-        is_day = 1 <= value <= 31 and value == int(value)
-        if (
-            is_day
-            and month_at < n
-            and toks[month_at].kind == "word"
-            and toks[month_at].low in MONTHS
-            and toks[month_at].text[0].isupper()
-        ):
-            j, k = month_at, month_at + 1
-            year = ""
-            if k < n and toks[k].kind == "num" and re.fullmatch(r"\d{4}", toks[k].text):
-                year, k = toks[k].text, k + 1
-            add("date", f"{MONTHS[toks[j].low]:02d}-{int(value):02d}" + (f"-{year}" if year else ""), i, k)
-            i = k
-            continue
-        if pct:
-            add("percent", value, i, j)
-            i = j
-            continue
-        if cur:
-            if pence:
-                value /= 100
-            # "£9.50", "nine pounds fifty": the amount after a currency word is its minor unit
-            add(f"money:{cur}", value, i, j)
-            i = j
-            continue
-        if pence:
-            add("money:GBP", value / 100, i, j)
-            i = j
-            continue
-        # ---- a range "5 to 10 days", "3-5 working days", "between 2 and 4 weeks": the first takes the
-        # second's unit
-        unit = _unit_at(toks, j)
-        rng_end = None
-        if unit is None and j + 1 < n and (toks[j].kind == "dash" or toks[j].low in ("to", "and", "or")):
-            k = j + 1
-            if k < n and (toks[k].kind == "num" or toks[k].low in _NUMBER_WORDS):
-                words, k2 = _number_words(toks, k) if toks[k].kind == "word" else ([], k + 1)
-                unit2 = _unit_at(toks, k2)
-                if unit2 is not None:
-                    unit, rng_end = unit2, j
-        if unit is not None:
-            dim, factor, after, _ = unit
-            if dim.startswith("money:"):
-                minor = 0.0
-                # "nine pounds fifty", "9 pounds 50"
-                if after < n and factor == 1 and (toks[after].kind == "num" or toks[after].low in _NUMBER_WORDS):
-                    words, k = _number_words(toks, after) if toks[after].kind == "word" else ([], after + 1)
-                    mv = _word_number(words) if words else _num_value(toks[after].text)[0]
-                    if mv is not None and mv < 100 and not _unit_at(toks, k):
-                        minor, after = mv / 100, k
-                add(dim, value * factor + minor, i, rng_end if rng_end else after)
-                if rng_end:
-                    i = rng_end
-                    continue
-                i = after
-                continue
-            add(dim, value * factor, i, rng_end if rng_end else after)
-            i = rng_end if rng_end else after
-            continue
-        # a year on its own
-        if t.kind == "num" and re.fullmatch(r"1[5-9]\d\d|20\d\d", t.text):
-            add("year", value, i, j)
-            i = j
-            continue
-        # a label: "Year 4", "Zone 2", "Go 30"
-        if (
-            i > 1  # not the sentence's first word: any word is capitalised there ("Bring 2 bags")
-            and toks[i - 1].kind == "word"
-            and toks[i - 1].text[0].isupper()
-            and toks[i - 1].low not in _LABEL_STOP
-            and toks[i - 1].low not in CURRENCIES
-            and toks[i - 2].kind != "punct"
-        ):
-            if t.kind == "num" and (i - 1) not in used:
-                label = f"{toks[i - 1].low} {t.text}"
-                facts.append(
-                    Fact("label", label, text[toks[i - 1].start : t.end], toks[i - 1].start + offset, t.end + offset)
-                )
-                used.update({i - 1, i})
-                i = j
-                continue
-        # a bare count: "3 attempts", "18 or over"; "twice" counts times
-        noun = (
-            _noun_after([_Tok("word", "times", 0, 0)], 0)
-            if t.low in ("once", "twice", "thrice")
-            else _noun_after(toks, j)
-        )
-        add("count", value, i, j, noun)
-        i = j
-    facts = _compounds(sorted(facts, key=lambda f: (f.start, f.end)), text, offset)
+        i = _read_at(reading, i)
+    facts = _compounds(sorted(reading.facts, key=lambda f: (f.start, f.end)), text, offset)
     facts = [_with_rate(_qualified(f, text, offset), text, offset) if f.dim not in _PLAIN else f for f in facts]
-    facts.extend(_names(toks, text, offset, used))
+    facts.extend(_names(reading.toks, text, offset, reading.used))
     return sorted(facts, key=lambda f: (f.start, f.end))
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """One sentence being read: its tokens, the facts found so far and the tokens they take (a token
+    is read into one fact at most)."""
+
+    text: str
+    toks: list[_Tok]
+    offset: int
+    facts: list[Fact] = field(default_factory=list)
+    used: set[int] = field(default_factory=set)
+
+    def add(self, dim: str, value: float | str, a: int, b: int, noun: str = "") -> None:
+        """Record the fact written in tokens ``[a, b)``."""
+        start, end = self.toks[a].start, self.toks[b - 1].end
+        self.facts.append(Fact(dim, value, self.text[start:end], start + self.offset, end + self.offset, noun))
+        self.used.update(range(a, b))
+
+
+@dataclass(frozen=True)
+class _Number:
+    """A number read at a token: its value, the index after it, and how it is written."""
+
+    value: float
+    end: int
+    cur: str | None = None  # the currency code it is an amount in
+    pct: bool = False
+    pence: bool = False
+    states_fact: bool = True  # False: a number word naming no quantity ("one of the options", "half the fee")
+
+
+#: a clock time's "am" / "pm"
+_AM_PM = re.compile(r"[ap]\.?m")
+#: "3.50" in a time token: read as a decimal
+_DECIMAL = re.compile(r"\d{1,2}\.\d{2}")
+_YEAR = re.compile(r"1[5-9]\d\d|20\d\d")
+_FOUR_DIGITS = re.compile(r"\d{4}")
+_PM_PARTS = ("in the afternoon", "in the evening")
+_DAY_PARTS = (*_PM_PARTS, "in the morning")
+#: words that may start a clock time in words ("half past", "quarter to", "noon")
+_CLOCK_WORDS = frozenset({"half", "quarter", "noon", "midday", "midnight"})
+
+
+def _read_at(r: _Reading, i: int) -> int:
+    """Read the fact that starts at token ``i``, if any; the index to read on from."""
+    if i in r.used:
+        return i + 1
+    t = r.toks[i]
+    low = t.low
+    k = None
+    if t.kind in ("time", "ampm"):
+        k = _clock_time(r, i)
+    elif t.kind == "word" and low in _CLOCK_WORDS:
+        k = _past_or_to(r, i) if low in ("half", "quarter") else _noon_or_midnight(r, i)
+    if k is not None:
+        return k
+    num = _read_number(r, i, low)
+    if num is None:
+        _maybe_date_or_name(r.toks, i, r.text, r.add, r.used)
+        return i + 1
+    if not num.states_fact:
+        return num.end
+    return _quantity(r, i, num)
+
+
+# ---- times of day
+
+
+def _clock_time(r: _Reading, i: int) -> int | None:
+    """A clock time in digits ("9:30", "3 pm", "23:59"); in a range whose second end says "am" or
+    "pm", the first end takes its half of the day when the range then runs forward, else the other."""
+    toks, t = r.toks, r.toks[i]
+    if t.kind not in ("time", "ampm"):
+        return None
+    v = _time_value(t.text)
+    if v is None or not (t.kind == "ampm" or ":" in t.text or _AM_PM.search(t.low)):
+        return None
+    half_day = t.kind == "time" and not _AM_PM.search(t.low) and v < 780
+    if (
+        half_day
+        and i + 2 < len(toks)
+        and toks[i + 1].low in ("to", "and", "-", "\u2013")
+        and toks[i + 2].kind in ("time", "ampm")
+    ):
+        # "between 12:30 and 7:30 am", "9:30 to 5:30 pm" (9:30 am)
+        later = toks[i + 2].low
+        end = _time_value(toks[i + 2].text)
+        if _AM_PM.search(later) and end is not None:
+            same = _time_value(t.text + (" pm" if "p" in later else " am"))
+            other = _time_value(t.text + (" am" if "p" in later else " pm"))
+            if same is not None and other is not None:
+                v, half_day = (same if same <= end else other), False
+    r.add("time", v, i, i + 1, "12h" if half_day else "")
+    return i + 1
+
+
+def _past_or_to(r: _Reading, i: int) -> int | None:
+    """A clock time in words: "half past three (in the afternoon)", "a quarter to noon"."""
+    toks, low = r.toks, r.toks[i].low
+    n = len(toks)
+    if not (toks[i].kind == "word" and low in ("half", "quarter") and i + 2 < n and toks[i + 1].low in ("past", "to")):
+        return None
+    k = i + 2
+    base: float | None
+    if toks[k].low in ("midnight", "noon", "midday"):
+        base, k = (0.0 if toks[k].low == "midnight" else 720.0), k + 1
+    else:
+        words, k = _number_words(toks, k)
+        base = _word_number(words) if words else None
+        base = None if base is None or base > 12 else base * 60
+        if base is not None and k + 2 < n and " ".join(x.low for x in toks[k : k + 3]) in _PM_PARTS:
+            base, k = base + 720, k + 3
+        elif base is not None and " ".join(x.low for x in toks[k : k + 3]) == "in the morning":
+            k += 3
+    if base is None:
+        return None
+    delta = (30 if low == "half" else 15) * (1 if toks[i + 1].low == "past" else -1)
+    r.add("time", (base + delta) % 1440, i, k, "12h" if base == base % 720 and base else "")
+    return k
+
+
+def _noon_or_midnight(r: _Reading, i: int) -> int | None:
+    """Noon, midday and midnight as clock times."""
+    t = r.toks[i]
+    if t.kind == "word" and t.low in ("noon", "midday", "midnight"):
+        r.add("time", 0.0 if t.low == "midnight" else 720.0, i, i + 1)
+        return i + 1
+    return None
+
+
+# ---- a number, in digits or words
+
+
+def _read_number(r: _Reading, i: int, low: str) -> _Number | None:
+    """The number at token ``i`` (``low`` its folded text) in digits or words ("$1,200", "forty-eight",
+    "$ five", "the third of June", "a week"), or None when no number starts there."""
+    toks, t = r.toks, r.toks[i]
+    n = len(toks)
+    value: float | None = None
+    cur: str | None = None
+    pct = pence = False
+    j = i
+    if t.kind == "num":
+        value, cur, pct, pence = _num_value(t.text)
+        j = i + 1
+        if cur is None and i > 0 and toks[i - 1].text.isupper() and toks[i - 1].low in CURRENCIES:
+            cur = CURRENCIES[toks[i - 1].low][0]  # "USD 1,200", "CHF 100"
+            r.used.add(i - 1)
+    elif t.kind == "time" and _DECIMAL.fullmatch(t.text):  # "3.50" read as a decimal, not a time
+        value, j = float(t.text), i + 1
+    elif t.kind == "sym" and t.text in "$€£¥₹" and i + 1 < n and toks[i + 1].kind == "word":
+        words, j = _number_words(toks, i + 1)
+        if words:
+            value, cur = _word_number(words), CURRENCIES[t.text][0]
+    elif t.kind == "word" and (day := _ordinal_day(toks, i)) is not None:
+        value, j = day
+    elif t.kind == "word" and (low in _NUMBER_WORDS or low in _SPECIAL_NUMBERS):
+        value, j, states_fact = _spelled_number(toks, i)
+        if not states_fact:
+            return _Number(0.0, j, states_fact=False)
+    elif t.kind == "word" and low in _ONE and i + 1 < n and not _after_amount(toks, i, r.used):
+        unit = _unit_at(toks, i + 1)
+        if (
+            unit is not None
+            and unit[0] in ("duration", "month", "business day", "night")
+            and unit[2] == i + 2
+            and toks[i + 1].low not in ("second", "min")
+        ):
+            value, j = 1.0, i + 1  # "a week", "an hour"
+    if value is None and t.kind == "word" and low in ("a", "one") and i + 1 < n and toks[i + 1].low == "quarter":
+        value, j = 1.0, i + 1  # "a quarter of an hour"
+    return None if value is None else _Number(value, j, cur, pct, pence)
+
+
+def _spelled_number(toks: list[_Tok], i: int) -> tuple[float | None, int, bool]:
+    """A number in words ("forty-eight", "twice", "half a"): (value, index after, whether it states a
+    quantity: "one", "once", "half" and "couple" do only before a unit)."""
+    low = toks[i].low
+    value: float | None = None
+    words, j = _number_words(toks, i)
+    if words:
+        value = _word_number(words) if words[0] not in _SPECIAL_NUMBERS else None
+        if value is None and len(words) == 1 and words[0] in _SPECIAL_NUMBERS:
+            value = _SPECIAL_NUMBERS[words[0]]
+        if low == "half" and j + 1 < len(toks) and toks[j].low in ("a", "an"):
+            j += 1  # "half a year", "half an hour"
+        if words == ["one"] or (low in _SPECIAL_NUMBERS and low in ("once", "half", "couple")):
+            if _unit_at(toks, _fraction(toks, 1.0, j)[1]) is None:  # "one and a half hours" has one
+                return value, j, False
+    return value, j, True
+
+
+# ---- what a number is: a time, a date, an amount, a quantity, a year, a label or a count
+
+
+def _quantity(r: _Reading, i: int, num: _Number) -> int:
+    """Record what the number at ``i`` states, with its fraction and scale words ("$1.5 million",
+    "two and a half years"); the index to read on from."""
+    toks = r.toks
+    value, j = _fraction(toks, num.value, num.end)
+    if (
+        j < len(toks)
+        and toks[j].kind == "word"
+        and toks[j].low in _SCALES
+        and (num.cur or toks[j].low in _NUMBER_WORDS)
+    ):
+        value *= _SCALES[toks[j].low]
+        j += 1
+    q = _Number(value, j, num.cur, num.pct, num.pence)
+    for step in (_clock_words, _day_month, _percent_or_money, _with_unit, _year, _label):
+        k = step(r, i, q)
+        if k is not None:
+            return k
+    return _count(r, i, q)
+
+
+def _clock_words(r: _Reading, i: int, q: _Number) -> int | None:
+    """A clock time by the hour: "2 o'clock", "three in the afternoon"."""
+    toks, value, j = r.toks, q.value, q.end
+    if not (value <= 12 and j < len(toks) and toks[j].kind == "word"):
+        return None
+    nxt = " ".join(x.low for x in toks[j : j + 3])
+    if not (toks[j].low == "o'clock" or nxt.startswith(_DAY_PARTS)):
+        return None
+    pm = "afternoon" in nxt or "evening" in nxt
+    k = j + 1 if toks[j].low == "o'clock" else j
+    rest = " ".join(x.low for x in toks[k : k + 3])
+    if rest.startswith(_DAY_PARTS):
+        pm, k = "morning" not in rest, k + 3
+    r.add("time", float(((int(value) % 12) + (12 if pm else 0)) * 60), i, k)
+    return k
+
+
+def _day_month(r: _Reading, i: int, q: _Number) -> int | None:
+    """Day-first dates: "30 April", "the 3rd of May 2024"; "April 30" is read when the month is met."""
+    toks, value, j = r.toks, q.value, q.end
+    n = len(toks)
+    month_at = j + 1 if j + 1 < n and toks[j].low == "of" else j
+    is_day = 1 <= value <= 31 and value == int(value)
+    if not (
+        is_day
+        and month_at < n
+        and toks[month_at].kind == "word"
+        and toks[month_at].low in MONTHS
+        and toks[month_at].text[0].isupper()
+    ):
+        return None
+    k = month_at + 1
+    year = ""
+    if k < n and toks[k].kind == "num" and _FOUR_DIGITS.fullmatch(toks[k].text):
+        year, k = toks[k].text, k + 1
+    r.add("date", f"{MONTHS[toks[month_at].low]:02d}-{int(value):02d}" + (f"-{year}" if year else ""), i, k)
+    return k
+
+
+def _percent_or_money(r: _Reading, i: int, q: _Number) -> int | None:
+    """A percentage ("15%"), or an amount its number token names the currency of ("£9.50", "13.5p")."""
+    if q.pct:
+        r.add("percent", q.value, i, q.end)
+        return q.end
+    if q.cur:
+        r.add(f"money:{q.cur}", q.value / 100 if q.pence else q.value, i, q.end)
+        return q.end
+    if q.pence:
+        r.add("money:GBP", q.value / 100, i, q.end)
+        return q.end
+    return None
+
+
+def _with_unit(r: _Reading, i: int, q: _Number) -> int | None:
+    """A number with its unit ("14 days", "nine pounds fifty"), or the first end of a range that takes
+    the second's unit ("5 to 10 days", "3-5 working days", "between 2 and 4 weeks")."""
+    toks = r.toks
+    unit, rng_end = _unit_or_range(toks, q.end)
+    if unit is None:
+        return None
+    dim, factor, after, _ = unit
+    if dim.startswith("money:"):
+        minor, after = _minor_amount(toks, after, factor)
+        r.add(dim, q.value * factor + minor, i, rng_end if rng_end else after)
+    else:
+        r.add(dim, q.value * factor, i, rng_end if rng_end else after)
+    return rng_end if rng_end else after
+
+
+def _unit_or_range(toks: list[_Tok], j: int) -> tuple[tuple[str, float, int, str] | None, int | None]:
+    """The unit after a number at ``j``, else the unit after the second end of a range starting at
+    ``j`` with where the first end stops (None when the unit is the number's own)."""
+    unit = _unit_at(toks, j)
+    if unit is None and j + 1 < len(toks) and (toks[j].kind == "dash" or toks[j].low in ("to", "and", "or")):
+        k = j + 1
+        if k < len(toks) and (toks[k].kind == "num" or toks[k].low in _NUMBER_WORDS):
+            k2 = _number_words(toks, k)[1] if toks[k].kind == "word" else k + 1
+            unit2 = _unit_at(toks, k2)
+            if unit2 is not None:
+                return unit2, j
+    return unit, None
+
+
+def _minor_amount(toks: list[_Tok], after: int, factor: float) -> tuple[float, int]:
+    """The minor unit written after a currency word ("nine pounds fifty", "9 pounds 50"), in the major
+    unit, and the index after it; (0, ``after``) when there is none."""
+    if after < len(toks) and factor == 1 and (toks[after].kind == "num" or toks[after].low in _NUMBER_WORDS):
+        words, k = _number_words(toks, after) if toks[after].kind == "word" else ([], after + 1)
+        mv = _word_number(words) if words else _num_value(toks[after].text)[0]
+        if mv is not None and mv < 100 and not _unit_at(toks, k):
+            return mv / 100, k
+    return 0.0, after
+
+
+def _year(r: _Reading, i: int, q: _Number) -> int | None:
+    """A year on its own ("in 1887")."""
+    if r.toks[i].kind == "num" and _YEAR.fullmatch(r.toks[i].text):
+        r.add("year", q.value, i, q.end)
+        return q.end
+    return None
+
+
+def _label(r: _Reading, i: int, q: _Number) -> int | None:
+    """A label: "Year 4", "Zone 2", "Go 30" (not after the sentence's first word, which any sentence
+    capitalises: "Bring 2 bags")."""
+    toks = r.toks
+    if (
+        i > 1
+        and toks[i - 1].kind == "word"
+        and toks[i - 1].text[0].isupper()
+        and toks[i - 1].low not in _LABEL_STOP
+        and toks[i - 1].low not in CURRENCIES
+        and toks[i - 2].kind != "punct"
+        and toks[i].kind == "num"
+        and (i - 1) not in r.used
+    ):
+        r.add("label", f"{toks[i - 1].low} {toks[i].text}", i - 1, i + 1)
+        return q.end
+    return None
+
+
+def _count(r: _Reading, i: int, q: _Number) -> int:
+    """A bare count: "3 attempts", "18 or over"; "twice" counts times."""
+    if r.toks[i].low in ("once", "twice", "thrice"):
+        noun = _noun_after([_Tok("word", "times", 0, 0)], 0)
+    else:
+        noun = _noun_after(r.toks, q.end)
+    r.add("count", q.value, i, q.end, noun)
+    return q.end
 
 
 def _fraction(toks: list[_Tok], value: float, j: int) -> tuple[float, int]:
