@@ -221,10 +221,39 @@ def score_set(
     t0 = time.perf_counter()
     res = evaluate_batch(items, errors="record", long_context=long_context)
     seconds = time.perf_counter() - t0
-    errors = sum(1 for x in res if x.method == "error")
+    signals = _signals(rows, items, res, has_q=has_q, has_c=has_c)
+    out: dict[str, Any] = {
+        "data": name,
+        "rows": len(rows),
+        "grounded": sum(y),
+        "errors": sum(1 for x in res if x.method == "error"),
+        "methods": sorted({x.method for x in res}),
+        "auroc": _auroc_table(signals, y, lengths, bootstrap),
+        "flag_rate": {
+            lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
+            for lab, v in (("grounded", 1), ("hallucinated", 0))
+        },
+        # per kind of row (a claim set's paraphrase, number, date ...): flagged share and row count
+        "flag_rate_by_kind": _flag_rate_by_kind(rows, res),
+        "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"),
+        "seconds": seconds,
+    }
+    localisation = _localisation(rows, res, bootstrap)
+    if localisation is not None:
+        out["localisation"] = localisation
+    return out
+
+
+def _signals(
+    rows: list[dict[str, Any]], items: list[dict[str, Any]], res: list[Any], *, has_q: bool, has_c: bool
+) -> dict[str, list[float | None]]:
+    """Each signal's score per row (None where the row has none), in the order the report prints
+    them: the model's signals, the triage ranking beside its components, then the baselines."""
+    from groundlens_core.scoring import evaluate_batch
+
     signals: dict[str, list[float | None]] = {}
     if has_q and has_c:
-        signals["sgi"] = [x.value if x.method == "sgi" else None for x in res]  # type: ignore[union-attr]
+        signals["sgi"] = [x.value if x.method == "sgi" else None for x in res]
     if has_q:
         if has_c:  # DGI on the same rows, context ignored: what the question alone gives
             dres = evaluate_batch(
@@ -234,28 +263,26 @@ def score_set(
             dres = res
         signals["dgi"] = [x.value if x.method == "dgi" else None for x in dres]  # type: ignore[union-attr]
     if has_c:
-        signals["support"] = [
-            getattr(x, "evidence", None).support if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
-            for x in res
-        ]
-    if has_c:
+        signals["support"] = [x.evidence.support if getattr(x, "evidence", None) else None for x in res]
         # the fact tier alone: fewer failed findings (values, names, polarity, conditions, added claims) rank higher
         signals["facts (fewer failed findings)"] = [
-            -float(len(x.evidence.failed_facts())) if getattr(x, "evidence", None) else None  # type: ignore[union-attr]
-            for x in res
+            -float(len(x.evidence.failed_facts())) if getattr(x, "evidence", None) else None for x in res
         ]
-    if has_c:
-        signals["verifier"] = [
-            x.verdict.probability if getattr(x, "verdict", None) is not None else None  # type: ignore[union-attr]
-            for x in res
-        ]
-    signals["triage ranking"] = [x.score if x.method != "error" else None for x in res]  # type: ignore[union-attr]
+        signals["verifier"] = [x.verdict.probability if getattr(x, "verdict", None) is not None else None for x in res]
+    signals["triage ranking"] = [x.score if x.method != "error" else None for x in res]
     signals["baseline: shorter response"] = [length_baseline(r["response"]) for r in rows]
     other = "context" if has_c else "question"
     signals[f"baseline: word overlap with {other}"] = [
         overlap_baseline(r["response"], r.get(other) or "") for r in rows
     ]
+    return signals
 
+
+def _auroc_table(
+    signals: dict[str, list[float | None]], y: list[int], lengths: list[int], bootstrap: int
+) -> dict[str, dict[str, float]]:
+    """AUROC with its interval and the length-matched AUROC per signal, each over the rows the
+    signal scored (a signal that scored none is left out)."""
     table = {}
     for sig, vals in signals.items():
         keep = [i for i, v in enumerate(vals) if v is not None]
@@ -267,55 +294,48 @@ def score_set(
         entry["length_matched"] = length_matched_auroc(s, yy, [lengths[i] for i in keep])  # type: ignore[arg-type]
         entry["rows"] = len(keep)
         table[sig] = entry
+    return table
 
-    flagged = {
-        lab: _rate([x.flagged for x, yy in zip(res, y) if yy == v and x.method != "error"])
-        for lab, v in (("grounded", 1), ("hallucinated", 0))
-    }
+
+def _flag_rate_by_kind(rows: list[dict[str, Any]], res: list[Any]) -> dict[str, dict[str, int]]:
+    """Flagged count and row count per ``kind`` (rows without a kind and unscored rows left out)."""
     by_kind: dict[str, list[bool]] = {}
     for r, x in zip(rows, res):
         if r.get("kind") and x.method != "error":
             by_kind.setdefault(str(r["kind"]), []).append(bool(x.flagged))
-    out: dict[str, Any] = {
-        "data": name,
-        "rows": len(rows),
-        "grounded": sum(y),
-        "errors": errors,
-        "methods": sorted({x.method for x in res}),
-        "auroc": table,
-        "flag_rate": flagged,
-        # per kind of row (a claim set's paraphrase, number, date ...): flagged share and row count
-        "flag_rate_by_kind": {k: {"flagged": sum(v), "rows": len(v)} for k, v in sorted(by_kind.items())},
-        "rows_per_second": len(rows) / seconds if seconds > 0 else float("nan"),
-        "seconds": seconds,
-    }
+    return {k: {"flagged": sum(v), "rows": len(v)} for k, v in sorted(by_kind.items())}
+
+
+def _localisation(rows: list[dict[str, Any]], res: list[Any], bootstrap: int) -> dict[str, Any] | None:
+    """How often the weakest sentence overlaps an annotated span, beside a random and the longest
+    sentence; None when no hallucinated row has spans and at least two sentences."""
     loc_rows = [
         (r, x)
         for r, x in zip(rows, res)
         if r.get("spans")
         and int(r["label"]) == 0
         and getattr(x, "evidence", None) is not None
-        and len(x.evidence.sentences) >= 2  # type: ignore[union-attr]
+        and len(x.evidence.sentences) >= 2
     ]
-    if loc_rows:
-        weakest, rand, longest = [], [], []
-        for r, x in loc_rows:
-            ev = x.evidence  # type: ignore[union-attr]
-            hits = [_overlaps(s.start, s.end, r["spans"]) for s in ev.sentences]
-            weakest.append(float(ev.weakest is not None and hits[ev.weakest]))  # naming none is a miss
-            rand.append(sum(hits) / len(hits))
-            longest.append(
-                float(hits[max(range(len(hits)), key=lambda i: (ev.sentences[i].end - ev.sentences[i].start, -i))])
-            )
-        out["localisation"] = {
-            "what": "hallucinated rows with >= 2 sentences and annotated spans: "
-            "share whose named sentence overlaps a span "
-            "(a row where no sentence is named counts as a miss)",
-            "weakest sentence": _hit_ci(weakest, n=bootstrap),
-            "baseline: random sentence (expected)": _hit_ci(rand, n=bootstrap),
-            "baseline: longest sentence": _hit_ci(longest, n=bootstrap),
-        }
-    return out
+    if not loc_rows:
+        return None
+    weakest, rand, longest = [], [], []
+    for r, x in loc_rows:
+        ev = x.evidence
+        hits = [_overlaps(s.start, s.end, r["spans"]) for s in ev.sentences]
+        weakest.append(float(ev.weakest is not None and hits[ev.weakest]))  # naming none is a miss
+        rand.append(sum(hits) / len(hits))
+        longest.append(
+            float(hits[max(range(len(hits)), key=lambda i: (ev.sentences[i].end - ev.sentences[i].start, -i))])
+        )
+    return {
+        "what": "hallucinated rows with >= 2 sentences and annotated spans: "
+        "share whose named sentence overlaps a span "
+        "(a row where no sentence is named counts as a miss)",
+        "weakest sentence": _hit_ci(weakest, n=bootstrap),
+        "baseline: random sentence (expected)": _hit_ci(rand, n=bootstrap),
+        "baseline: longest sentence": _hit_ci(longest, n=bootstrap),
+    }
 
 
 def _rate(flags: list[bool]) -> float:

@@ -282,20 +282,106 @@ def _linear_kchunked(
     return out
 
 
+def _check_precision(precision: str) -> None:
+    """Refuse an unknown precision, and bf16 where the CPU would only emulate it (slower than fp32)."""
+    if precision not in ("fp32", "bf16"):
+        raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
+    if precision == "bf16" and not bf16_supported():
+        raise GroundlensInputError(
+            "the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
+            "and torch built with oneDNN; use the fp32 packed-torch backend instead "
+            '(GROUNDLENS_BACKEND=packed-torch, or backend="packed-torch" in get_embedder() / score_dataset())'
+        )
+
+
+def _max_seq_length(path: pathlib.Path) -> int:
+    """The sentence-transformers window (``max_seq_length``, 256 when the model does not say)."""
+    st_cfg_file = path / "sentence_bert_config.json"
+    max_seq = 256
+    if st_cfg_file.is_file():
+        max_seq = int(json.loads(st_cfg_file.read_text(encoding="utf-8")).get("max_seq_length", max_seq))
+    return max_seq
+
+
+def _untruncated_tokenizer(path: pathlib.Path) -> Tokenizer:
+    """The model's tokenizer with truncation and padding off: a text too long for the window is
+    refused (or split by the caller), never silently cut, and no text is padded."""
+    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+_LayerTensors = tuple[
+    torch.Tensor,  # wqkv: query, key and value weights stacked (out, in)
+    torch.Tensor,  # bqkv
+    torch.Tensor,  # attention output dense weight
+    torch.Tensor,  # ... and bias
+    torch.Tensor,  # attention LayerNorm weight
+    torch.Tensor,  # ... and bias
+    torch.Tensor,  # intermediate dense weight
+    torch.Tensor,  # ... and bias
+    list[torch.Tensor],  # output dense weight as K-chunks of its transpose
+    torch.Tensor,  # output dense bias
+    torch.Tensor,  # output LayerNorm weight
+    torch.Tensor,  # ... and bias
+]
+
+
+def _layer_tensors(g: Callable[[str], torch.Tensor], p: str) -> _LayerTensors:
+    """One encoder layer's tensors (``g`` reads a model tensor by name, ``p`` is the layer's prefix),
+    with q, k and v fused into one product."""
+    wqkv = torch.cat([g(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")], 0)
+    bqkv = torch.cat([g(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")], 0)
+    return (
+        wqkv.contiguous(),
+        bqkv.contiguous(),
+        g(p + "attention.output.dense.weight"),
+        g(p + "attention.output.dense.bias"),
+        g(p + "attention.output.LayerNorm.weight"),
+        g(p + "attention.output.LayerNorm.bias"),
+        g(p + "intermediate.dense.weight"),
+        g(p + "intermediate.dense.bias"),
+        _k_chunks(g(p + "output.dense.weight")),
+        g(p + "output.dense.bias"),
+        g(p + "output.LayerNorm.weight"),
+        g(p + "output.LayerNorm.bias"),
+    )
+
+
+def _bf16_layers(layers: list[_LayerTensors]) -> list[list[torch.Tensor]]:
+    """The ``packed-bf16`` pass's layers (see :func:`_layers_bf16`): dense weights in oneDNN's
+    prepacked bf16 layout and their biases in bf16, the LayerNorms left fp32."""
+
+    def pack(weight: torch.Tensor) -> torch.Tensor:  # (out, in) -> oneDNN's blocked bf16 layout
+        return torch.ops.mkldnn._reorder_linear_weight(weight.to(torch.bfloat16).contiguous(), TILE)
+
+    return [
+        [
+            pack(wqkv),
+            bqkv.bfloat16(),
+            pack(wo),
+            bo.bfloat16(),
+            ln1w,
+            ln1b,
+            pack(wi),
+            bi.bfloat16(),
+            pack(torch.cat(list(wo2), 0).t()),
+            bo2.bfloat16(),
+            ln2w,
+            ln2b,
+        ]
+        for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in layers
+    ]
+
+
 class PackedMiniLMEmbedder:
     """Sentence-transformers' BERT + mean pooling + normalise, computed batch-invariantly."""
 
     backend = "packed-torch"
 
     def __init__(self, model_path: pathlib.Path, model_id: str, precision: str = "fp32"):
-        if precision not in ("fp32", "bf16"):
-            raise ValueError(f"precision must be 'fp32' or 'bf16', got {precision!r}")
-        if precision == "bf16" and not bf16_supported():
-            raise GroundlensInputError(
-                "the packed-bf16 backend needs a CPU with native bf16 (AVX-512 BF16 or AMX) "
-                "and torch built with oneDNN; use the fp32 packed-torch backend instead "
-                '(GROUNDLENS_BACKEND=packed-torch, or backend="packed-torch" in get_embedder() / score_dataset())'
-            )
+        _check_precision(precision)
         path = pathlib.Path(model_path)
         self.model_id = model_id
         self.precision = precision
@@ -304,7 +390,21 @@ class PackedMiniLMEmbedder:
         self._path = path
         self._fingerprint: str | None = None
         self._lock = first_load.own_lock(self)  # renewed in a forked child
+        self._read_config(path)
+        self._tok = _untruncated_tokenizer(path)
+        self._splitter = TokenSplitter(self._tok, self.max_tokens)
+        self._load_weights(path)
+        self._script_layers = [
+            [wqkv.t(), bqkv, wo.t(), bo, ln1w, ln1b, wi.t(), bi, bo2, ln2w, ln2b, *wo2]
+            for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
+        ]
+        self.use_script = True  # False: the eager reference path (same bits, holds the GIL per op)
+        if precision == "bf16":
+            self._bf16_layers = _bf16_layers(self._layers)
 
+    def _read_config(self, path: pathlib.Path) -> None:
+        """The encoder's dimensions and the token window, refusing the BERT variants the packed
+        pass does not compute (another activation, relative positions)."""
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")
         if act != "gelu":
@@ -317,20 +417,12 @@ class PackedMiniLMEmbedder:
         self._head_dim = self.dim // self._heads
         self._eps = float(cfg.get("layer_norm_eps", 1e-12))
         max_pos = int(cfg.get("max_position_embeddings", 512))
-
-        st_cfg_file = path / "sentence_bert_config.json"
-        max_seq = 256
-        if st_cfg_file.is_file():
-            max_seq = int(json.loads(st_cfg_file.read_text(encoding="utf-8")).get("max_seq_length", max_seq))
-        self._max_seq = min(max_seq, max_pos)
+        self._max_seq = min(_max_seq_length(path), max_pos)
         self.max_tokens = self._max_seq - 2
 
-        tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-        tok.no_truncation()
-        tok.no_padding()
-        self._tok = tok
-        self._splitter = TokenSplitter(tok, self.max_tokens)
-
+    def _load_weights(self, path: pathlib.Path) -> None:
+        """The embedding tables and each layer's tensors as contiguous fp32 copies, so the loaded
+        file can be dropped; the output dense weight is kept as K-chunks (see ``_k_chunks``)."""
         w = load_file(str(path / "model.safetensors"))
         prefix = "bert." if "bert.embeddings.word_embeddings.weight" in w else ""
 
@@ -341,55 +433,8 @@ class PackedMiniLMEmbedder:
         self._pos = g("embeddings.position_embeddings.weight")
         self._type0 = g("embeddings.token_type_embeddings.weight")[0].clone()
         self._emb_ln = (g("embeddings.LayerNorm.weight"), g("embeddings.LayerNorm.bias"))
-        self._layers = []
-        for i in range(self._layers_n):
-            p = f"encoder.layer.{i}."
-            wqkv = torch.cat([g(p + f"attention.self.{n}.weight") for n in ("query", "key", "value")], 0)
-            bqkv = torch.cat([g(p + f"attention.self.{n}.bias") for n in ("query", "key", "value")], 0)
-            self._layers.append(
-                (
-                    wqkv.contiguous(),
-                    bqkv.contiguous(),
-                    g(p + "attention.output.dense.weight"),
-                    g(p + "attention.output.dense.bias"),
-                    g(p + "attention.output.LayerNorm.weight"),
-                    g(p + "attention.output.LayerNorm.bias"),
-                    g(p + "intermediate.dense.weight"),
-                    g(p + "intermediate.dense.bias"),
-                    _k_chunks(g(p + "output.dense.weight")),
-                    g(p + "output.dense.bias"),
-                    g(p + "output.LayerNorm.weight"),
-                    g(p + "output.LayerNorm.bias"),
-                )
-            )
+        self._layers = [_layer_tensors(g, f"encoder.layer.{i}.") for i in range(self._layers_n)]
         w.clear()  # drop the loaded tensors; the layers hold their own copies
-        self._script_layers = [
-            [wqkv.t(), bqkv, wo.t(), bo, ln1w, ln1b, wi.t(), bi, bo2, ln2w, ln2b, *wo2]
-            for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
-        ]
-        self.use_script = True  # False: the eager reference path (same bits, holds the GIL per op)
-        if precision == "bf16":
-
-            def pack(weight: torch.Tensor) -> torch.Tensor:  # (out, in) -> oneDNN's blocked bf16 layout
-                return torch.ops.mkldnn._reorder_linear_weight(weight.to(torch.bfloat16).contiguous(), TILE)
-
-            self._bf16_layers = [
-                [
-                    pack(wqkv),
-                    bqkv.bfloat16(),
-                    pack(wo),
-                    bo.bfloat16(),
-                    ln1w,
-                    ln1b,
-                    pack(wi),
-                    bi.bfloat16(),
-                    pack(torch.cat(list(wo2), 0).t()),
-                    bo2.bfloat16(),
-                    ln2w,
-                    ln2b,
-                ]
-                for wqkv, bqkv, wo, bo, ln1w, ln1b, wi, bi, wo2, bo2, ln2w, ln2b in self._layers
-            ]
 
     # ------------------------------------------------------------------ identity
     @property
