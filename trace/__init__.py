@@ -4,6 +4,8 @@ Knows the scoring core, never a framework. ``adapter_shell``, ``adapter_helpers`
 ``prompt_context`` are the adapter kit the framework adapters (``groundlens_core.plugins``) stand on.
 """
 
+from typing import Any
+
 from groundlens_core.trace.model import (
     META_INTERNAL_ERROR,
     META_SINGLE_AGENT,
@@ -15,6 +17,7 @@ from groundlens_core.trace.model import (
     Step,
     Trace,
     Usage,
+    set_html_report,
 )
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
 
@@ -34,3 +37,13 @@ __all__ = [
     "Usage",
     "context_pieces",
 ]
+
+
+def _to_html(trace: Trace, path: Any = None, **kwargs: Any) -> str:
+    """:meth:`Trace.to_html`, imported on use: importing the package stays free of the report's templates."""
+    from groundlens_core.trace.html import trace_to_html
+
+    return trace_to_html(trace, path, **kwargs)
+
+
+set_html_report(_to_html)

@@ -17,7 +17,7 @@ import os
 import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from groundlens_core._version import __version__
 from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
@@ -330,6 +330,18 @@ class Step:
         )
 
 
+#: what :meth:`Trace.to_html` calls, ``(trace, path, **options) -> html``. The HTML report stands on
+#: this module, so the trace package hands it in (``groundlens_core/trace/__init__.py``) rather than
+#: the model importing it.
+_html_report: Callable[..., str] | None = None
+
+
+def set_html_report(render: Callable[..., str]) -> None:
+    """Set what :meth:`Trace.to_html` calls; the trace package sets its HTML report when imported."""
+    global _html_report
+    _html_report = render
+
+
 @dataclass
 class Trace:
     id: str
@@ -432,15 +444,9 @@ class Trace:
     def to_html(self, path: Any = None, **kwargs: Any) -> str:
         """The HTML triage report of this trace (see :func:`groundlens_core.trace.html.render_html`);
         with ``path`` it is also written there. Returns the HTML."""
-        from pathlib import Path
-
-        from groundlens_core.trace.html import render_html
-
-        html = render_html(self, **kwargs)
-        if path is not None:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, html)
-        return html
+        if _html_report is None:  # only while the trace package is still being imported
+            raise RuntimeError("the HTML report is not set yet: import groundlens_core.trace first")
+        return _html_report(self, path, **kwargs)
 
     def to_dict(self, *, redact: bool = False, max_text_chars: int | None = None) -> dict[str, Any]:
         """Plain data of :meth:`view`: ``redact`` keeps a keyed digest and length instead of every text;

@@ -343,6 +343,94 @@ def _item(trace: Trace, span: StoredSpan, step: Step, name: str) -> ScoreItem | 
     return dataclasses.replace(item, span=SpanIds(span.trace_id, span.span_id, llm=True), metadata=meta)
 
 
+@dataclass(frozen=True)
+class _PageScorer:
+    """Scores the pages of one run: what each page adds to goes here (the summary, the traces kept
+    for lineage, the trace ids counted once per run, the JSONL file)."""
+
+    summary: Summary
+    traces: _Traces
+    source: str
+    score_name: str
+    options: dict[str, Any]
+    out: IO[str] | None
+    seen_traces: set[str] = field(default_factory=set)  # ids only: small beside the spans
+
+    def score(self, page: Page) -> tuple[list[ScoreItem], StoredSpan | None]:
+        """Score a page: the items for the writers and the latest span scored (the state records it)."""
+        self.summary.skipped.update(page.skipped)
+        items: list[ScoreItem] = []
+        last: StoredSpan | None = None
+        for group in page.groups:
+            scored = self._score_group(group)
+            if scored is None:
+                continue
+            trace, steps = scored
+            for span, step in steps:
+                item = self._record(trace, span, step)
+                if item is not None:
+                    items.append(item)
+                if last is None or (span.start or 0.0) >= (last.start or 0.0):
+                    last = span
+        return items, last
+
+    def _score_group(self, group: TraceGroup) -> tuple[Trace, list[tuple[StoredSpan, Step]]] | None:
+        """Score one trace's spans, leaving out our own score spans; None when none is left to score."""
+        if not group.targets:
+            return None
+        if group.trace_id not in self.seen_traces:
+            self.seen_traces.add(group.trace_id)
+            self.summary.traces += 1
+        mine = [s for s in group.targets if ours(s)]
+        if mine:
+            self.summary.skipped["a groundlens span (a score, not a model call)"] += len(mine)
+            group = TraceGroup(group.trace_id, [s for s in group.targets if not ours(s)], group.others)
+        if not group.targets:
+            return None
+        trace, _ = self.traces.get(group.trace_id, group.targets[0])
+        self.summary.spans += len(group.targets)
+        return trace, score_group(group, trace, lambda: self.options, self.source)
+
+    def _record(self, trace: Trace, span: StoredSpan, step: Step) -> ScoreItem | None:
+        """Count a scored span, write its JSONL line, and return the writers' item for it, if any."""
+        summary = self.summary
+        summary.bands[step.band] += 1
+        if step.method == "skipped":
+            summary.skipped[step.skip_reason or "skipped"] += 1
+        elif step.method == "error":
+            summary.errors[(step.error or "error")[:200]] += 1
+        if self.out is not None:
+            self.out.write(json.dumps(_line(span, step, self.source), ensure_ascii=False, default=str) + "\n")
+            summary.lines += 1
+        return _item(trace, span, step, self.score_name)
+
+
+def _pages_until_failure(pages: Iterator[Page], summary: Summary) -> Iterator[Page]:
+    """The source's pages; a backend that goes away or refuses ends them, its reason in
+    ``summary.stopped``, so the pages done stay written. A :class:`GroundlensInputError` is the
+    caller's to fix and propagates."""
+    while True:
+        try:
+            page = next(pages)
+        except StopIteration:
+            return
+        except GroundlensInputError:
+            raise
+        except Exception as exc:
+            summary.stopped = f"{type(exc).__name__}: {exc}"[:500]
+            return
+        yield page
+
+
+def _close_summary(summary: Summary, source: Source, writers: Sequence[Writer]) -> None:
+    """Copy what the source and the writers counted into the summary, also when the run failed."""
+    summary.pages = source.stats.get("pages", 0)
+    summary.max_rows = source.stats.get("max_rows", 0)
+    for writer in writers:
+        counts = {k: writer.stats[k] for k in ("sent", "failed", "skipped")}
+        summary.writers[writer.vendor] = {**counts, "reasons": dict(writer.reasons)}
+
+
 def run(
     source: Source,
     filters: Filters,
@@ -364,53 +452,14 @@ def run(
     resume = load_state(state, source.key)
     opts = dict(options or {})
     traces = _Traces(lineage_traces, source.name)
-    seen_traces: set[str] = set()  # counted once per run (ids only: small beside the spans)
     out: IO[str] | None = None
     if output is not None:
         out = open(output, "a" if resume is not None else "w", encoding="utf-8")  # noqa: SIM115 (closed below)
+    scorer = _PageScorer(summary, traces, source.name, score_name, opts, out)
     try:
         pages = source.pages(filters, resume)
-        while True:
-            try:
-                page = next(pages)
-            except StopIteration:
-                break
-            except GroundlensInputError:
-                raise
-            except Exception as exc:  # the backend went away or refused: stop, keeping what is done
-                summary.stopped = f"{type(exc).__name__}: {exc}"[:500]
-                break
-            summary.skipped.update(page.skipped)
-            items: list[ScoreItem] = []
-            last: StoredSpan | None = None
-            for group in page.groups:
-                if not group.targets:
-                    continue
-                if group.trace_id not in seen_traces:
-                    seen_traces.add(group.trace_id)
-                    summary.traces += 1
-                mine = [s for s in group.targets if ours(s)]
-                if mine:
-                    summary.skipped["a groundlens span (a score, not a model call)"] += len(mine)
-                    group = TraceGroup(group.trace_id, [s for s in group.targets if not ours(s)], group.others)
-                if not group.targets:
-                    continue
-                trace, _ = traces.get(group.trace_id, group.targets[0])
-                summary.spans += len(group.targets)
-                for span, step in score_group(group, trace, lambda: opts, source.name):
-                    summary.bands[step.band] += 1
-                    if step.method == "skipped":
-                        summary.skipped[step.skip_reason or "skipped"] += 1
-                    elif step.method == "error":
-                        summary.errors[(step.error or "error")[:200]] += 1
-                    if out is not None:
-                        out.write(json.dumps(_line(span, step, source.name), ensure_ascii=False, default=str) + "\n")
-                        summary.lines += 1
-                    item = _item(trace, span, step, score_name)
-                    if item is not None:
-                        items.append(item)
-                    if last is None or (span.start or 0.0) >= (last.start or 0.0):
-                        last = span
+        for page in _pages_until_failure(pages, summary):
+            items, last = scorer.score(page)
             for writer in writers:
                 if items:
                     writer.write(items)
@@ -423,9 +472,5 @@ def run(
     finally:
         if out is not None:
             out.close()
-        summary.pages = source.stats.get("pages", 0)
-        summary.max_rows = source.stats.get("max_rows", 0)
-        for writer in writers:
-            counts = {k: writer.stats[k] for k in ("sent", "failed", "skipped")}
-            summary.writers[writer.vendor] = {**counts, "reasons": dict(writer.reasons)}
+        _close_summary(summary, source, writers)
     return summary
