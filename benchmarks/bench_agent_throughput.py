@@ -47,8 +47,8 @@ from groundlens_core.embedding.onnx_backend import onnx_available  # noqa: E402
 from groundlens_core.embedding.packed import bf16_supported  # noqa: E402
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import recorder as recorder_mod  # noqa: E402
-from groundlens_core.trace import worker as worker_mod  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
+from groundlens_core.trace.recorder import worker as worker_mod
 
 
 def pct(values: list[float], q: float) -> float:

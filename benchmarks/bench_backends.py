@@ -39,7 +39,7 @@ from groundlens_core.embedding import get_embedder  # noqa: E402
 from groundlens_core.embedding.onnx_backend import onnx_available  # noqa: E402
 from groundlens_core.embedding.packed import bf16_supported  # noqa: E402
 from groundlens_core.embedding.resolve import resolve_model_path  # noqa: E402
-from groundlens_core.metrics import auroc  # noqa: E402
+from groundlens_core.quality.metrics import auroc  # noqa: E402
 from groundlens_core.scoring import evaluate_batch  # noqa: E402
 
 SETS = ("halueval_qa.csv", "faithbench_dev.csv", "claims_dev.csv", "claims_v2_dev.csv")

@@ -21,7 +21,7 @@ from halueval_split import shared_data  # benchmarks/, the script's folder
 
 from groundlens_core.embedding import get_embedder
 from groundlens_core.embedding.packed import bf16_supported
-from groundlens_core.metrics import auroc
+from groundlens_core.quality.metrics import auroc
 from groundlens_core.scoring import evaluate_batch
 
 DATA = shared_data()

@@ -98,7 +98,7 @@ def main() -> None:
             g.evaluate_batch(items, evidence=evidence)
             batch_runs[evidence].append(time.perf_counter() - t)
     batch_s, batch_plain_s = min(batch_runs[True]), min(batch_runs[False])
-    from groundlens_core.evidence import plan_evidence
+    from groundlens_core.evidence.passages import plan_evidence
 
     sentences = list(dict.fromkeys(s for it in items for s in plan_evidence(it["response"], it["context"]).texts()))
     new_sentences = [s for s in sentences if s not in set(texts)]

@@ -31,7 +31,7 @@ from halueval_split import read_rows  # noqa: E402
 
 import groundlens_core as g  # noqa: E402
 from groundlens_core.embedding.plan import embed_many  # noqa: E402
-from groundlens_core.evidence import plan_evidence  # noqa: E402
+from groundlens_core.evidence.passages import plan_evidence  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,8 +16,8 @@ import argparse
 import time
 from collections import Counter
 
-from groundlens_core.evidence import plan_evidence
-from groundlens_core.factcheck import check_facts, context_facts
+from groundlens_core.evidence.factcheck import check_facts, context_facts
+from groundlens_core.evidence.passages import plan_evidence
 
 
 def items(n: int, shift: int = 0) -> str:

@@ -28,8 +28,8 @@ from rag_graph import make_texts  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
 from groundlens_core.ledger import Ledger, verify_ledger, write_keypair  # noqa: E402
-from groundlens_core.trace import ledger as trace_ledger  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
+from groundlens_core.trace.recorder import ledger as trace_ledger
 
 LEDGER_SECONDS = [0.0]  # time spent inside the ledger listener, on the worker
 

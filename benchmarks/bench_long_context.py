@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from halueval_split import read_rows  # noqa: E402
 
 import groundlens_core as g  # noqa: E402
-from groundlens_core.metrics import auroc, length_baseline, overlap_baseline  # noqa: E402
+from groundlens_core.quality.metrics import auroc, length_baseline, overlap_baseline  # noqa: E402
 
 
 class Window:

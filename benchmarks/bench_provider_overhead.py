@@ -273,7 +273,7 @@ APIS = {"openai": openai_api, "anthropic": anthropic_api, "google": google_api}
 
 
 def run(api: Api, calls: int, delay: float, chunks: int, stream: bool) -> dict[str, dict[str, list[float]]]:
-    from groundlens_core.plugins._provider import Target, guard_of
+    from groundlens_core.plugins.providers import Target, guard_of
 
     time_sdk_streams()
     server = FakeLLMServer(default=api.answer(delay, chunks))

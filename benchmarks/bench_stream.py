@@ -56,9 +56,9 @@ def write_synthetic(path: Path, n: int, base: list[dict]) -> None:
 
 def child(args: argparse.Namespace) -> None:
     t0 = time.perf_counter()
+    from groundlens_core.batch.threads import use_threads
     from groundlens_core.scoring import get_default_embedder
     from groundlens_core.stream import EvaluateJob, run_evaluate
-    from groundlens_core.threads import use_threads
 
     use_threads(args.threads)
     get_default_embedder().encode(["warm up"])

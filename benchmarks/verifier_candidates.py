@@ -37,8 +37,8 @@ import numpy as np
 
 os.environ["GROUNDLENS_VERIFIER"] = "off"
 
-from groundlens_core.benchmark import auroc_ci
-from groundlens_core.metrics import length_baseline, overlap_baseline
+from groundlens_core.quality.benchmark import auroc_ci
+from groundlens_core.quality.metrics import length_baseline, overlap_baseline
 from groundlens_core.scoring import evaluate_batch
 from groundlens_core.verifier import pool
 from groundlens_core.verifier.train import SEED, StoredStates, held_out_rows, load_examples, weakest

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from groundlens_core.embedding.tokens import token_range
-from groundlens_core.results import Evidence
+from groundlens_core.scoring.results import Evidence
 from groundlens_core.verifier.units import StateSource, TextStates, _pieces_of
 
 ALIGN_LOW = 0.6  # a word piece whose best cosine to the context is below this is "unaligned"

@@ -9,9 +9,6 @@ Importing this package is cheap: torch and the model load on the first score.
 """
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import BANDS, TRIAGE_NOTE, normalize, triage
-from groundlens_core.calibration import CalibrationResult, bundled_direction, calibrate
-from groundlens_core.decision import Decision
 from groundlens_core.embedding import get_embedder
 from groundlens_core.errors import (
     CalibrationMismatchError,
@@ -21,7 +18,11 @@ from groundlens_core.errors import (
     ModelNotFoundError,
 )
 from groundlens_core.ledger import Ledger, LedgerVerdict, verify_ledger
-from groundlens_core.results import (
+from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
+from groundlens_core.scoring.bands import BANDS, TRIAGE_NOTE, normalize, triage
+from groundlens_core.scoring.calibration import CalibrationResult, bundled_direction, calibrate
+from groundlens_core.scoring.decision import Decision
+from groundlens_core.scoring.results import (
     DGIResult,
     Evidence,
     FactFinding,
@@ -32,7 +33,6 @@ from groundlens_core.results import (
     SupportResult,
     UnsupportedToken,
 )
-from groundlens_core.scoring import compute_dgi, compute_sgi, evaluate, evaluate_batch
 from groundlens_core.stream import evaluate_stream
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 Lives in the core (it imports nothing itself) so that ``trace/`` and ``plugins/`` share it without
 ``trace`` ever importing ``plugins``. Adapters reach it through the adapter kit
-(``groundlens_core.trace.adapter_shell.require``).
+(``groundlens_core.plugins.kit.shell.require``).
 """
 
 from __future__ import annotations

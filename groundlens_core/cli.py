@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import TRIAGE_NOTE, risk_rank
-from groundlens_core.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
-from groundlens_core.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
+from groundlens_core.batch.columns import OUT_COLUMNS  # noqa: F401  (re-exported: the appended columns)
+from groundlens_core.batch.columns import result_columns as _row_values  # noqa: F401  (the one row -> columns map)
+from groundlens_core.batch.input_columns import ROLES
 from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
 from groundlens_core.extensions import command_adders
-from groundlens_core.input_columns import ROLES
-from groundlens_core.ledger_cli import add_ledger_commands, add_ledger_options, evaluate_ledger
+from groundlens_core.ledger.cli import add_ledger_commands, add_ledger_options, evaluate_ledger
+from groundlens_core.scoring.bands import TRIAGE_NOTE, risk_rank
 
 # ---------------------------------------------------------------- commands
 
@@ -84,8 +84,8 @@ def evidence_lines(res: Any, response: str) -> list[str]:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from groundlens_core.calibration import CalibrationResult
     from groundlens_core.scoring import evaluate
+    from groundlens_core.scoring.calibration import CalibrationResult
 
     cal = CalibrationResult.load(args.calibration) if args.calibration else None  # checked before the model loads
     res = evaluate(args.question, args.response, args.context, calibration=cal, long_context=args.long_context)
@@ -115,8 +115,8 @@ def json_for_terminal(text: str) -> str:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Streaming: chunked read -> score -> write, resumable; the engine lives in groundlens_core.stream."""
+    from groundlens_core.batch.threads import use_threads
     from groundlens_core.stream import EvaluateJob, run_evaluate
-    from groundlens_core.threads import use_threads
 
     if (args.address or args.workers) and args.engine != "ray":
         raise GroundlensInputError("--address and --workers are for --engine ray")
@@ -162,8 +162,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from groundlens_core.calibration import calibrate
-    from groundlens_core.outputs import check_target
+    from groundlens_core.batch.outputs import check_target
+    from groundlens_core.scoring.calibration import calibrate
 
     check_target(args.output, what="the calibration file", inputs=[args.pairs])  # before any embedding
     cal = calibrate(csv_path=args.pairs)
@@ -176,7 +176,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def cmd_benchmark(args: argparse.Namespace) -> int:
-    from groundlens_core.benchmark import run_benchmark
+    from groundlens_core.quality.benchmark import run_benchmark
 
     report = run_benchmark(
         limit=args.limit,
@@ -228,7 +228,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         line("FAIL", "model", str(exc))
         return 1
     try:
-        from groundlens_core.calibration import bundled_direction, weights_of
+        from groundlens_core.scoring.calibration import bundled_direction, weights_of
 
         cal = bundled_direction()
         same = weights_of(cal.fingerprint) == weights_of(emb.fingerprint)  # fp32 and bf16 of one model

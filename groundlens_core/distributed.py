@@ -23,7 +23,7 @@ import os
 from typing import Any
 
 from groundlens_core import settings
-from groundlens_core.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
+from groundlens_core.batch.columns import OUT_COLUMN_TYPES, OUT_COLUMNS
 from groundlens_core.errors import GroundlensInputError
 
 RAY_HINT = 'Ray Data is not installed: pip install "groundlens-core[ray]"'
@@ -42,7 +42,7 @@ def _ray():
 
 def _cal_payload(calibration: Any) -> dict | None:
     """A DGI direction as plain data, so it travels to the workers (a path would not exist there)."""
-    from groundlens_core.calibration import CalibrationResult
+    from groundlens_core.scoring.calibration import CalibrationResult
 
     if calibration is None:
         return None
@@ -63,12 +63,12 @@ class GroundlensScorer:
         columns: dict[str, str] | None = None,
         verifier: bool = False,
     ):
-        from groundlens_core.calibration import CalibrationResult
+        from groundlens_core.batch.input_columns import InputColumns
         from groundlens_core.embedding import get_embedder
-        from groundlens_core.input_columns import InputColumns
+        from groundlens_core.scoring.calibration import CalibrationResult
 
         self.names = InputColumns.of(columns)
-        from groundlens_core.threads import use_threads
+        from groundlens_core.batch.threads import use_threads
 
         self.threads = use_threads(threads)
         # the driver's GROUNDLENS_VERIFIER, so every worker decides bands as a local run would
@@ -81,10 +81,10 @@ class GroundlensScorer:
     def __call__(self, batch):
         import pyarrow as pa
 
-        from groundlens_core.chunks import score_chunk
-        from groundlens_core.columns import result_columns
-        from groundlens_core.io_formats import renamed_inputs, row_item
-        from groundlens_core.threads import scoring_threads
+        from groundlens_core.batch.chunks import score_chunk
+        from groundlens_core.batch.columns import result_columns
+        from groundlens_core.batch.io_formats import renamed_inputs, row_item
+        from groundlens_core.batch.threads import scoring_threads
 
         found = batch.column_names
         wanted = (self.names.question, self.names.response, self.names.context)
@@ -123,11 +123,11 @@ def score_dataset(
     ``groundlens_*`` columns appended, as a lazy ``ray.data.Dataset``.
 
     ``columns`` names the dataset's own columns for those roles, e.g. ``{"question": "query",
-    "response": "answer"}`` (an :class:`~groundlens_core.input_columns.InputColumns` or a mapping).
+    "response": "answer"}`` (an :class:`~groundlens_core.batch.input_columns.InputColumns` or a mapping).
 
     ``concurrency`` is the number of scoring workers (an int, or ``(min, max)`` for an autoscaling
     pool; default: one per CPU of the cluster); each takes ``num_cpus`` CPUs and scores with
-    ``threads`` scoring threads (encode lanes, see :mod:`groundlens_core.threads`). A bad row gets
+    ``threads`` scoring threads (encode lanes, see :mod:`groundlens_core.batch.threads`). A bad row gets
     ``groundlens_error`` and the others are scored. Values are the same bytes as ``groundlens
     evaluate`` writes on one machine.
 
@@ -141,7 +141,7 @@ def score_dataset(
     backend = resolve_backend(backend)  # here, in one line, rather than as a traceback from every worker
     if not isinstance(batch_size, int) or batch_size < 1:
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
-    from groundlens_core.input_columns import InputColumns
+    from groundlens_core.batch.input_columns import InputColumns
 
     names = InputColumns.of(columns)
     # as for files: without a question column, a row with a context is scored against it alone (support)
@@ -209,7 +209,7 @@ def init_local_ray(num_cpus: int | None = None, address: str | None = None):
 
 
 class RayChunkScorer:
-    """The ``--engine ray`` scorer of :func:`groundlens_core.evaluate_job.run_evaluate`.
+    """The ``--engine ray`` scorer of :func:`groundlens_core.batch.evaluate_job.run_evaluate`.
 
     The driver reads the file with the same readers as the local engine (so a row parses the same
     way) and checks each row the same way; valid (question, response, context) triples go to the
@@ -232,8 +232,8 @@ class RayChunkScorer:
         import ray
 
         from groundlens_core.errors import GroundlensError
-        from groundlens_core.results import ScoreError
         from groundlens_core.scoring import _prepare
+        from groundlens_core.scoring.results import ScoreError
 
         results: list[Any] = [None] * len(items)
         ok: list[int] = []

@@ -1,6 +1,6 @@
 """Scoring that streams: :func:`evaluate_stream`, a lazy Python API over an iterable of any length.
 
-The resumable file job behind ``groundlens evaluate`` lives in :mod:`groundlens_core.evaluate_job`;
+The resumable file job behind ``groundlens evaluate`` lives in :mod:`groundlens_core.batch.evaluate_job`;
 its names are importable from here too.
 """
 
@@ -9,12 +9,12 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Iterable, Iterator, Mapping
 
-from groundlens_core.chunks import score_chunk
+from groundlens_core.batch.chunks import score_chunk
+from groundlens_core.batch.evaluate_job import DEFAULT_HTML_ROWS, EvaluateJob, JobSummary, run_evaluate
+from groundlens_core.batch.input_columns import InputColumns
+from groundlens_core.batch.partial_output import KEY_DTYPE
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.evaluate_job import DEFAULT_HTML_ROWS, EvaluateJob, JobSummary, run_evaluate
-from groundlens_core.input_columns import InputColumns
-from groundlens_core.partial_output import KEY_DTYPE
-from groundlens_core.results import GroundlensScore, ScoreError
+from groundlens_core.scoring.results import GroundlensScore, ScoreError
 
 __all__ = [
     "DEFAULT_HTML_ROWS",
@@ -54,8 +54,8 @@ def evaluate_stream(
         raise GroundlensInputError(f"batch_size must be a whole number of at least 1, got {batch_size!r}")
     if errors not in ("record", "raise"):
         raise ValueError("errors must be 'record' or 'raise'")
-    from groundlens_core.calibration import CalibrationResult
     from groundlens_core.scoring import get_default_embedder
+    from groundlens_core.scoring.calibration import CalibrationResult
 
     emb = embedder or get_default_embedder()
     if calibration is not None and not isinstance(calibration, CalibrationResult):

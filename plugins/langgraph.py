@@ -4,14 +4,14 @@ docs/integrations/langgraph.md, docs/revise.md."""
 
 from __future__ import annotations
 
-from groundlens_core.plugins._langchain_common import (
+from groundlens_core.plugins.kit.revise import ACCEPT, REVISE, REVISION_KEY
+from groundlens_core.plugins.langchain.common import (
     CONTEXT_OVERRIDE_KEY,
     DEFAULT_CONTEXT_KEYS,
     QUESTION_OVERRIDE_KEY,
     GroundlensCallbackBase,
 )
-from groundlens_core.plugins._revise_common import ACCEPT, REVISE, REVISION_KEY
-from groundlens_core.plugins._revise_langgraph import GroundlensReviser
+from groundlens_core.plugins.langchain.revise_graph import GroundlensReviser
 
 __all__ = [
     "ACCEPT",

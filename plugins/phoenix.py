@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from groundlens_core.trace.adapter_shell import require
+from groundlens_core.plugins.kit.shell import require
 from groundlens_core.trace.score_sink import DEFAULT_NAME, MAX_QUEUED_BATCHES, ScoreItem, ScoreSink
 
 __all__ = ["PhoenixAnnotations"]

@@ -10,16 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
 
 from groundlens_core.errors import describe_exception
-from groundlens_core.trace.adapter_helpers import (
-    CONTEXT_NAMES,
-    QUESTION_NAMES,
-    as_text,
-    context_from,
-    first_text,
-    short,
-    trace_scope,
-)
-from groundlens_core.trace.adapter_shell import (
+from groundlens_core.plugins.kit.shell import (
     AdapterShell,
     GroundlensFlaggedError,
     apply_guard,
@@ -30,6 +21,15 @@ from groundlens_core.trace.adapter_shell import (
 )
 from groundlens_core.trace.model import ContextPiece, Usage, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder.inputs import (
+    CONTEXT_NAMES,
+    QUESTION_NAMES,
+    as_text,
+    context_from,
+    first_text,
+    short,
+    trace_scope,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext

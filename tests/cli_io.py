@@ -27,7 +27,7 @@ def interrupt(monkeypatch, argv: list[str], *, chunks: int) -> None:
     """Run the CLI with ``argv`` and stop it dead (as a SIGKILL would) after ``chunks`` written chunks."""
     import pytest
 
-    import groundlens_core.partial_output as partial_output
+    import groundlens_core.batch.partial_output as partial_output
     from groundlens_core.cli import main
 
     write, done = partial_output.Sink.write, []

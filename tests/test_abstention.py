@@ -8,8 +8,8 @@ import json
 import pytest
 
 from groundlens_core import evaluate
-from groundlens_core.abstention import abstains
-from groundlens_core.results import as_score, score_from_dict
+from groundlens_core.evidence.abstention import abstains
+from groundlens_core.scoring.results import as_score, score_from_dict
 
 NOTICE = (
     "The museum is closed on Mondays. On other days it opens at 10:00 and closes at 18:00. "

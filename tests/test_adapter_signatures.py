@@ -10,7 +10,7 @@ import pydoc
 
 import pytest
 
-from groundlens_core.trace.adapter_shell import SHELL_KEYWORDS, AdapterShell
+from groundlens_core.plugins.kit.shell import SHELL_KEYWORDS, AdapterShell
 
 #: (module, class) of every adapter a user constructs
 ADAPTERS = [
@@ -21,9 +21,9 @@ ADAPTERS = [
     ("autogen", "GroundlensChecker"),
     ("autogen", "GroundlensChatCompletionClient"),
     ("autogen", "GroundlensFlaggedTermination"),
-    ("openai", "OpenAIProvider"),
-    ("anthropic", "AnthropicProvider"),
-    ("google", "GoogleProvider"),
+    ("providers.openai", "OpenAIProvider"),
+    ("providers.anthropic", "AnthropicProvider"),
+    ("providers.google", "GoogleProvider"),
 ]
 #: the adapters whose ``**kwargs`` is the SDK client's own, documented as such
 CLIENT_KWARGS = {"OpenAIProvider", "AnthropicProvider", "GoogleProvider"}

@@ -264,7 +264,7 @@ def test_raw_response_helpers_pass_through_unread(client, fake_llm_server):
 
 def test_request_reading_edge_cases():
     """Pure reading of requests: no text anywhere, string content, search results, a cut tool input."""
-    from groundlens_core.plugins.anthropic import MessageEventReader, request_context, request_question
+    from groundlens_core.plugins.providers.anthropic import MessageEventReader, request_context, request_question
 
     assert request_question([]) is None and request_context([]) == []
     only_results = [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "x", "content": "42"}]}]

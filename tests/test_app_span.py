@@ -22,8 +22,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace  # noqa: E402
-from groundlens_core.trace.app_span import META_OTEL_PARENT, span_ref  # noqa: E402
 from groundlens_core.trace.otel import OTelExporter, export_trace  # noqa: E402
+from groundlens_core.trace.recorder.app_span import META_OTEL_PARENT, span_ref  # noqa: E402
 
 
 @pytest.fixture(scope="module")

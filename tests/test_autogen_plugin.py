@@ -33,8 +33,8 @@ from autogen_core.models import (  # noqa: E402
 )
 from autogen_ext.models.replay import ReplayChatCompletionClient  # noqa: E402
 
-import groundlens_core.plugins._autogen_client as ag_client  # noqa: E402
 import groundlens_core.plugins.autogen as ag  # noqa: E402
+import groundlens_core.plugins.autogen.client as ag_client  # noqa: E402
 from groundlens_core.plugins.autogen import (  # noqa: E402
     GroundlensChatCompletionClient,
     GroundlensChecker,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import groundlens_core as gl
-from groundlens_core.calibration import direction_from_vectors
+from groundlens_core.scoring.calibration import direction_from_vectors
 
 PAIRS = [
     ("What is the capital of France?", "The capital of France is Paris."),

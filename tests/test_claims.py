@@ -4,10 +4,10 @@ new user tries first. Each case names the finding the explanation must carry."""
 import pytest
 
 import groundlens_core as gl
-from groundlens_core.claims import FAMILIES
-from groundlens_core.evidence import plan_evidence
-from groundlens_core.factcheck import check_facts, context_facts
-from groundlens_core.facts import extract_facts
+from groundlens_core.evidence.claims import FAMILIES
+from groundlens_core.evidence.factcheck import check_facts, context_facts
+from groundlens_core.evidence.facts import extract_facts
+from groundlens_core.evidence.passages import plan_evidence
 
 
 def findings(response, context, question=None):
@@ -267,7 +267,7 @@ def test_the_same_scope_in_other_words_is_no_scope_finding(right):
 
 
 def test_a_scope_finding_flags_and_the_feedback_quotes_the_source_sentence():
-    from groundlens_core.feedback import feedback_for
+    from groundlens_core.scoring.feedback import feedback_for
 
     res = gl.evaluate("How do visitors register?", "Visitors must register online.", SCOPE_SOURCE)
     assert res.triage == "flagged"
@@ -351,7 +351,7 @@ def test_the_same_numbers_or_a_conversion_are_no_swap(right):
 
 
 def test_a_number_off_by_a_conversion_factor_is_no_swap():
-    from groundlens_core.copied import find_copy, sentence_words, swapped_numbers
+    from groundlens_core.evidence.copied import find_copy, sentence_words, swapped_numbers
 
     source = ["About 48 of every 100 experts surveyed agreed with the proposal last year."]
     words = sentence_words(source)

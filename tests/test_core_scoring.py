@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import groundlens_core as gl
-from groundlens_core.bands import BANDS, EPSILON, normalize, triage
-from groundlens_core.results import ScoreError
+from groundlens_core.scoring.bands import BANDS, EPSILON, normalize, triage
+from groundlens_core.scoring.results import ScoreError
 
 CTX = "The Oberoi family is an Indian family famous for hotels. The Oberoi Group is a hotel company with its head office in Delhi."
 Q = "The Oberoi family is part of a hotel company that has a head office in what city?"
@@ -227,7 +227,7 @@ def test_split_pieces_cover_the_text(emb):
 
 
 def test_result_json_round_trip():
-    from groundlens_core.results import score_from_dict
+    from groundlens_core.scoring.results import score_from_dict
 
     res = gl.evaluate(Q, "Delhi", CTX)
     again = score_from_dict(json.loads(res.to_json()))
@@ -239,7 +239,7 @@ def test_result_json_round_trip():
 def test_explanation_number_agrees_with_its_band(method, raw):
     import re
 
-    from groundlens_core.bands import explain
+    from groundlens_core.scoring.bands import explain
 
     band = triage(method, raw)
     shown = float(re.match(r"[A-Z]+ (-?\d+\.\d\d)", explain(method, raw, band)).group(1))

@@ -15,8 +15,8 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from groundlens_core import evaluate_batch  # noqa: E402
+from groundlens_core.batch.columns import OUT_COLUMNS, result_columns  # noqa: E402
 from groundlens_core.cli import main  # noqa: E402
-from groundlens_core.columns import OUT_COLUMNS, result_columns  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "groundlens_core" / "data" / "halueval_qa.csv"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from groundlens_core.batch.columns import OUT_COLUMNS
 from groundlens_core.cli import main
-from groundlens_core.columns import OUT_COLUMNS
 
 ROOT = Path(__file__).resolve().parents[1]
 FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)

@@ -20,8 +20,8 @@ from types import SimpleNamespace
 import pytest
 from cli_io import interrupt, one_line_error, write_csv
 
+from groundlens_core.batch.columns import OUT_COLUMNS
 from groundlens_core.cli import main
-from groundlens_core.columns import OUT_COLUMNS
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger import Ledger, LedgerWriteError, decision_record, write_keypair
 
@@ -60,7 +60,7 @@ def _cells(item: dict) -> dict:
 @pytest.fixture
 def fake_scoring(monkeypatch):
     """``evaluate`` with a fake embedder and scorer: what is under test is the file job, not the scores."""
-    import groundlens_core.chunks as chunks
+    import groundlens_core.batch.chunks as chunks
     import groundlens_core.scoring as scoring
 
     monkeypatch.setattr(
@@ -142,7 +142,7 @@ def test_an_input_column_named_as_one_of_ours_is_kept_under_another_name(tmp_pat
     assert [r["input_groundlens_triage"] for r in got] == ["EVIL"] * 3  # the input's value, kept
     assert [r["groundlens_triage"] for r in got] == ["flagged"] * 3  # ours beside it
 
-    from groundlens_core.io_formats import output_columns, renamed_inputs
+    from groundlens_core.batch.io_formats import output_columns, renamed_inputs
 
     cols = ["groundlens_error", "input_groundlens_error", "input_input_groundlens_error"]
     assert renamed_inputs(cols) == {"groundlens_error": "input_input_input_groundlens_error"}
@@ -348,7 +348,7 @@ def test_a_full_ledger_disk_names_the_ledger(tmp_path, keys, capsys, monkeypatch
 
 def test_the_recorder_counts_only_the_records_a_full_disk_did_not_take(tmp_path, keys, monkeypatch, caplog):
     """The warning counted every record of the batch as unwritten, also those the file holds whole."""
-    from groundlens_core.trace.ledger import LedgerListener
+    from groundlens_core.trace.recorder.ledger import LedgerListener
 
     ledger = Ledger(tmp_path / "L.jsonl", keys[0])
     probe = Ledger(tmp_path / "probe.jsonl", keys[0])

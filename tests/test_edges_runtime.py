@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from groundlens_core.evidence import plan_evidence
-from groundlens_core.factcheck import check_facts, context_facts
+from groundlens_core.evidence.factcheck import check_facts, context_facts
+from groundlens_core.evidence.passages import plan_evidence
 
 # ---------------------------------------------------------------- fact checking grows linearly
 

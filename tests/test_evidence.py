@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 import groundlens_core as gl
-from groundlens_core.bands import triage
-from groundlens_core.content import content_tokens
-from groundlens_core.results import Evidence, SupportResult, score_from_dict
-from groundlens_core.sentences import split_sentences
+from groundlens_core.evidence.content import content_tokens
+from groundlens_core.evidence.sentences import split_sentences
+from groundlens_core.scoring.bands import triage
+from groundlens_core.scoring.results import Evidence, SupportResult, score_from_dict
 from groundlens_core.text import is_blank
 
 SOURCE = ("Poseidon (film) . Poseidon grossed $ 181,674,817 at the worldwide box office on a budget of $ 160 million . "
@@ -97,7 +97,7 @@ def test_supported_summary_passes_and_blank_question_is_no_question():
 
 
 def test_sgi_with_evidence_bands_on_facts_and_shows_the_ranked_score():
-    from groundlens_core.decision import band_of_score
+    from groundlens_core.scoring.decision import band_of_score
 
     q = "How much did Poseidon gross?"
     wrong = "Poseidon grossed $95 million and won an Oscar."
@@ -269,7 +269,7 @@ def test_faithbench_is_read_only_from_what_the_user_names_and_never_bundled(tmp_
     ``shared/data`` folder above the working directory or the package is never searched."""
     from importlib import resources
 
-    from groundlens_core.benchmark import faithbench_path
+    from groundlens_core.quality.benchmark import faithbench_path
 
     assert not resources.files("groundlens_core.data").joinpath("faithbench_dev.csv").is_file()
     beside = tmp_path / "shared" / "data"

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 import groundlens_core as gl
-from groundlens_core.decision import SCORE_EDGES, band_of_score
-from groundlens_core.evidence import plan_evidence
-from groundlens_core.factcheck import check_facts, context_facts
-from groundlens_core.facts import extract_facts
+from groundlens_core.evidence.factcheck import check_facts, context_facts
+from groundlens_core.evidence.facts import extract_facts
+from groundlens_core.evidence.passages import plan_evidence
+from groundlens_core.scoring.decision import SCORE_EDGES, band_of_score
 
 POLICY = (
     "Opened electronics can be returned within 14 days and are subject to a 15% restocking fee. "
@@ -120,7 +120,7 @@ def test_without_context_a_step_is_never_trusted():
 
 
 def test_redaction_removes_fact_texts_from_the_score():
-    from groundlens_core.results import redact_score_dict
+    from groundlens_core.scoring.results import redact_score_dict
 
     res = gl.evaluate(Q, "Opened electronics are subject to a 25% restocking fee.", POLICY)
     red = redact_score_dict(res.to_dict())
@@ -201,7 +201,7 @@ def test_odd_numbers_and_times_never_fail_the_score(text):
 
 
 def test_fact_anchors_are_linear_in_a_long_sentence():
-    from groundlens_core.factcheck import _anchors
+    from groundlens_core.evidence.factcheck import _anchors
 
     def count_facts(n):
         text = " ".join(f"item {i} costs ${i}.50 per day, and Zone {i} opens at {i % 12 + 1} pm" for i in range(n))

@@ -137,7 +137,7 @@ def test_the_first_load_decides_on_torch_without_importing_onnx_runtime():
     Runtime: an interpreter finalizing while a thread is inside its native import can crash."""
     code = """
 import json, sys
-from groundlens_core.trace.worker import _torch_backend_expected
+from groundlens_core.trace.recorder.worker import _torch_backend_expected
 print(json.dumps({"torch": _torch_backend_expected(), "ort": "onnxruntime" in sys.modules}))
 """
     env = {k: v for k, v in os.environ.items() if k != "GROUNDLENS_BACKEND"}

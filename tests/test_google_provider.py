@@ -24,7 +24,7 @@ from groundlens_core.providers.google import (  # noqa: E402
     instrument,
     using_context,
 )
-from groundlens_core.results import DGIResult, SGIResult  # noqa: E402
+from groundlens_core.scoring.results import DGIResult, SGIResult  # noqa: E402
 
 FAST_RETRY = types.HttpRetryOptions(attempts=3, initial_delay=0.01, max_delay=0.02, jitter=0)
 
@@ -208,7 +208,7 @@ def test_vertex_ai_mode_is_read_the_same(fake_llm_server, dgi_calibration):
 
 def test_contents_are_read_the_way_the_sdk_reads_them():
     """Strings, loose parts, dicts in REST spelling, thought parts: question and context as the model sees them."""
-    from groundlens_core.plugins.google import ChunkReader, request_context, request_question
+    from groundlens_core.plugins.providers.google import ChunkReader, request_context, request_question
 
     assert request_question("plain question") == "plain question" and request_context("plain question") == []
     assert request_question(["first part", "second part"]) == "first part\n\nsecond part"

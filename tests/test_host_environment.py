@@ -56,7 +56,7 @@ CHILD = textwrap.dedent(
     import groundlens_core
     from groundlens_core.embedding import get_embedder
 
-    adapters = ["anthropic", "autogen", "crewai", "google", "langchain", "langgraph", "openai", "semantic_kernel"]
+    adapters = ["providers.anthropic", "autogen", "crewai", "providers.google", "langchain", "langgraph", "providers.openai", "semantic_kernel"]
     touched = 0
     for name in adapters:
         module = importlib.import_module("groundlens_core.plugins." + name)

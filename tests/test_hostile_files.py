@@ -87,7 +87,7 @@ def test_a_deeply_nested_calibration_file_is_one_line_naming_it(tmp_path, capsys
 
 
 def test_nesting_a_user_may_have_reads_and_the_bound_ignores_brackets_inside_strings():
-    from groundlens_core.json_input import MAX_DEPTH, loads, too_deep
+    from groundlens_core.batch.json_input import MAX_DEPTH, loads, too_deep
 
     value = loads("[" * MAX_DEPTH + "]" * MAX_DEPTH, name="x")
     for _ in range(MAX_DEPTH - 1):

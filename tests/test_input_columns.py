@@ -10,9 +10,9 @@ import pytest
 from cli_io import interrupt, one_line_error, write_csv
 
 from groundlens_core import evaluate_stream
+from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.cli import main
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.input_columns import InputColumns
 from groundlens_core.stream import EvaluateJob, run_evaluate
 
 CTX = "The Oberoi Group is a hotel company with its head office in Delhi. It was founded in 1934."

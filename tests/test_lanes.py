@@ -251,7 +251,7 @@ def test_a_bad_setting_in_the_environment_does_not_break_the_import():
     from pathlib import Path
 
     code = (
-        "import groundlens_core.trace.recorder as r; from groundlens_core.trace import lifecycle; "
+        "import groundlens_core.trace.recorder as r; from groundlens_core.trace.recorder import lifecycle; "
         "print(r.WORKER_LANES, r.MAX_PENDING_STEPS, r.MAX_PENDING_BYTES == 8 * 1024 * 1024, lifecycle.EXIT_FLUSH_SECONDS)"
     )
     env = dict(
@@ -345,7 +345,7 @@ def test_an_exit_with_a_backlog_left_stops_the_worker_between_batches():
     import sys
 
     code = """
-from groundlens_core.trace import lifecycle, worker
+from groundlens_core.trace.recorder import lifecycle, worker
 from groundlens_core.trace.recorder import CallRecord, Recorder
 lifecycle.EXIT_FLUSH_SECONDS = 0.3  # the backlog below outlasts it on any machine
 worker.BATCH_MAX = 4
@@ -372,9 +372,9 @@ def _short_program(out, gate: str = "") -> str:
     brought (``gate``: code run first, e.g. to hold the worker back)."""
     return f"""
 import json
-from groundlens_core.trace import lifecycle
+from groundlens_core.trace.recorder import lifecycle
 from groundlens_core.trace.recorder import CallRecord, Recorder
-from groundlens_core.trace.worker import Worker
+from groundlens_core.trace.recorder.worker import Worker
 {gate}
 
 class Keep:

@@ -369,7 +369,7 @@ def test_runs_that_never_end_are_closed_past_the_cap(monkeypatch):
     """Bookkeeping unit test: roots whose end never comes (abandoned streams) are ended, not leaked."""
     import uuid
 
-    import groundlens_core.plugins._langchain_common as common
+    import groundlens_core.plugins.langchain.common as common
 
     monkeypatch.setattr(common, "_MAX_OPEN_ROOTS", 2)
     cb = GroundlensCallback()

@@ -24,7 +24,8 @@ from langgraph.types import Send
 from missing_extras import run_without
 from scripted_graphs import linear_graph
 
-from groundlens_core.plugins import _langchain_prompt, _langchain_runs
+from groundlens_core.plugins.langchain import prompt as _langchain_prompt
+from groundlens_core.plugins.langchain import runs as _langchain_runs
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 
 SYSTEM = "You are a careful assistant. Always answer in one sentence."
@@ -770,7 +771,7 @@ def test_tracer_provider_exports_live_spans():
 def test_the_warnings_state_hints_come_from_the_first_state_with_long_text_and_never_fail():
     from collections.abc import Mapping
 
-    from groundlens_core.plugins._langchain_runs import hint_keys
+    from groundlens_core.plugins.langchain.runs import hint_keys
 
     class Unreadable(Mapping):
         def __getitem__(self, key):

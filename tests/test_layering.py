@@ -5,8 +5,12 @@ level, inside a function or by a module name given to ``importlib``. The one exc
 ``groundlens_core.providers`` facade, which re-exports the provider adapters. What the trace package
 adds to the core (the ``report`` command, the ``evaluate --html`` writer) reaches it through entry
 points (groundlens_core/extensions.py). ``trace/`` imports no plugin, and only ``plugins/`` imports
-a framework or an LLM SDK: what adapters share that knows no particular framework (the adapter
-shell, its helpers, prompt reading) lives in ``trace/``.
+a framework or an LLM SDK. What adapters share that knows no framework is the adapter kit
+(``plugins/kit/``); the readers the ``traces`` command shares with the live path (a prompt's
+context, chat messages) live in ``trace/recorder/``.
+
+The shape a maintainer reads is kept too: folders hold few modules each (subpackages group what
+belongs together) and no function is longer than a screen.
 """
 
 from __future__ import annotations
@@ -17,7 +21,11 @@ from typing import Iterator, NamedTuple
 
 ROOT = Path(__file__).resolve().parents[1]
 #: source folder -> the package it installs as (pyproject.toml's package-dir)
-PACKAGES = {"groundlens_core": "groundlens_core", "trace": "groundlens_core.trace", "plugins": "groundlens_core.plugins"}
+PACKAGES = {
+    "groundlens_core": "groundlens_core",
+    "trace": "groundlens_core.trace",
+    "plugins": "groundlens_core.plugins",
+}
 UPPER = ("groundlens_core.trace", "groundlens_core.plugins")
 FACADE = "groundlens_core.providers"
 #: the frameworks and SDKs the adapters translate: imported by plugins/ only
@@ -196,10 +204,14 @@ def test_the_scan_sees_the_package():
     # a module-level import, a deferred one and a relative one are all seen
     assert any(e.source == "groundlens_core.trace.html" and e.target == "groundlens_core.trace.model" for e in edges)
     assert any(e.source == "groundlens_core.cli" and e.deferred for e in edges)
-    assert any(e.source == "groundlens_core.providers.openai" and _in(e.target, "groundlens_core.plugins") for e in edges)
+    assert any(
+        e.source == "groundlens_core.providers.openai" and _in(e.target, "groundlens_core.plugins") for e in edges
+    )
     # and the circle finder finds a circle
     a, b, c = "groundlens_core.a", "groundlens_core.b", "groundlens_core.c"
-    assert cycles([Edge(a, b, 1, False), Edge(b, c, 1, True), Edge(c, a, 1, False), Edge(a, "x", 1, False)]) == [[a, b, c]]
+    assert cycles([Edge(a, b, 1, False), Edge(b, c, 1, True), Edge(c, a, 1, False), Edge(a, "x", 1, False)]) == [
+        [a, b, c]
+    ]
 
 
 def test_the_core_imports_nothing_from_trace_or_plugins():
@@ -228,6 +240,39 @@ def test_only_plugins_import_a_framework_or_sdk():
 def test_no_import_circles_among_product_modules():
     module_level = [e for e in import_edges() if not e.deferred]
     assert not cycles(module_level), cycles(module_level)
+
+
+def test_no_import_circles_even_through_imports_in_functions():
+    found = cycles(import_edges())
+    assert not found, "\n".join(
+        f"circle {c}:\n" + _show([e for e in import_edges() if e.source in c and e.target in c]) for c in found
+    )
+
+
+#: the most modules directly in each source folder: more, and the folder needs a subpackage
+MOST_MODULES = {"groundlens_core": 15, "plugins": 8, "trace": 10}
+#: the longest a function may be, in lines (its decorators aside)
+LONGEST_FUNCTION = 80
+
+
+def test_each_folder_holds_few_modules():
+    crowded = {
+        folder: sorted(p.name for p in (ROOT / folder).glob("*.py"))
+        for folder, most in MOST_MODULES.items()
+        if len(list((ROOT / folder).glob("*.py"))) > most
+    }
+    assert not crowded, f"more modules than {MOST_MODULES} allows directly in a folder: {crowded}"
+
+
+def test_no_function_is_longer_than_a_screen():
+    long = []
+    for name, path in product_modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                lines = (node.end_lineno or node.lineno) - node.lineno + 1
+                if lines > LONGEST_FUNCTION:
+                    long.append(f"{name}.{node.name}: {lines} lines")
+    assert not long, f"functions over {LONGEST_FUNCTION} lines (split them into helpers named for what they do): {long}"
 
 
 def test_no_import_circles_in_the_core_even_through_imports_in_functions():

@@ -404,7 +404,7 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     from test_langgraph_plugin import DOCS, KeywordRetriever, rag_graph, scripted, tool_agent_graph
 
     from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
-    from groundlens_core.trace.ledger import RECORDED_METHODS
+    from groundlens_core.trace.recorder.ledger import RECORDED_METHODS
 
     path = tmp_path / "audit" / "ledger.jsonl"
     monkeypatch.setenv("GROUNDLENS_LEDGER", str(path))
@@ -815,7 +815,7 @@ def test_a_blank_line_is_refused_by_name_and_verify_reports_it(tmp_path, keys):
 
 
 def test_recorder_warns_with_the_count_of_records_not_written_never_silently(tmp_path, keys, caplog):
-    from groundlens_core.trace.ledger import LedgerListener
+    from groundlens_core.trace.recorder.ledger import LedgerListener
 
     path = tmp_path / "l.jsonl"
     lines = _ledger(path, keys[0], n=2)

@@ -13,13 +13,13 @@ from cli_io import write_csv
 
 from groundlens_core import Decision, evaluate
 from groundlens_core.cli import main
-from groundlens_core.decision import RULES, band_of_score
-from groundlens_core.fields import FIELDS, score_fields
 from groundlens_core.ledger import decision_record
 from groundlens_core.plugins.langchain import GroundlensEvaluator
-from groundlens_core.results import REDACTED, as_score, redact_score_dict
+from groundlens_core.scoring.decision import RULES, band_of_score
+from groundlens_core.scoring.fields import FIELDS, score_fields
+from groundlens_core.scoring.results import REDACTED, as_score, redact_score_dict
 from groundlens_core.trace import Step, Trace
-from groundlens_core.trace.html_rows import _reason
+from groundlens_core.trace.html.rows import _reason
 
 QUESTION = "What does it cost to end the contract early?"
 CONTRACT = "Ending the contract early costs an early-termination fee of 15 % of the remaining contract value."

@@ -97,7 +97,7 @@ def test_the_original_calibration_and_reference_csv(tmp_path, monkeypatch):
 
 
 def test_reference_csv_is_calibrated_once(tmp_path, monkeypatch):
-    from groundlens_core import calibration as cal_module
+    from groundlens_core.scoring import calibration as cal_module
 
     path = tmp_path / "pairs.csv"
     path.write_text("question,response\n" + "".join(f'"{q}","{r}"\n' for q, r in GROUNDED_PAIRS), encoding="utf-8")

@@ -412,8 +412,8 @@ def test_finding_offsets_survive_redaction_and_their_texts_do_not(calibration):
 
 
 def test_finding_texts_are_cut_like_the_other_evidence_and_the_list_stays_bounded(calibration):
-    from groundlens_core.trace.finding_spans import FINDINGS_MAX_CHARS
-    from groundlens_core.trace.otel_attributes import span_attributes
+    from groundlens_core.trace.otel.attributes import span_attributes
+    from groundlens_core.trace.otel.finding_spans import FINDINGS_MAX_CHARS
 
     span, _, recorder = _returns(calibration, max_text_chars=6)
     findings = _failed(span)
@@ -448,7 +448,7 @@ def _closed_port() -> int:
 
 def test_backend_down_costs_one_warning_and_loses_no_trace(calibration, caplog):
     caplog.set_level(logging.WARNING)
-    from groundlens_core.trace import otlp
+    from groundlens_core.trace.otel import otlp
 
     provider = configure_otlp(f"http://127.0.0.1:{_closed_port()}", project="down", timeout=1.0)
     recorder = Recorder("test", calibration=calibration, listeners=[OTelExporter(provider)])

@@ -1,4 +1,4 @@
-"""The one output writer (groundlens_core/outputs.py) as every command that writes a file meets it:
+"""The one output writer (groundlens_core/batch/outputs.py) as every command that writes a file meets it:
 never over an input, never into a FIFO or device, nothing half-written, mode and group kept, errors
 that name the file. Also: malformed traces given to ``groundlens report`` and redacted texts."""
 
@@ -297,7 +297,7 @@ def test_a_trace_redacted_by_an_older_version_still_loads_and_validates(tmp_path
 def test_own_files_are_never_opened_through_a_link_or_a_second_name(tmp_path):
     """A link that appears after a run's first checks is still not followed, and a file with a
     second name (a hard link) is never written in place."""
-    from groundlens_core.outputs import OutputLock, open_own
+    from groundlens_core.batch.outputs import OutputLock, open_own
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -55,7 +55,7 @@ def test_wheel_has_one_namespace(wheel):
     assert "groundlens = groundlens_core.cli:main" in eps
     # the trace package plugs its command and the batch HTML writer into the core (docs/architecture.md)
     assert "[groundlens_core.commands]" in eps and "groundlens_core.trace.cli:add_commands" in eps
-    assert "[groundlens_core.batch_html]" in eps and "groundlens_core.trace.report_batch:write_batch_html" in eps
+    assert "[groundlens_core.batch_html]" in eps and "groundlens_core.trace.html.batch_report:write_batch_html" in eps
 
 
 def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
@@ -68,7 +68,7 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
     code = (
         "import sys, importlib, importlib.resources as r\n"
         "import groundlens_core, groundlens_core.trace, groundlens_core.plugins, groundlens_core.cli\n"
-        "import groundlens_core.trace.html, groundlens_core.trace.otel, groundlens_core.trace.batch\n"
+        "import groundlens_core.trace.html, groundlens_core.trace.otel, groundlens_core.trace.html.batch_trace\n"
         "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen','openai','anthropic','google'):\n"
         "    importlib.import_module('groundlens_core.plugins.' + m)\n"
         "import groundlens_core.providers, groundlens_core.providers.openai\n"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from groundlens_core.trace.prompt_context import is_substantive, read_messages, read_prompt, split_question
+from groundlens_core.trace.recorder.prompt_context import is_substantive, read_messages, read_prompt, split_question
 
 POLICY = ("Unopened items can be returned within 30 days for a full refund. Opened electronics can be returned "
           "within 14 days and are subject to a 15% restocking fee. Refunds are issued to the original payment method "

@@ -27,7 +27,7 @@ from fake_llm_server import Reply
 from provider_cases import CONTEXT, FLAGGED, GROUNDED, QUESTION
 
 from groundlens_core.providers import ProviderResponse
-from groundlens_core.results import DGIResult, SGIResult
+from groundlens_core.scoring.results import DGIResult, SGIResult
 
 
 @dataclass

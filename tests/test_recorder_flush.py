@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import threading
 
-from groundlens_core.trace.events import Call, FlushMarker
 from groundlens_core.trace.recorder import CallRecord, Recorder
+from groundlens_core.trace.recorder.events import Call, FlushMarker
 
 
 def _tool(key: str, i: int) -> CallRecord:

@@ -15,8 +15,8 @@ import threading
 
 import pytest
 
-from groundlens_core.trace.events import Call
 from groundlens_core.trace.recorder import CallRecord, Recorder
+from groundlens_core.trace.recorder.events import Call
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 

@@ -105,7 +105,7 @@ def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
 def test_a_call_is_never_decided_half_read():
     """Two threads reading one call's deferred prompt: the second waits for the first's result
     instead of going on with no question and no context (and scoring the call as context-free)."""
-    from groundlens_core.trace.calls import decide, read_now
+    from groundlens_core.trace.recorder.calls import decide, read_now
 
     started, release = threading.Event(), threading.Event()
     lock = threading.Lock()

@@ -17,13 +17,13 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from test_html_report import parse
 
 from groundlens_core import evaluate
-from groundlens_core.feedback import feedback_for, findings_of, render_feedback, score_of
 from groundlens_core.plugins.langchain import GroundlensCallback, GroundlensRevisingRunnable
 from groundlens_core.plugins.langgraph import (
     REVISION_KEY,
     GroundlensLangGraphCallback,
     GroundlensReviser,
 )
+from groundlens_core.scoring.feedback import feedback_for, findings_of, render_feedback, score_of
 from groundlens_core.trace import Trace
 from groundlens_core.trace.model import json_schema
 
@@ -133,7 +133,7 @@ def test_feedback_on_a_claim_reads_as_one_sentence(question, answer, source, wan
 
 
 def test_a_claim_quoted_mid_sentence_keeps_its_names_capitalised():
-    from groundlens_core.feedback import _clause, _what_the_answer_says
+    from groundlens_core.scoring.feedback import _clause, _what_the_answer_says
 
     assert _clause("Paris is the capital of France.", "Paris is the capital") == "Paris is the capital of France"
     assert _clause("And Return shipping is free", "return shipping") == "return shipping is free"

@@ -13,7 +13,7 @@ from scripted_graphs import TableChatModel, linear_graph
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 from groundlens_core.trace import Recorder
-from groundlens_core.trace.sampling import Sampling, sampling_of, trace_fraction
+from groundlens_core.trace.recorder.sampling import Sampling, sampling_of, trace_fraction
 
 QUESTION = "How tall is the Eiffel Tower?"
 PLAN = "Look up the height of the Eiffel Tower."

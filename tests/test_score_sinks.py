@@ -23,8 +23,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from review_servers import LangfuseServer, LangSmithServer  # noqa: E402
 
-from groundlens_core.bands import SCORED_METHODS  # noqa: E402
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
+from groundlens_core.scoring.bands import SCORED_METHODS  # noqa: E402
 from groundlens_core.trace import Recorder  # noqa: E402
 from groundlens_core.trace.otel import OTelExporter  # noqa: E402
 from groundlens_core.trace.score_sink import ranked_score  # noqa: E402

@@ -91,7 +91,7 @@ def test_an_unknown_backend_is_a_one_line_error_naming_the_variable(monkeypatch)
 
 
 def test_a_bad_thread_count_warns_and_runs_on_one_thread(monkeypatch, caplog):
-    from groundlens_core.threads import default_threads
+    from groundlens_core.batch.threads import default_threads
 
     caplog.set_level(logging.WARNING, logger="groundlens.settings")
     monkeypatch.setenv("GROUNDLENS_THREADS", "0")

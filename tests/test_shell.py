@@ -1,4 +1,4 @@
-"""The adapter shell (trace/adapter_shell.py): the one constructor, error guard, inline scoring, usage
+"""The adapter shell (plugins/kit/shell.py): the one constructor, error guard, inline scoring, usage
 parser, lazy import and guard modes every adapter shares. Real model, real OTel SDK."""
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ import pytest
 from conftest import BrokenEmbedder
 
 from groundlens_core import DGIResult, SGIResult
-from groundlens_core.trace import CallRecord, Recorder, Usage
-from groundlens_core.trace.adapter_shell import (
+from groundlens_core.plugins.kit.shell import (
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
@@ -23,6 +22,7 @@ from groundlens_core.trace.adapter_shell import (
     parse_usage,
     require,
 )
+from groundlens_core.trace import CallRecord, Recorder, Usage
 
 QUESTION = "What is the population of Paris?"
 FACTS = "Paris is the capital of France and has about 2.1 million inhabitants."

@@ -16,9 +16,9 @@ import pytest
 from cli_io import interrupt, one_line_error, write_csv
 
 from groundlens_core import evaluate_batch
+from groundlens_core.batch.columns import result_columns
 from groundlens_core.cli import main
-from groundlens_core.columns import result_columns
-from groundlens_core.results import ScoreError
+from groundlens_core.scoring.results import ScoreError
 from groundlens_core.stream import evaluate_stream
 
 DATA = Path(__file__).resolve().parents[1] / "groundlens_core" / "data" / "halueval_qa.csv"
@@ -37,7 +37,7 @@ def _rows(n: int, start: int = 0) -> list[dict]:
 @pytest.fixture
 def no_scoring(monkeypatch):
     """Fail the test if any row gets scored: the checks under test must come first."""
-    import groundlens_core.chunks as chunks
+    import groundlens_core.batch.chunks as chunks
 
     def boom(*a, **k):
         raise AssertionError("scoring started before the check")
@@ -267,7 +267,7 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
     one torch thread each; a Python caller's own torch thread count is back afterwards."""
     import torch
 
-    import groundlens_core.chunks as chunks
+    import groundlens_core.batch.chunks as chunks
     import groundlens_core.stream as stream
     from groundlens_core.embedding.lanes import current_lanes, usable_cpus
 
@@ -302,7 +302,7 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
 #: a poller that got no CPU for a while used to find the run already done
 _HELD_CLI = """
 import sys, time
-import groundlens_core.chunks as chunks
+import groundlens_core.batch.chunks as chunks
 from groundlens_core.cli import main
 hold, score = int(sys.argv[1]), chunks.score_chunk
 def held(items, *a, start=0, **k):
@@ -384,7 +384,7 @@ def test_resume_without_a_partial_run_starts_from_the_first_row(tmp_path, capsys
 def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, monkeypatch):
     """Ray missing or its --address unreachable failed after the partial and checkpoint were made,
     so the next run (any engine) was refused with "add --resume" for a run that never started."""
-    import groundlens_core.evaluate_job as evaluate_job
+    import groundlens_core.batch.evaluate_job as evaluate_job
     from groundlens_core.errors import GroundlensInputError
 
     src = write_csv(tmp_path / "in.csv", _rows(3))
@@ -406,7 +406,7 @@ def test_an_engine_that_cannot_start_leaves_nothing_to_resume(tmp_path, capsys, 
 def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path, capsys, monkeypatch, extra):
     """Killed after the complete CSV was renamed into place but before the checkpoint was removed:
     --resume failed on the missing partial ("No such file or directory") and the run was stuck."""
-    import groundlens_core.partial_output as partial_output
+    import groundlens_core.batch.partial_output as partial_output
 
     rows = _rows(12)
     src = write_csv(tmp_path / "in.csv", rows)
@@ -429,7 +429,7 @@ def test_resume_after_a_kill_between_the_final_rename_and_the_clean_up(tmp_path,
 
 
 def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, monkeypatch):
-    import groundlens_core.partial_output as partial_output
+    import groundlens_core.batch.partial_output as partial_output
 
     src = write_csv(tmp_path / "in.csv", _rows(6))
     out = tmp_path / "out.csv"
@@ -575,7 +575,7 @@ def test_a_damaged_resume_is_refused_in_one_line_before_scoring_and_a_fresh_run_
     """The checkpoint was trusted as it stood: a cut partial gave 'scored 12/12' over NUL bytes,
     rows_done +-N lost or repeated rows, a JSON list or a missing key was a traceback, and a cut
     keys file failed only after the whole run."""
-    import groundlens_core.chunks as chunks
+    import groundlens_core.batch.chunks as chunks
 
     src = write_csv(tmp_path / "in.csv", _rows(12))
     ref = tmp_path / "ref.csv"

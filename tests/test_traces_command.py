@@ -19,8 +19,8 @@ from review_servers import LangfuseServer
 from stored_traces import T0_NS, write_runs
 
 from groundlens_core.cli import main
-from groundlens_core.trace.otlp_files import OtlpFiles
-from groundlens_core.trace.traces_job import Filters, run, trace_fraction
+from groundlens_core.trace.sources.job import Filters, run, trace_fraction
+from groundlens_core.trace.sources.otlp_files import OtlpFiles
 
 
 def _live_scores(calls: list[tuple[str, str, str]]) -> list[tuple[float, str]]:

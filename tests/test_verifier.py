@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from groundlens_core import evaluate
-from groundlens_core.decision import band_of_score, decide_verified
-from groundlens_core.results import (
+from groundlens_core.scoring.decision import band_of_score, decide_verified
+from groundlens_core.scoring.results import (
     Evidence,
     FactFinding,
     SentenceVerdict,
@@ -239,7 +239,7 @@ def test_a_verdict_of_the_wrong_shape_in_a_saved_score_is_a_clear_error(verifier
 
 
 def test_scores_stay_inside_their_band_at_the_ends_and_under_lineage():
-    from groundlens_core.decision import grounded_in_unverified
+    from groundlens_core.scoring.decision import grounded_in_unverified
 
     for p in (0.0, 0.349999, 0.35, 0.799999, 0.8, 1.0):
         verdict = Verdict(p, 0, (SentenceVerdict(0, 5, p),), "v")
@@ -269,8 +269,8 @@ def test_weights_fitted_on_another_base_model_are_refused():
 def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verifier_doubts(verifier_on):
     from dataclasses import replace
 
-    from groundlens_core.decision import grounded_in_unverified
-    from groundlens_core.trace.finding_spans import failed_findings
+    from groundlens_core.scoring.decision import grounded_in_unverified
+    from groundlens_core.trace.otel.finding_spans import failed_findings
 
     v = get_verifier()
     assert v is not None

@@ -1,7 +1,8 @@
 """Traces of agent runs: the data model, the recorder, and the JSON / OpenTelemetry / HTML exports.
 
-Knows the scoring core, never a framework. ``adapter_shell``, ``adapter_helpers`` and
-``prompt_context`` are the adapter kit the framework adapters (``groundlens_core.plugins``) stand on.
+Knows the scoring core, never a framework. ``recorder/`` turns call records into steps off the
+agent's thread; ``html/`` and ``otel/`` are the exports; ``sources/`` reads spans a tracing backend
+already stores. The adapters (``groundlens_core.plugins``) stand on the recorder.
 """
 
 from typing import Any

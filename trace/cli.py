@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from groundlens_core.batch.json_input import loads
 from groundlens_core.errors import GroundlensInputError, printable
-from groundlens_core.json_input import loads
 
 
 def add_commands(sub: Any) -> None:
@@ -29,7 +29,7 @@ def add_commands(sub: Any) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from groundlens_core.outputs import check_html_target, check_target
+    from groundlens_core.batch.outputs import check_html_target, check_target
     from groundlens_core.trace.html import write_html
 
     check_target(args.output, what="the report", inputs=args.traces)
@@ -42,7 +42,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def read_traces(path: Path) -> list[Any]:
     """The traces of one saved JSON file (one trace or a list), or a one-line error naming the file."""
-    from groundlens_core.outputs import special_kind
+    from groundlens_core.batch.outputs import special_kind
     from groundlens_core.trace.model import Trace, json_schema
     from groundlens_core.trace.schema_check import schema_problem
 
@@ -146,8 +146,8 @@ def cmd_traces(args: argparse.Namespace) -> int:
     import math
     import os
 
-    from groundlens_core.outputs import check_target
-    from groundlens_core.trace.traces_job import Filters, parse_time, run
+    from groundlens_core.batch.outputs import check_target
+    from groundlens_core.trace.sources.job import Filters, parse_time, run
 
     if isinstance(args.sample, float) and (math.isnan(args.sample) or not 0.0 <= args.sample <= 1.0):
         raise GroundlensInputError(f"--sample is the share of traces to score, in [0, 1]; got {args.sample}")
@@ -173,7 +173,7 @@ def cmd_traces(args: argparse.Namespace) -> int:
     state = None if args.state is None else check_target(args.state, what="the state file", inputs=args.files)
 
     if args.source == "otlp":
-        from groundlens_core.trace.otlp_files import OtlpFiles
+        from groundlens_core.trace.sources.otlp_files import OtlpFiles
 
         source: Any = OtlpFiles([Path(p) for p in args.files], page_size=args.page_size)
     else:

@@ -5,7 +5,7 @@ In a multi-step agent an unsupported claim travels: a planner's invented fact be
 step's context, and that step can look grounded against a context that already carries the error.
 The rule: a step gets ``cascade_from = [origin step ids]`` when one of its context pieces contains
 the whole response of an earlier *flagged* step of the same trace, or one of that response's
-sentences (:func:`groundlens_core.sentences.split_sentences`), compared after collapsing whitespace
+sentences (:func:`groundlens_core.evidence.sentences.split_sentences`), compared after collapsing whitespace
 and case; sentences shorter than :data:`MIN_CHARS` characters are ignored (``Yes.`` proves nothing).
 Reviewers see the later step right after its origin (:func:`cascade_order`).
 
@@ -31,8 +31,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-from groundlens_core.decision import Decision, grounded_in_unverified, opening
-from groundlens_core.sentences import split_sentences
+from groundlens_core.evidence.sentences import split_sentences
+from groundlens_core.scoring.decision import Decision, grounded_in_unverified, opening
 
 __all__ = ["MIN_CHARS", "LineageIndex", "link_step", "annotate", "cascade_order", "claims"]
 

@@ -20,9 +20,9 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
 
 from groundlens_core._version import __version__
-from groundlens_core.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.results import GroundlensScore, as_score
+from groundlens_core.scoring.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
+from groundlens_core.scoring.results import GroundlensScore, as_score
 
 #: 1.1 added ``cascade_from`` to steps, 1.2 ``revision_of``; older files read as steps without them
 SCHEMA_VERSION = "1.2"
@@ -40,10 +40,10 @@ META_INTERNAL_ERROR = "internal_error"
 #: trace metadata: the framework's id of the root run (LangChain's run id: LangSmith's trace id)
 META_ROOT_RUN_ID = "root_run_id"
 #: trace and step metadata, written by the recorder: the application's OpenTelemetry span the trace
-#: started in / the call was made in (``groundlens_core.trace.app_span``)
+#: started in / the call was made in (``groundlens_core.trace.recorder.app_span``)
 META_OTEL_PARENT = "otel_parent"
 #: trace metadata, written by the recorder: the calls its sampling left out (``sample_rate``, node
-#: filters; ``groundlens_core.trace.sampling``): counted, never silently missing
+#: filters; ``groundlens_core.trace.recorder.sampling``): counted, never silently missing
 META_UNSAMPLED = "unsampled"
 #: step metadata, written by the recorder: the id the adapter gave a step whose id another step of
 #: its trace had already (the step was given ``<id>-2``, ``<id>-3``, ...: one step per id)
@@ -132,7 +132,7 @@ class Usage:
 class Step:
     """One thing that happened in a trace. ``score`` is the core's frozen score object
     (:class:`~groundlens_core.SGIResult` / :class:`~groundlens_core.DGIResult`) when the step was
-    scored; its JSON form is the score's ``to_dict()``, read back by :func:`~groundlens_core.results.as_score`
+    scored; its JSON form is the score's ``to_dict()``, read back by :func:`~groundlens_core.scoring.results.as_score`
     (a dict handed to the constructor is converted the same way)."""
 
     id: str
@@ -194,7 +194,7 @@ class Step:
 
     @property
     def band(self) -> str:
-        """``flagged`` / ``review`` / ``trusted`` / ``error`` / ``skipped`` (see ``groundlens_core.bands``)."""
+        """``flagged`` / ``review`` / ``trusted`` / ``error`` / ``skipped`` (see ``groundlens_core.scoring.bands``)."""
         return step_band(self.method, self.triage)
 
     @property
@@ -214,11 +214,11 @@ class Step:
 
     @property
     def decision(self) -> Any:
-        """Why the step has its band, as data (:class:`~groundlens_core.decision.Decision`), or None."""
+        """Why the step has its band, as data (:class:`~groundlens_core.scoring.decision.Decision`), or None."""
         return None if self.score is None else self.score.decision
 
     def risk_key(self, *order: Any) -> tuple[Any, ...]:
-        """:func:`groundlens_core.bands.risk_key` of this step, ties broken by ``order`` then its index."""
+        """:func:`groundlens_core.scoring.bands.risk_key` of this step, ties broken by ``order`` then its index."""
         return risk_key(self.band, self.rank, *order, self.index)
 
     def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
@@ -239,7 +239,7 @@ class Step:
             changes["error"] = redact_string(self.error)
             changes["metadata"] = redact_mapping(self.metadata)
             if self.score is not None and getattr(self.score, "evidence", None) is not None:
-                from groundlens_core.results import redact_score_dict
+                from groundlens_core.scoring.results import redact_score_dict
 
                 # evidence quotes the response and context, and the explanation the weakest sentence
                 changes["score"] = as_score(redact_score_dict(self.score.to_dict()))
@@ -508,7 +508,7 @@ class Trace:
     def from_json(cls, text: str | bytes, *, name: str = "the trace") -> Trace:
         """A trace from its JSON text; anything malformed is a one-line :class:`GroundlensInputError`
         starting with ``name`` (``load`` gives the file's path)."""
-        from groundlens_core.json_input import loads
+        from groundlens_core.batch.json_input import loads
 
         data = loads(text, name=name)
         try:
@@ -522,7 +522,7 @@ class Trace:
 
     @classmethod
     def load(cls, path) -> Trace:
-        from groundlens_core.outputs import check_input_file
+        from groundlens_core.batch.outputs import check_input_file
 
         return cls.from_json(check_input_file(path, what="trace file").read_bytes(), name=str(path))
 
@@ -700,9 +700,9 @@ def json_schema() -> dict[str, Any]:
 
 
 def atomic_write_text(path: Any, text: str) -> None:
-    """Write ``text`` as UTF-8 through the one output writer (:func:`groundlens_core.outputs.write_text`):
+    """Write ``text`` as UTF-8 through the one output writer (:func:`groundlens_core.batch.outputs.write_text`):
     a temporary file beside ``path`` renamed over it, keeping an existing file's mode and group; a
     FIFO or device is refused and an OS error names ``path``."""
-    from groundlens_core.outputs import write_text
+    from groundlens_core.batch.outputs import write_text
 
     write_text(path, text)

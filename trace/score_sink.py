@@ -34,11 +34,12 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from groundlens_core.bands import SCORED_METHODS
-from groundlens_core.trace import app_span, exported_spans, lifecycle
-from groundlens_core.trace.finding_spans import cut_text, finding_records, weakest_span
+from groundlens_core.scoring.bands import SCORED_METHODS
 from groundlens_core.trace.model import META_ROOT_RUN_ID, Step, Trace
-from groundlens_core.trace.semconv import EVIDENCE_ATTR_MAX_CHARS
+from groundlens_core.trace.otel import exported_spans
+from groundlens_core.trace.otel.finding_spans import cut_text, finding_records, weakest_span
+from groundlens_core.trace.otel.semconv import EVIDENCE_ATTR_MAX_CHARS
+from groundlens_core.trace.recorder import app_span, lifecycle
 
 log = logging.getLogger("groundlens.sinks")
 

@@ -9,9 +9,9 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from groundlens_core.batch.outputs import mode_kind
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.ledger.records import sha256_hex
-from groundlens_core.outputs import mode_kind
 
 log = logging.getLogger("groundlens.ledger")
 

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from groundlens_core._version import __version__
-from groundlens_core.decision import Decision
+from groundlens_core.batch.outputs import mode_kind
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.outputs import mode_kind
-from groundlens_core.results import FactFinding
+from groundlens_core.scoring.decision import Decision
+from groundlens_core.scoring.results import FactFinding
 
 FORMAT = "groundlens-ledger/1"
 #: what the first record of a ledger names as the record before it
@@ -176,7 +176,7 @@ def _reason(explanation: Any, evidence: Any) -> str | None:
     """The explanation without the caller's text: a quoted response sentence becomes ``"[redacted]"``."""
     if not isinstance(explanation, str):
         return None
-    from groundlens_core.results import REDACTED, quote_sentence
+    from groundlens_core.scoring.results import REDACTED, quote_sentence
 
     sentences = evidence.get("sentences", ()) if isinstance(evidence, Mapping) else getattr(evidence, "sentences", ())
     for s in sentences or ():
@@ -189,7 +189,7 @@ def _reason(explanation: Any, evidence: Any) -> str | None:
 def crash_cut(piece: bytes) -> bool:
     """A proper start of a record line (what a writer stopped mid-line leaves): an opening brace,
     and not JSON on its own."""
-    from groundlens_core.json_input import too_deep
+    from groundlens_core.batch.json_input import too_deep
 
     if not piece.startswith(b"{") or too_deep(piece):  # a record nests three levels, never hundreds
         return False

@@ -15,8 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from groundlens_core.batch.json_input import too_deep
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.json_input import too_deep
 from groundlens_core.ledger.keys import _crypto, key_id, load_public_key
 from groundlens_core.ledger.records import FORMAT, GENESIS, _not_regular, canonical_bytes, crash_cut, sha256_hex
 

@@ -341,7 +341,7 @@ def _not_continued(last: bytes, public_key: Any) -> str | None:
 
 def _parsed_record(line: bytes) -> dict[str, Any] | None:
     """The record on ``line`` when it is a JSON object of this format in canonical form, else None."""
-    from groundlens_core.json_input import too_deep
+    from groundlens_core.batch.json_input import too_deep
 
     if too_deep(line):
         return None

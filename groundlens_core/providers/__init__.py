@@ -18,7 +18,7 @@ Scores are triage signals for ranking outputs for human review, never verdicts o
 
 from __future__ import annotations
 
-from groundlens_core.plugins._provider import *  # noqa: F403 - the shared public names
-from groundlens_core.plugins._provider import PUBLIC, ProviderGuard
+from groundlens_core.plugins.providers import *  # noqa: F403 - the shared public names
+from groundlens_core.plugins.providers import PUBLIC, ProviderGuard
 
 __all__ = [*PUBLIC, "ProviderGuard"]

@@ -1,6 +1,6 @@
 """The verifier: a head trained here that reads a response against its context, sentence by sentence.
 
-It decides the band of every response scored with a context (:mod:`groundlens_core.decision`); the
+It decides the band of every response scored with a context (:mod:`groundlens_core.scoring.decision`); the
 rule-based findings explain that band and SGI, DGI and support are reported beside it, each as its
 method defines it. What it reads and how it was fitted: :mod:`.units`, :mod:`.cross`,
 :mod:`.train`; the shipped weights and their manifest (data, hashes, seed, settings, calibration and
@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from groundlens_core import settings
-from groundlens_core.decision import probability_score
 from groundlens_core.embedding import first_load
 from groundlens_core.errors import GroundlensError
-from groundlens_core.results import SentenceVerdict, Verdict
+from groundlens_core.scoring.decision import probability_score
+from groundlens_core.scoring.results import SentenceVerdict, Verdict
 
 __all__ = ["Verifier", "get_verifier", "probability_score", "WEIGHTS", "MANIFEST"]
 

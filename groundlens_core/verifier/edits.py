@@ -30,7 +30,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
-from groundlens_core.sentences import split_sentences
+from groundlens_core.evidence.sentences import split_sentences
 
 SEED = 20261207
 

@@ -385,8 +385,8 @@ def stage_calibrate(folds: dict, examples: dict[str, list[Example]]) -> dict:
 def validation_table(folds: dict, examples: dict[str, list[Example]], cal: dict) -> dict:
     """Per file left out: the verifier's AUROC (out of fold) beside word overlap and length, with
     95 % bootstrap intervals, and the share of correct and wrong responses it flags at the edges."""
-    from groundlens_core.benchmark import auroc_ci
-    from groundlens_core.metrics import length_baseline, overlap_baseline
+    from groundlens_core.quality.benchmark import auroc_ci
+    from groundlens_core.quality.metrics import length_baseline, overlap_baseline
 
     table = {}
     for held in pool.TRAIN_FILES:

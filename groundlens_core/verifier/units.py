@@ -23,7 +23,7 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from groundlens_core.embedding.tokens import token_range
-from groundlens_core.sentences import split_sentences
+from groundlens_core.evidence.sentences import split_sentences
 
 QUESTION_TOKENS = 24  # the question's first word pieces
 SENTENCE_TOKENS = 48  # a longer response sentence is read in windows of this many pieces

@@ -1,0 +1,1 @@
+"""Batch files: reading, scoring in chunks, resumable jobs, outputs and checkpoints."""

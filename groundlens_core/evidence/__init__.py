@@ -1,0 +1,1 @@
+"""Text evidence: sentences, facts and claims of a response checked against its context."""

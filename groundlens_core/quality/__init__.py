@@ -1,0 +1,1 @@
+"""Quality measurement: AUROC, the simple baselines and ``groundlens benchmark``."""
