@@ -1,11 +1,11 @@
 """The one policy for our own failures where our code meets the user's: logged, or raised in tests.
 
-Every boundary catches what our code raises there and hands it to :func:`internal_error` (or is
-wrapped in :func:`handle_internal_errors`): the recorder's ``record``, its worker's batches and
-listener calls, scoring on the worker, the OpenTelemetry exporter, the adapter kit's error guard
-and in-line scoring, the LangChain evaluator. In a user's program the failure is logged and the
-boundary goes on as it documents (an ``error`` step, a span not exported, an evaluator result
-without a score): our bug never breaks the user's agent, request or batch.
+Every boundary catches what our code raises there and hands it to :func:`internal_error`: the
+recorder's ``record``, its worker's batches and listener calls, scoring on the worker, the
+OpenTelemetry exporter, in-line scoring, the LangChain evaluator, and the one error guard that
+adapters wear (``groundlens_core.plugins.kit.shell.handle_internal_errors``). In a user's program
+the failure is logged and the boundary goes on as it documents (an ``error`` step, a span not
+exported, an evaluator result without a score): our bug never breaks the user's agent, request or batch.
 
 Under ``GROUNDLENS_RAISE_INTERNAL_ERRORS=1`` (our test suite turns it on in ``tests/conftest.py``)
 the same failure is raised instead, where it happened, so a bug in an exporter, a listener or an
@@ -18,18 +18,15 @@ the raise (LangChain logs what a callback raises). Our errors raised on purpose 
 
 Why one policy: with a hand-written guard per boundary, each with its own logging, an exporter bug
 only ever showed as a log line, in our own tests too. Modelled on logfire's
-``handle_internal_errors``. The setting is read when a failure happens, so a test can turn it off
-for a failure it injects on purpose (``monkeypatch.setenv(ENV, "0")``).
+``handle_internal_errors``, which is the adapters' guard here. The setting is read when a failure
+happens, so a test can turn it off for a failure it injects on purpose (``monkeypatch.setenv(ENV, "0")``).
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, TypeVar
 
 from groundlens_core import settings
@@ -39,7 +36,6 @@ __all__ = [
     "ENV",
     "InternalError",
     "deferring",
-    "handle_internal_errors",
     "in_deferred_work",
     "internal_error",
     "raise_seen",
@@ -146,43 +142,3 @@ def raise_seen() -> None:
         where, first = seen[0]
         more = f" (and {len(seen) - 1} more)" if len(seen) > 1 else ""
         raise InternalError(f"groundlens: {where} failed: {describe_exception(first)}{more}") from first
-
-
-class handle_internal_errors:
-    """:func:`internal_error` as a context manager or a decorator: a failure inside is handed to the
-    policy; the block is then left (a decorated function returns ``default``)."""
-
-    def __init__(
-        self, where: str, logger: logging.Logger | None, *, default: Any = None, deferred: bool = False
-    ) -> None:
-        self.where, self.logger, self.default, self.deferred = where, logger, default, deferred
-
-    def __enter__(self) -> handle_internal_errors:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        if exc is None or not isinstance(exc, Exception):
-            return False  # KeyboardInterrupt, SystemExit and the like are not ours to keep
-        internal_error(exc, self.where, self.logger, deferred=self.deferred)
-        return True
-
-    def __call__(self, fn: F) -> F:
-        if inspect.iscoroutinefunction(fn):
-
-            @functools.wraps(fn)
-            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
-                with self:
-                    return await fn(*args, **kwargs)
-                return self.default
-
-            return async_wrapper  # type: ignore[return-value]
-
-        @functools.wraps(fn)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            with self:
-                return fn(*args, **kwargs)
-            return self.default
-
-        return wrapper  # type: ignore[return-value]

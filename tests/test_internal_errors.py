@@ -11,7 +11,7 @@ import pytest
 
 from groundlens_core import internal_errors, settings
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.internal_errors import InternalError, handle_internal_errors, internal_error
+from groundlens_core.internal_errors import InternalError, internal_error
 from groundlens_core.trace import recorder as recorder_mod
 from groundlens_core.trace.recorder import CallRecord, Recorder
 
@@ -113,8 +113,8 @@ def test_record_raises_our_bug_in_the_test_suite_and_swallows_it_otherwise(monke
 
 
 def test_the_adapter_guard_raises_on_the_callers_thread():
-    from groundlens_core.trace.adapter_shell import AdapterShell
-    from groundlens_core.trace.adapter_shell import handle_internal_errors as adapter_guard
+    from groundlens_core.plugins.kit.shell import AdapterShell
+    from groundlens_core.plugins.kit.shell import handle_internal_errors as adapter_guard
 
     class Adapter(AdapterShell):
         framework = "demo"
@@ -138,26 +138,26 @@ def test_our_errors_raised_on_purpose_are_outcomes_not_bugs():
     assert internal_errors.take_seen() == []
 
 
-def test_the_context_manager_and_the_decorator(monkeypatch, caplog):
-    with pytest.raises(ValueError):
-        with handle_internal_errors("a block", logging.getLogger("groundlens.test")):
+def test_a_boundary_hands_its_failure_to_the_policy(monkeypatch, caplog):
+    """Raised where it happened under the setting; a background thread's is kept, not raised; with
+    the setting off it is logged and the boundary goes on."""
+
+    def boundary(where: str, logger: logging.Logger | None, **kw: bool) -> str:
+        try:
             raise ValueError("bug")
-    with handle_internal_errors("a block", None, deferred=True):  # a background thread's: kept, not raised
-        raise ValueError("bug")
+        except ValueError as exc:
+            internal_error(exc, where, logger, **kw)
+        return "went on"
+
+    with pytest.raises(ValueError):
+        boundary("a block", logging.getLogger("groundlens.test"))
+    assert boundary("a block", None, deferred=True) == "went on"
     assert [where for where, _ in internal_errors.take_seen()] == ["a block", "a block"]
-    with pytest.raises(KeyboardInterrupt):  # never kept or swallowed, whatever the setting
-        with handle_internal_errors("a block", None):
-            raise KeyboardInterrupt
 
     monkeypatch.setenv(internal_errors.ENV, "off")
-
-    @handle_internal_errors("a function", logging.getLogger("groundlens.test"), default=-1)
-    def f() -> int:
-        raise RuntimeError("bug")
-
-    assert f() == -1
+    assert boundary("a function", logging.getLogger("groundlens.test")) == "went on"
     assert internal_errors.take_seen() == []
-    assert "groundlens: a function failed: RuntimeError: bug" in caplog.text
+    assert "groundlens: a function failed: ValueError: bug" in caplog.text
 
 
 def test_the_setting_reads_like_every_flag(monkeypatch, caplog):
