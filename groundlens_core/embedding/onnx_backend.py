@@ -36,7 +36,14 @@ from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
 from groundlens_core.embedding.onnx_graph import GRAPH_VERSION, attention_matmuls, build_model
 from groundlens_core.embedding.resolve import weights_sha256
-from groundlens_core.embedding.tokens import TokenSplitter, token_range
+from groundlens_core.embedding.tokens import (
+    SpanPassEmbedder,
+    TokenSplitter,
+    check_fits,
+    model_window,
+    token_range,
+    untruncated_tokenizer,
+)
 from groundlens_core.errors import GroundlensInputError
 
 log = logging.getLogger("groundlens.embedding")
@@ -192,7 +199,22 @@ def _quantize(model: Any, quantize_dynamic: Any, QuantType: Any) -> bytes:
         return dst.read_bytes()
 
 
-class OnnxMiniLMEmbedder:
+def one_thread_session(ort: Any, model: str | bytes) -> Any:
+    """An ONNX Runtime CPU session for a graph (its path or its bytes) whose output bits depend on
+    the input alone: one thread per run (callers run lanes for parallelism), ops in order,
+    deterministic kernels, no spinning threads competing with the agent's, warnings only."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    opts.inter_op_num_threads = 1
+    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    opts.use_deterministic_compute = True
+    opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model, opts, providers=["CPUExecutionProvider"])
+
+
+class OnnxMiniLMEmbedder(SpanPassEmbedder):
     """Sentence-transformers' BERT + mean pooling + normalise, on ONNX Runtime, one text per run."""
 
     def __init__(self, model_path: Path, model_id: str, precision: str = "fp32"):
@@ -216,34 +238,14 @@ class OnnxMiniLMEmbedder:
 
         cfg = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
         self.dim = int(cfg["hidden_size"])
-        st_cfg = self._path / "sentence_bert_config.json"
-        max_seq = (
-            int(json.loads(st_cfg.read_text(encoding="utf-8")).get("max_seq_length", 256)) if st_cfg.is_file() else 256
-        )
-        self._max_seq = min(max_seq, int(cfg.get("max_position_embeddings", 512)))
+        self._max_seq = model_window(self._path, cfg)
         self.max_tokens = self._max_seq - 2
-        from tokenizers import Tokenizer
-
-        tok = Tokenizer.from_file(str(self._path / "tokenizer.json"))
-        tok.no_truncation()
-        tok.no_padding()
-        self._tok = tok
-        self._splitter = TokenSplitter(tok, self.max_tokens)
-
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = (
-            1  # one thread per run: the lanes are the parallelism, and the bits never depend on it
-        )
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.use_deterministic_compute = True
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
+        self._tok = untruncated_tokenizer(self._path / "tokenizer.json")
+        self._splitter = TokenSplitter(self._tok, self.max_tokens)
         data, cached, stamp = _graph_file(self._path, precision)
         session = None
         if cached is not None:  # the checked cache file: ONNX Runtime reads a path without the GIL
-            session = ort.InferenceSession(str(cached), opts, providers=["CPUExecutionProvider"])
+            session = one_thread_session(ort, str(cached))
             try:
                 unchanged = _stamp(cached) == stamp
             except OSError:
@@ -252,7 +254,7 @@ class OnnxMiniLMEmbedder:
                 log.warning("groundlens: %s changed while it was loaded; using the checked graph", cached)
                 session = None
         if session is None:
-            session = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+            session = one_thread_session(ort, data)
         self._session = session
         # the states of the latest texts run, for the verifier to read instead of running them again
         self._recent: OrderedDict[str, np.ndarray] = OrderedDict()
@@ -268,20 +270,10 @@ class OnnxMiniLMEmbedder:
             self._fingerprint = fingerprint_for(self.model_id, self._path) + suffix
         return self._fingerprint
 
-    def count_tokens(self, text: str) -> int:
-        return self._splitter.count(text)
-
-    def split(self, text: str, max_tokens: int | None = None) -> list[str]:
-        return self._splitter.split(text, max_tokens)
-
     def _ids(self, texts: Sequence[str]) -> list[Any]:
         encs = self._tok.encode_batch(list(texts), add_special_tokens=True)
         for t, e in zip(texts, encs):
-            if len(e.ids) > self._max_seq:
-                raise GroundlensInputError(
-                    f"text has {len(e.ids) - 2} word pieces, more than max_tokens={self.max_tokens}; "
-                    f"split it first with split() (text starts {t[:60]!r})"
-                )
+            check_fits(t, e.ids, self._max_seq)
         return encs
 
     def token_states(self, ids: list[int]) -> np.ndarray:
@@ -300,11 +292,6 @@ class OnnxMiniLMEmbedder:
             self._recent.move_to_end(text)
             while len(self._recent) > RECENT_STATES:
                 self._recent.popitem(last=False)
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise TypeError("encode() takes a sequence of strings, not a string")
-        return self.encode_spans(texts, [() for _ in texts])[0]
 
     def encode_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]

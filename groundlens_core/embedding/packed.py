@@ -43,11 +43,17 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file
-from tokenizers import Tokenizer
 
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
-from groundlens_core.embedding.tokens import TokenSplitter, token_range
+from groundlens_core.embedding.tokens import (
+    SpanPassEmbedder,
+    TokenSplitter,
+    check_fits,
+    model_window,
+    token_range,
+    untruncated_tokenizer,
+)
 from groundlens_core.errors import GroundlensInputError
 
 TILE = 128  # rows per kernel call; every linear/LayerNorm/GELU call sees exactly (TILE, k)
@@ -294,24 +300,6 @@ def _check_precision(precision: str) -> None:
         )
 
 
-def _max_seq_length(path: pathlib.Path) -> int:
-    """The sentence-transformers window (``max_seq_length``, 256 when the model does not say)."""
-    st_cfg_file = path / "sentence_bert_config.json"
-    max_seq = 256
-    if st_cfg_file.is_file():
-        max_seq = int(json.loads(st_cfg_file.read_text(encoding="utf-8")).get("max_seq_length", max_seq))
-    return max_seq
-
-
-def _untruncated_tokenizer(path: pathlib.Path) -> Tokenizer:
-    """The model's tokenizer with truncation and padding off: a text too long for the window is
-    refused (or split by the caller), never silently cut, and no text is padded."""
-    tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    tok.no_truncation()
-    tok.no_padding()
-    return tok
-
-
 _LayerTensors = tuple[
     torch.Tensor,  # wqkv: query, key and value weights stacked (out, in)
     torch.Tensor,  # bqkv
@@ -375,7 +363,7 @@ def _bf16_layers(layers: list[_LayerTensors]) -> list[list[torch.Tensor]]:
     ]
 
 
-class PackedMiniLMEmbedder:
+class PackedMiniLMEmbedder(SpanPassEmbedder):
     """Sentence-transformers' BERT + mean pooling + normalise, computed batch-invariantly."""
 
     backend = "packed-torch"
@@ -391,7 +379,7 @@ class PackedMiniLMEmbedder:
         self._fingerprint: str | None = None
         self._lock = first_load.own_lock(self)  # renewed in a forked child
         self._read_config(path)
-        self._tok = _untruncated_tokenizer(path)
+        self._tok = untruncated_tokenizer(path / "tokenizer.json")
         self._splitter = TokenSplitter(self._tok, self.max_tokens)
         self._load_weights(path)
         self._script_layers = [
@@ -416,8 +404,7 @@ class PackedMiniLMEmbedder:
         self.dim = int(cfg["hidden_size"])
         self._head_dim = self.dim // self._heads
         self._eps = float(cfg.get("layer_norm_eps", 1e-12))
-        max_pos = int(cfg.get("max_position_embeddings", 512))
-        self._max_seq = min(_max_seq_length(path), max_pos)
+        self._max_seq = model_window(path, cfg)
         self.max_tokens = self._max_seq - 2
 
     def _load_weights(self, path: pathlib.Path) -> None:
@@ -447,19 +434,7 @@ class PackedMiniLMEmbedder:
                 self._fingerprint += "+bf16"
         return self._fingerprint
 
-    # ------------------------------------------------------------------ tokens
-    def count_tokens(self, text: str) -> int:
-        return self._splitter.count(text)
-
-    def split(self, text: str, max_tokens: int | None = None) -> list[str]:
-        return self._splitter.split(text, max_tokens)
-
     # ------------------------------------------------------------------ encode
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        if isinstance(texts, str):
-            raise TypeError("encode() takes a sequence of strings, not a string")
-        return self.encode_spans(texts, [() for _ in texts])[0]
-
     def encode_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
     ) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -477,11 +452,7 @@ class PackedMiniLMEmbedder:
         encs = [self._tok.encode(t, add_special_tokens=True) for t in uniq]
         ids = [e.ids for e in encs]
         for t, e in zip(uniq, ids):
-            if len(e) > self._max_seq:
-                raise GroundlensInputError(
-                    f"text has {len(e) - 2} word pieces, more than max_tokens={self.max_tokens}; "
-                    f"split it first with split() (text starts {t[:60]!r})"
-                )
+            check_fits(t, e, self._max_seq)
         # token spans per unique text (a text asked twice with other spans gets all of them)
         tok_spans: list[dict[tuple[int, int], tuple[int, int]]] = [{} for _ in uniq]
         for t, sp in zip(texts, spans):

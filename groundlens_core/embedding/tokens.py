@@ -2,12 +2,47 @@
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
+from typing import Any, Mapping, Sequence
 
+import numpy as np
 from tokenizers import Tokenizer
 
+from groundlens_core.errors import GroundlensInputError
+
 _SENTENCE_CUT_WINDOW = 0.2  # prefer a sentence end within the last 20% of a split window
+
+
+def model_window(model_dir: Path, config: Mapping[str, Any]) -> int:
+    """Word pieces a text may have, [CLS] and [SEP] included: the sentence-transformers window
+    (``max_seq_length``, 256 when the model does not say) within the model's positions, so every
+    backend refuses the same texts as sentence-transformers would truncate."""
+    st_cfg_file = model_dir / "sentence_bert_config.json"
+    max_seq = 256
+    if st_cfg_file.is_file():
+        max_seq = int(json.loads(st_cfg_file.read_text(encoding="utf-8")).get("max_seq_length", max_seq))
+    return min(max_seq, int(config.get("max_position_embeddings", 512)))
+
+
+def untruncated_tokenizer(tokenizer_json: Path) -> Tokenizer:
+    """The model's tokenizer with truncation and padding off: a text too long for the window is
+    refused (or split by the caller), never silently cut, and no text is padded."""
+    tok = Tokenizer.from_file(str(tokenizer_json))
+    tok.no_truncation()
+    tok.no_padding()
+    return tok
+
+
+def check_fits(text: str, ids: Sequence[int], max_seq: int) -> None:
+    """Refuse a text whose word pieces (with [CLS] and [SEP]) overflow the model's window: every
+    backend refuses it alike, so the caller learns to ``split()`` it rather than get a cut text's row."""
+    if len(ids) > max_seq:
+        raise GroundlensInputError(
+            f"text has {len(ids) - 2} word pieces, more than max_tokens={max_seq - 2}; "
+            f"split it first with split() (text starts {text[:60]!r})"
+        )
 
 
 class TokenSplitter:
@@ -19,10 +54,7 @@ class TokenSplitter:
 
     @classmethod
     def from_file(cls, tokenizer_json: Path, max_tokens: int) -> TokenSplitter:
-        tok = Tokenizer.from_file(str(tokenizer_json))
-        tok.no_truncation()
-        tok.no_padding()
-        return cls(tok, max_tokens)
+        return cls(untruncated_tokenizer(tokenizer_json), max_tokens)
 
     def count(self, text: str) -> int:
         return len(self._tok.encode(text, add_special_tokens=False).ids)
@@ -111,3 +143,27 @@ def token_range(offsets: list[tuple[int, int]], start: int, end: int) -> tuple[i
     if hit:
         return hit[0], hit[-1] + 1
     return (1, len(offsets) - 1) if len(offsets) > 2 else (0, len(offsets))
+
+
+class SpanPassEmbedder:
+    """What the backends that pool sentences out of their own pass share: ``encode`` is
+    ``encode_spans`` without spans, so a text's row comes from one code path whichever is called,
+    and counting and cutting are the splitter's on the same untruncated tokenizer."""
+
+    _splitter: TokenSplitter
+
+    def encode_spans(
+        self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
+    ) -> tuple[np.ndarray, list[np.ndarray]]:
+        raise NotImplementedError
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if isinstance(texts, str):
+            raise TypeError("encode() takes a sequence of strings, not a string")
+        return self.encode_spans(texts, [() for _ in texts])[0]
+
+    def count_tokens(self, text: str) -> int:
+        return self._splitter.count(text)
+
+    def split(self, text: str, max_tokens: int | None = None) -> list[str]:
+        return self._splitter.split(text, max_tokens)

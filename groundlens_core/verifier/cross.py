@@ -40,6 +40,7 @@ class OnnxCross:
     def __init__(self, tensors: Mapping[str, np.ndarray], model_dir: Path, layers: int = LAYERS):
         import onnxruntime as ort
 
+        from groundlens_core.embedding.onnx_backend import one_thread_session
         from groundlens_core.embedding.onnx_graph import build_model
 
         missing = [k for k in [*layer_names(layers), *READOUT] if k not in tensors]
@@ -48,15 +49,7 @@ class OnnxCross:
         replace = {k: np.asarray(tensors[k], dtype=np.float32) for k in layer_names(layers)}
         readout = (np.asarray(tensors[READOUT[0]], np.float32), np.asarray(tensors[READOUT[1]], np.float32))
         model = build_model(model_dir, layers=layers, replace=replace, readout=readout)
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = 1
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.use_deterministic_compute = True
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        opts.log_severity_level = 3
-        self._session = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+        self._session = one_thread_session(ort, model.SerializeToString())
 
     def logit(self, ids: np.ndarray, type_ids: np.ndarray) -> float:
         out = self._session.run(
