@@ -18,6 +18,7 @@ from groundlens_core.plugins.kit.shell import (
     handle_internal_errors,
     parse_usage,
     require,
+    shell_options,
 )
 from groundlens_core.trace.model import ContextPiece, Usage, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
@@ -114,19 +115,7 @@ class GroundlensFilter(AdapterShell):
         self.question_arguments = tuple(question_arguments)
         self.context_arguments = tuple(context_arguments)
         self.metadata_key = metadata_key
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
-        )
+        super().__init__(**shell_options(locals()))
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""

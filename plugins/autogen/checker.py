@@ -13,7 +13,7 @@ from groundlens_core.plugins.autogen.reading import (
     _Conversation,
     _messages_of,
 )
-from groundlens_core.plugins.kit.shell import handle_internal_errors
+from groundlens_core.plugins.kit.shell import handle_internal_errors, shell_options
 from groundlens_core.trace.model import Trace, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
@@ -42,17 +42,7 @@ class GroundlensChecker(_AutoGenShell):
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
+            **shell_options(locals()),
         )
 
     def _observe(self, conv: _Conversation, key: str, msg: Any, *, block: bool = False) -> None:

@@ -18,7 +18,7 @@ from groundlens_core.plugins.autogen.reading import (
     request_question_and_context,
     turn_id,
 )
-from groundlens_core.plugins.kit.shell import handle_internal_errors, parse_usage, require
+from groundlens_core.plugins.kit.shell import handle_internal_errors, parse_usage, require, shell_options
 from groundlens_core.trace.model import new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 
@@ -54,17 +54,7 @@ class _ClientTranslation(_AutoGenShell):
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
+            **shell_options(locals()),
         )
 
     @property

@@ -8,7 +8,7 @@ import contextvars
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from groundlens_core.plugins.kit.shell import AdapterShell, parse_usage, require
+from groundlens_core.plugins.kit.shell import AdapterShell, parse_usage, require, shell_options
 from groundlens_core.trace.model import ContextPiece
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 from groundlens_core.trace.recorder.inputs import as_text, context_from, short, trace_scope
@@ -247,19 +247,7 @@ class _AutoGenShell(AdapterShell):
     ):
         self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
-        )
+        super().__init__(**shell_options(locals()))
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)

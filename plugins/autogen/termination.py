@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any, Sequence
 
 from groundlens_core.plugins.autogen.reading import DEFAULT_QUESTION_SOURCES, EXTRA, _agentchat, _AutoGenShell
-from groundlens_core.plugins.kit.shell import handle_internal_errors, require
+from groundlens_core.plugins.kit.shell import handle_internal_errors, require, shell_options
 from groundlens_core.trace.model import new_id
 from groundlens_core.trace.recorder import Recorder, TraceListener
 
@@ -42,17 +42,7 @@ class _TerminationTranslation(_AutoGenShell):
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            name=name or "flagged-termination",
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
+            **shell_options(locals(), name=name or "flagged-termination"),
         )
         self._conv = self._conversation()
         self._terminated = False

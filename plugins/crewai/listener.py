@@ -27,7 +27,7 @@ from groundlens_core.plugins.crewai.names import (
 from groundlens_core.plugins.crewai.revise import RevisionLinks
 from groundlens_core.plugins.crewai.tool import tool_class
 from groundlens_core.plugins.kit.revise import REVISION_KEY
-from groundlens_core.plugins.kit.shell import AdapterShell, handle_internal_errors, require
+from groundlens_core.plugins.kit.shell import AdapterShell, handle_internal_errors, require, shell_options
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
 from groundlens_core.trace.recorder.inputs import AI_ROLES, as_json, first_user_question, message_role
@@ -102,19 +102,7 @@ class GroundlensCrewListener(AdapterShell):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
-        super().__init__(
-            name=name or "crew",
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
-        )
+        super().__init__(**shell_options(locals(), name=name or "crew"))
         self._given_name: str | None = name or None  # names every trace when given
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()

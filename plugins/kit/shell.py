@@ -42,6 +42,7 @@ __all__ = [
     "parse_usage",
     "report_internal_error",
     "require",
+    "shell_options",
 ]
 
 #: what ``timeout=None`` means for ``get_trace`` / ``get_traces`` / ``flush``: wait this long at most
@@ -523,6 +524,17 @@ class AdapterShell:
 
 #: the keywords of :class:`AdapterShell`'s constructor, the same on every adapter
 SHELL_KEYWORDS = tuple(inspect.signature(AdapterShell.__init__).parameters)[1:]
+
+
+def shell_options(given: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
+    """The shell's keywords (:data:`SHELL_KEYWORDS`) picked out of an adapter constructor's
+    ``locals()``, with ``overrides`` (an adapter's default trace name) on top.
+
+    Each adapter names these options in its own signature, so that ``help()`` and editors show
+    them; this hands them on to :class:`AdapterShell` without writing the list out again."""
+    options = {key: given[key] for key in SHELL_KEYWORDS}
+    options.update(overrides)
+    return options
 
 
 def _pieces(context: Any) -> list[ContextPiece]:

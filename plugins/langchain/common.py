@@ -23,6 +23,7 @@ from groundlens_core.plugins.kit.shell import (
     optional_base,
     report_internal_error,
     require,
+    shell_options,
 )
 from groundlens_core.plugins.langchain.instrumentor_spans import llm_span
 from groundlens_core.plugins.langchain.prompt import PromptRead
@@ -108,19 +109,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
-        )
+        super().__init__(**shell_options(locals()))
 
     # ------------------------------------------------------------ the queue of raw events
 

@@ -24,6 +24,7 @@ from groundlens_core.plugins.kit.shell import (
     check_mode,
     handle_internal_errors,
     require,
+    shell_options,
 )
 from groundlens_core.plugins.providers.values import (
     _ATTACHED,
@@ -231,19 +232,7 @@ class ProviderCore(AdapterShell):
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(
-            name=name,
-            recorder=recorder,
-            embedder=embedder,
-            calibration=calibration,
-            long_context=long_context,
-            listeners=listeners,
-            tracer_provider=tracer_provider,
-            max_traces=max_traces,
-            sample_rate=sample_rate,
-            nodes=nodes,
-            skip_nodes=skip_nodes,
-        )
+        super().__init__(**shell_options(locals()))
         self.model = model
         self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)
         is_async = client is not None and self._is_async_client(client)
