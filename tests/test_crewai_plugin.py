@@ -3,49 +3,39 @@ in ReAct-text and native function-calling modes, scored with the real embedding 
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+# crewai imported offline, with HOME in a temporary folder (the `crewai_home` fixture keeps it there
+# while these tests run)
+from crewai_offline import (  # noqa: F401  (crewai_home: an autouse fixture)
+    Agent,
+    BaseTool,
+    Crew,
+    InterceptionPoint,
+    Task,
+    action,
+    content_text,
+    crewai_home,
+    final,
+    get_hooks,
+    scripted,
+    tool,
+)
 from missing_extras import hints, run_without
 
-# CrewAI phones home and writes under $HOME: switch that off BEFORE crewai is imported. HOME points
-# at a temporary folder while crewai imports (it reads some paths then) and while these tests run
-# (see the `crewai_home` fixture); it is put back afterwards so other test modules see the real one.
-# OTEL_SDK_DISABLED is deliberately left alone: setting it would switch off our OTel exporter too.
-_CREWAI_HOME = tempfile.mkdtemp(prefix="groundlens-crewai-home-")
-atexit.register(shutil.rmtree, _CREWAI_HOME, True)
-for _k, _v in {"CREWAI_DISABLE_TELEMETRY": "true", "CREWAI_TRACING_ENABLED": "false",
-               "CREWAI_DISABLE_VERSION_CHECK": "true", "CREWAI_STORAGE_DIR": "groundlens-tests"}.items():
-    os.environ[_k] = _v
-_REAL_HOME = os.environ.get("HOME")
-os.environ["HOME"] = _CREWAI_HOME
-try:
-    crewai = pytest.importorskip("crewai")
-    from crewai import Agent, Crew, Task
-    from crewai.hooks.dispatch import InterceptionPoint, get_hooks
-    from crewai.llms.base_llm import BaseLLM
-    from crewai.tools import BaseTool, tool
-finally:
-    if _REAL_HOME is None:
-        os.environ.pop("HOME", None)
-    else:
-        os.environ["HOME"] = _REAL_HOME
-
-from groundlens_core import evaluate  # noqa: E402
-from groundlens_core.plugins.crewai import (  # noqa: E402
+from groundlens_core import evaluate
+from groundlens_core.plugins.crewai import (
     SELF_CHECK_TOOL_NAME,
     GroundlensCrewListener,
     GroundlensTool,
     node_name,
     self_check,
 )
-from groundlens_core.trace import Trace  # noqa: E402
+from groundlens_core.trace import Trace
 
 QUESTION = "How tall is the Eiffel Tower? Answer with its height in metres."
 SOURCE = "The Eiffel Tower in Paris is 330 metres tall, including its antennas. It was completed in 1889."
@@ -55,18 +45,6 @@ FACTS = {"eiffel": SOURCE, "louvre": "The Louvre in Paris is the world's most-vi
 
 
 # ------------------------------------------------------------------ fixtures and helpers
-
-
-@pytest.fixture(scope="module", autouse=True)
-def crewai_home():
-    """Run this module's crews with HOME in a temporary folder."""
-    old = os.environ.get("HOME")
-    os.environ["HOME"] = _CREWAI_HOME
-    yield _CREWAI_HOME
-    if old is None:
-        os.environ.pop("HOME", None)
-    else:
-        os.environ["HOME"] = old
 
 
 @pytest.fixture(scope="module")
@@ -81,61 +59,15 @@ def listener(calibration):
         yield gl
 
 
-def _content(message) -> str:
-    content = message.get("content") if isinstance(message, dict) else getattr(message, "content", message)
-    return content if isinstance(content, str) else json.dumps(content, default=str)
-
-
 def last_observation(messages) -> str:
     """The text of the last tool result the agent saw (ReAct: an 'Observation:'; native: a tool message)."""
     for message in reversed(messages):
         if isinstance(message, dict) and message.get("role") == "tool":
-            return _content(message)
-        text = _content(message)
+            return content_text(message)
+        text = content_text(message)
         if "Observation:" in text:
             return text.split("Observation:", 1)[1]
     return ""
-
-
-class ScriptedLLM(BaseLLM):
-    """Returns its scripted replies in order; a callable reply sees the messages (so it can react to
-    a tool's observation). ``native=True`` makes crewai use native function calling."""
-
-    script: list = []
-    native: bool = False
-    calls: list = []
-
-    def call(self, messages, tools=None, callbacks=None, available_functions=None, from_task=None,
-             from_agent=None, response_model=None):
-        self.calls.append({"messages": list(messages) if isinstance(messages, list) else messages, "tools": tools})
-        if not self.script:
-            raise AssertionError("scripted LLM ran out of replies")
-        item = self.script.pop(0)
-        return item(messages) if callable(item) else item
-
-    def supports_function_calling(self) -> bool:
-        return self.native
-
-    def supports_stop_words(self) -> bool:
-        return not self.native
-
-    def get_context_window_size(self) -> int:
-        return 16384
-
-    def get_input_tokens_count(self, messages, *args, **kwargs) -> int:  # quiet crewai's estimate warning
-        return sum(len(_content(m)) for m in messages) // 4 if isinstance(messages, list) else len(str(messages)) // 4
-
-
-def scripted(*replies, native=False) -> ScriptedLLM:
-    return ScriptedLLM(model="scripted-test-model", script=list(replies), native=native, calls=[])
-
-
-def action(tool_name: str, args: dict) -> str:
-    return f"Thought: I should use {tool_name}.\nAction: {tool_name}\nAction Input: {json.dumps(args)}"
-
-
-def final(text: str) -> str:
-    return f"Thought: I now know the final answer\nFinal Answer: {text}"
 
 
 def tool_call(name: str, args: dict, call_id: str) -> list:

@@ -3,39 +3,15 @@ answer back with its findings; a scripted BaseLLM plays the agent, the real embe
 
 from __future__ import annotations
 
-import atexit
 import json
-import os
-import shutil
-import tempfile
 
 import pytest
 
-# CrewAI phones home and writes under $HOME: switched off BEFORE crewai is imported (as in
-# test_crewai_plugin.py); OTEL_SDK_DISABLED is deliberately left alone.
-_CREWAI_HOME = tempfile.mkdtemp(prefix="groundlens-crewai-home-")
-atexit.register(shutil.rmtree, _CREWAI_HOME, True)
-for _k, _v in {
-    "CREWAI_DISABLE_TELEMETRY": "true",
-    "CREWAI_TRACING_ENABLED": "false",
-    "CREWAI_DISABLE_VERSION_CHECK": "true",
-    "CREWAI_STORAGE_DIR": "groundlens-tests",
-}.items():
-    os.environ[_k] = _v
-_REAL_HOME = os.environ.get("HOME")
-os.environ["HOME"] = _CREWAI_HOME
-try:
-    crewai = pytest.importorskip("crewai")
-    from crewai import Agent, Crew, Task
-    from crewai.llms.base_llm import BaseLLM
-    from crewai.tools import tool
-finally:
-    if _REAL_HOME is None:
-        os.environ.pop("HOME", None)
-    else:
-        os.environ["HOME"] = _REAL_HOME
+# crewai imported offline, with HOME in a temporary folder (the `crewai_home` fixture keeps it there
+# while these tests run)
+from crewai_offline import Agent, Crew, Task, crewai_home, final, scripted, tool  # noqa: F401  (crewai_home: an autouse fixture)
 
-from groundlens_core.plugins.crewai import (  # noqa: E402
+from groundlens_core.plugins.crewai import (
     REVISION_KEY,
     GroundlensCrewListener,
     GroundlensGuardrail,
@@ -45,52 +21,6 @@ QUESTION = "What does it cost to cancel my contract early?"
 SOURCE = "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining contract value."
 WRONG = "You pay an early-termination fee of 25 % of the remaining contract value."
 RIGHT = "You pay an early-termination fee of 15 % of the remaining contract value."
-
-
-@pytest.fixture(scope="module", autouse=True)
-def crewai_home():
-    old = os.environ.get("HOME")
-    os.environ["HOME"] = _CREWAI_HOME
-    yield
-    if old is None:
-        os.environ.pop("HOME", None)
-    else:
-        os.environ["HOME"] = old
-
-
-class ScriptedLLM(BaseLLM):
-    """Returns its scripted replies in order and keeps the messages of every call."""
-
-    script: list = []
-    calls: list = []
-
-    def call(
-        self,
-        messages,
-        tools=None,
-        callbacks=None,
-        available_functions=None,
-        from_task=None,
-        from_agent=None,
-        response_model=None,
-    ):
-        self.calls.append(messages if isinstance(messages, str) else json.dumps(messages, default=str))
-        if not self.script:
-            raise AssertionError("scripted LLM ran out of replies")
-        return self.script.pop(0)
-
-    def supports_function_calling(self) -> bool:
-        return False
-
-    def supports_stop_words(self) -> bool:
-        return True
-
-    def get_context_window_size(self) -> int:
-        return 16384
-
-
-def final(text: str) -> str:
-    return f"Thought: I now know the final answer\nFinal Answer: {text}"
 
 
 LOOKUP = 'Thought: I should read the contract terms.\nAction: contract_terms\nAction Input: {"topic": "cancel"}'
@@ -103,7 +33,7 @@ def contract_terms(topic: str) -> str:
 
 
 def run_crew(listener, guardrail, *replies, retries=3):
-    llm = ScriptedLLM(model="scripted-test-model", script=[LOOKUP, *replies], calls=[])
+    llm = scripted(LOOKUP, *replies)
     agent = Agent(
         role="Support",
         goal="Answer customers from their contract.",
@@ -130,6 +60,12 @@ def listener(dgi_calibration):
         yield gl
 
 
+def said(call) -> str:
+    """The messages of one of the scripted LLM's calls, as text."""
+    messages = call["messages"]
+    return messages if isinstance(messages, str) else json.dumps(messages, default=str)
+
+
 def answers(trace):
     return [s for s in trace.steps if s.kind == "llm"]
 
@@ -137,7 +73,7 @@ def answers(trace):
 def test_flagged_answer_is_revised_once_then_accepted(listener):
     out, llm, trace = run_crew(listener, GroundlensGuardrail(listener), final(WRONG), final(RIGHT))
     assert out.raw == RIGHT
-    assert len(llm.calls) == 3 and "The source says 15 %, not 25 %" in llm.calls[2]
+    assert len(llm.calls) == 3 and "The source says 15 %, not 25 %" in said(llm.calls[2])
     first, second = answers(trace)
     assert first.triage == "flagged" and first.revision_of is None
     assert second.triage == "trusted" and second.revision_of == first.id
@@ -167,6 +103,6 @@ def test_the_task_retries_bound_the_loop_too(listener):
 def test_without_a_listener_the_context_is_given(dgi_calibration, listener):
     guardrail = GroundlensGuardrail(context=SOURCE, calibration=dgi_calibration)
     out, llm, _ = run_crew(listener, guardrail, final(WRONG), final(RIGHT))
-    assert out.raw == RIGHT and "The source says 15 %, not 25 %" in llm.calls[2]
+    assert out.raw == RIGHT and "The source says 15 %, not 25 %" in said(llm.calls[2])
     with pytest.raises(ValueError, match="max_revisions"):
         GroundlensGuardrail(max_revisions=True)
