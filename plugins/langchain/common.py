@@ -377,8 +377,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            at = time.time()
-            self._queue("on_llm_error", at, self._llm_failed, run_id, error, at, app_span.capture())
+            self._queue_ended("on_llm_error", self._llm_failed, run_id, error)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_llm_error", exc, run_id)
 
@@ -407,17 +406,21 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         app = app_span.capture()  # the application's span, should this run be a root
         self._queue(callback, at, translate, run_id, parent_run_id, serialized, given, _kept(kwargs), at, app)
 
+    def _queue_ended(self, callback: str, translate: Callable[..., Any], run_id: Any, value: Any) -> None:
+        """Queue the end or failure of a run, ``translate(run_id, value, at, app)``: the time and the
+        application's span are the callback's, read here on the agent's thread."""
+        at = time.time()
+        self.recorder.defer(self._translate, callback, at, translate, (run_id, value, at, app_span.capture()))
+
     def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            at = time.time()
-            self._queue("on_tool_end", at, self._tool_ended, run_id, output, at, app_span.capture())
+            self._queue_ended("on_tool_end", self._tool_ended, run_id, output)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_end", exc, run_id)
 
     def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            at = time.time()
-            self._queue("on_tool_error", at, self._tool_failed, run_id, error, at, app_span.capture())
+            self._queue_ended("on_tool_error", self._tool_failed, run_id, error)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_tool_error", exc, run_id)
 
@@ -433,23 +436,13 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
 
     def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            at = time.time()
-            self._queue(
-                "on_retriever_end",
-                at,
-                self._retriever_ended,
-                run_id,
-                documents_now(documents),
-                at,
-                app_span.capture(),
-            )
+            self._queue_ended("on_retriever_end", self._retriever_ended, run_id, documents_now(documents))
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_end", exc, run_id)
 
     def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
         try:
-            at = time.time()
-            self._queue("on_retriever_error", at, self._retriever_failed, run_id, error, at, app_span.capture())
+            self._queue_ended("on_retriever_error", self._retriever_failed, run_id, error)
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_error", exc, run_id)
 
