@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from synthetic_traces import trace_of
+from synthetic_traces import llm_step, score_of, trace_of
 
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Step, Trace
 from groundlens_core.trace.html import write_html
@@ -151,23 +151,19 @@ def small_report(tmp_path_factory) -> tuple[Path, Trace]:
     trace = rec.get_trace("r")
     # hand-built DGI steps, so that the method filter has both methods whatever the bundled direction
     extra = [
-        Step(
+        llm_step(
+            10 + i,
+            "planner",
+            score_of(
+                "dgi",
+                band,
+                v,
+                (v + 1) / 2,
+                explanation=f"DGI {v:.2f} (a triage signal for ranking, not a verdict of truth)",
+                displacement_norm=0.9,
+                direction="bundled:test",
+            ),
             id=f"dgi{i}",
-            index=10 + i,
-            node="planner",
-            kind="llm",
-            method="dgi",
-            triage=band,
-            score={
-                "method": "dgi",
-                "value": v,
-                "normalized": (v + 1) / 2,
-                "triage": band,
-                "flagged": band == "flagged",
-                "explanation": f"DGI {v:.2f} (a triage signal for ranking, not a verdict of truth)",
-                "displacement_norm": 0.9,
-                "direction": "bundled:test",
-            },
             question=f"plan step {i}",
             response=f"plan answer {i}",
         )
@@ -377,21 +373,16 @@ def _big_trace(n: int = 5000) -> Trace:
         method = "sgi" if i % 3 else "dgi"
         band = bands[min(2, int(norm * 3))]
         steps.append(
-            Step(
-                id=f"s{i}",
-                index=i,
-                node=node,
-                kind="llm",
-                method=method,
-                triage=band,
-                score={
-                    "method": method,
-                    "value": norm * 2,
-                    "normalized": norm,
-                    "triage": band,
-                    "flagged": band == "flagged",
-                    "explanation": f"{method.upper()} {norm * 2:.2f}: synthetic (a triage signal, not a verdict of truth)",
-                },
+            llm_step(
+                i,
+                node,
+                score_of(
+                    method,
+                    band,
+                    norm * 2,
+                    norm,
+                    explanation=f"{method.upper()} {norm * 2:.2f}: synthetic (a triage signal, not a verdict of truth)",
+                ),
                 question=f"What happened in case {i}?",
                 response=f"In case {i} the agent answered " + "with some words " * 15,
                 context=(ContextPiece("Background document " * 10, "retriever"),) if method == "sgi" else (),
@@ -467,17 +458,7 @@ def _artifact(name: str) -> Path:
 
 def test_several_traces_filter_by_trace(browser, tmp_path):
     def step(i: int, node: str, v: float, band: str) -> Step:
-        return Step(
-            id=f"{node}{i}",
-            index=i,
-            node=node,
-            kind="llm",
-            method="sgi",
-            triage=band,
-            score={"method": "sgi", "value": v, "normalized": v / 2, "triage": band, "flagged": band == "flagged"},
-            question=f"q{i}",
-            response=f"r{i}",
-        )
+        return llm_step(i, node, score_of("sgi", band, v, v / 2), id=f"{node}{i}", question=f"q{i}", response=f"r{i}")
 
     runs = [
         Trace(
@@ -539,28 +520,22 @@ def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
                         }
                     ],
                 }
-            return {
-                "method": "sgi",
-                "value": 1.0,
-                "normalized": 0.5,
-                "triage": b,
-                "flagged": b == "flagged",
-                "rank": rank,
-                "explanation": f"Score {rank:.2f}, {b}: reason {payload}. More.",
-                "fingerprint": "fp",
-                "version": "0",
+            return score_of(
+                "sgi",
+                b,
+                rank=rank,
+                explanation=f"Score {rank:.2f}, {b}: reason {payload}. More.",
+                fingerprint="fp",
+                version="0",
                 **({"evidence": ev} if ev else {}),
-            }
+            )
 
         steps = [
-            Step(
+            llm_step(
+                0,
+                "plan " + payload,
+                score(band, 0.1 if band == "flagged" else 0.9, fact="5 " + payload if band == "flagged" else ""),
                 id=f"p{k}",
-                index=0,
-                node="plan " + payload,
-                kind="llm",
-                method="sgi",
-                triage=band,
-                score=score(band, 0.1 if band == "flagged" else 0.9, fact="5 " + payload if band == "flagged" else ""),
                 question="q " + payload,
                 response=claim,
                 model="m " + payload,
@@ -575,15 +550,12 @@ def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
                 skip_reason="a tool or retriever result",
                 context=(ContextPiece("Warranty: two years. " + payload, "tool:kb"),),
             ),
-            Step(
+            llm_step(
+                2,
+                "write",
+                score("trusted", 0.8),
                 id=f"w{k}",
-                index=2,
                 parent_id=f"p{k}",
-                node="write",
-                kind="llm",
-                method="sgi",
-                triage="trusted",
-                score=score("trusted", 0.8),
                 question="q",
                 context=(
                     ContextPiece("Warranty: two years. " + payload, "tool:kb"),
@@ -591,25 +563,21 @@ def _cascade_traces(n: int, payload: str = "") -> list[Trace]:
                 ),
                 response="Summary " + payload,
             ),
-            Step(
+            llm_step(
+                3,
+                "check",
+                score_of(
+                    "dgi",
+                    "review",
+                    0.4,
+                    0.6,
+                    rank=0.45,
+                    explanation="Score 0.45, review: no context: a weak signal.",
+                    fingerprint="fp",
+                    version="0",
+                ),
                 id=f"c{k}",
-                index=3,
                 parent_id=f"w{k}",
-                node="check",
-                kind="llm",
-                method="dgi",
-                triage="review",
-                score={
-                    "method": "dgi",
-                    "value": 0.4,
-                    "normalized": 0.6,
-                    "triage": "review",
-                    "flagged": False,
-                    "rank": 0.45,
-                    "explanation": "Score 0.45, review: no context: a weak signal.",
-                    "fingerprint": "fp",
-                    "version": "0",
-                },
                 question="q",
                 response="ok",
             ),

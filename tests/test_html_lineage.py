@@ -10,7 +10,9 @@ from typing import TypedDict
 import jsonschema
 import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
-from langgraph.graph import END, START, StateGraph
+from scripted_graphs import linear_graph
+from stored_traces import provider_with_memory
+from synthetic_traces import llm_step, score_of
 from test_html_report import parse
 from test_langgraph_plugin import scripted
 
@@ -21,9 +23,6 @@ from groundlens_core.trace.lineage import annotate, cascade_order
 from groundlens_core.trace.model import SCHEMA_VERSION, json_schema
 
 pytest.importorskip("opentelemetry.sdk")
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 
 from groundlens_core.trace.otel import OTelExporter  # noqa: E402
 
@@ -60,25 +59,20 @@ def three_node_graph():
 
         return run
 
-    g = StateGraph(S)
-    for name in REPLIES:
-        g.add_node(name, node(name))
-    g.add_edge(START, "plan")
-    g.add_edge("plan", "research")
-    g.add_edge("research", "write")
-    g.add_edge("write", END)
-    return g.compile()
+    return linear_graph(S, **{name: node(name) for name in REPLIES})
+
+
+def traced_run(graph, inputs: dict) -> tuple[Trace, tuple]:
+    """The trace of one run of ``graph`` on ``inputs`` and the OpenTelemetry spans exported for it."""
+    provider, spans = provider_with_memory()
+    cb = GroundlensLangGraphCallback(listeners=[OTelExporter(provider)])
+    graph.invoke(inputs, config={"callbacks": [cb]})
+    return cb.get_trace(), spans.get_finished_spans()
 
 
 @pytest.fixture(scope="module")
 def run():
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    cb = GroundlensLangGraphCallback(listeners=[OTelExporter(provider)])
-    three_node_graph().invoke({"question": QUESTION, "context": POLICY}, config={"callbacks": [cb]})
-    trace = cb.get_trace()
-    return trace, spans.get_finished_spans()
+    return traced_run(three_node_graph(), {"question": QUESTION, "context": POLICY})
 
 
 def test_langgraph_cascade_in_json_summary_and_ranking(run):
@@ -124,25 +118,11 @@ def test_langgraph_cascade_span_link_in_otel(run):
 
 
 def step(i, node, triage, response, context=(), **kw):
-    score = {
-        "method": "sgi",
-        "value": 1.0,
-        "normalized": 0.5,
-        "triage": triage,
-        "flagged": triage == "flagged",
-        "rank": {"flagged": 0.1, "review": 0.5, "trusted": 0.9}[triage],
-        "explanation": "x",
-        "fingerprint": "fp",
-        "version": "0",
-    }
-    return Step(
-        id=f"s{i}",
-        index=i,
-        node=node,
-        kind="llm",
-        method="sgi",
-        score=score,
-        triage=triage,
+    rank = {"flagged": 0.1, "review": 0.5, "trusted": 0.9}[triage]
+    return llm_step(
+        i,
+        node,
+        score_of("sgi", triage, rank=rank, explanation="x", fingerprint="fp", version="0"),
         question="q",
         response=response,
         context=tuple(ContextPiece(c, "state:notes") for c in context),
@@ -289,25 +269,12 @@ def fee_graph():
     def check(state: F):  # the contract and the flagged answer, as two pieces
         return {"check": _ask(FEE_REPLIES["check"], state["question"], [state["contract"], state["answer"]])}
 
-    g = StateGraph(F)
-    g.add_node("answer", answer)
-    g.add_node("email", email)
-    g.add_node("check", check)
-    g.add_edge(START, "answer")
-    g.add_edge("answer", "email")
-    g.add_edge("email", "check")
-    g.add_edge("check", END)
-    return g.compile()
+    return linear_graph(F, answer=answer, email=email, check=check)
 
 
 @pytest.fixture(scope="module")
 def fee_run():
-    spans = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(spans))
-    cb = GroundlensLangGraphCallback(listeners=[OTelExporter(provider)])
-    fee_graph().invoke({"question": FEE_QUESTION, "contract": CONTRACT}, config={"callbacks": [cb]})
-    return cb.get_trace(), spans.get_finished_spans()
+    return traced_run(fee_graph(), {"question": FEE_QUESTION, "contract": CONTRACT})
 
 
 def test_a_step_grounded_only_in_a_flagged_output_is_not_trusted(fee_run):
