@@ -14,11 +14,7 @@ pytest.importorskip("opentelemetry.sdk")
 
 from app_trace import ANSWER, APP_SPAN, openinference_langchain, run_in_app_span  # noqa: E402
 from demo_trace import record_run  # noqa: E402
-from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from otel_memory import MemoryTelemetry  # noqa: E402
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noqa: E402
 from groundlens_core.trace import CallRecord, ContextPiece, Recorder, Trace  # noqa: E402
@@ -31,21 +27,13 @@ def calibration(dgi_calibration):
     return dgi_calibration
 
 
-class Backend:
+class Backend(MemoryTelemetry):
     """One tracer provider for the application and for groundlens (as in an app that sets its own),
     and a logger provider for the evaluation events; everything kept in memory."""
 
     def __init__(self) -> None:
-        self.spans_out = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans_out))
-        self.logs_out = InMemoryLogRecordExporter()
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs_out))
+        super().__init__()
         self.tracer = self.tracer_provider.get_tracer("the-app")
-
-    def spans(self):
-        return list(self.spans_out.get_finished_spans())
 
     def one(self, predicate):
         found = [s for s in self.spans() if predicate(s)]
@@ -54,9 +42,6 @@ class Backend:
 
     def ours(self):
         return [s for s in self.spans() if s.instrumentation_scope.name == "groundlens"]
-
-    def logs(self):
-        return [r.log_record for r in self.logs_out.get_finished_logs()]
 
 
 def _ids(span):

@@ -36,11 +36,9 @@ from demo_trace import (  # noqa: E402
 )
 from missing_extras import hints, run_without  # noqa: E402
 from opentelemetry.sdk._logs import LoggerProvider  # noqa: E402
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
 from opentelemetry.trace import StatusCode  # noqa: E402
+from otel_memory import MemoryTelemetry  # noqa: E402
 
 from groundlens_core.trace.otel import OTelExporter, configure_otlp, export_trace, iso_to_ns  # noqa: E402
 
@@ -51,22 +49,8 @@ def calibration(dgi_calibration):
     return dgi_calibration
 
 
-class Sink:
+class Sink(MemoryTelemetry):
     """A tracer and a logger provider that keep what they export in memory."""
-
-    def __init__(self) -> None:
-        self.spans_out = InMemorySpanExporter()
-        self.tracer_provider = TracerProvider()
-        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans_out))
-        self.logs_out = InMemoryLogRecordExporter()
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs_out))
-
-    def spans(self):
-        return list(self.spans_out.get_finished_spans())
-
-    def logs(self):
-        return [r.log_record for r in self.logs_out.get_finished_logs()]
 
     def by_node(self):
         return {s.attributes.get("groundlens.node"): s for s in self.spans() if "groundlens.node" in s.attributes}
