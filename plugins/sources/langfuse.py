@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from groundlens_core.plugins.kit.shell import require
+from groundlens_core.plugins.sources.pages import sampled_by_trace
 from groundlens_core.trace.sources.job import Filters, Page, TraceGroup, Writer
 from groundlens_core.trace.sources.spans import CONTEXT_KINDS, StoredSpan, flatten, kind_of, to_unix
 
@@ -145,14 +146,8 @@ class LangfuseSpans:
     def _page(self, spans: list[StoredSpan], filters: Filters, position: dict[str, Any]) -> Page:
         self.stats["pages"] += 1
         skipped: Counter[str] = Counter()
-        by_trace: dict[str, list[StoredSpan]] = {}
-        for span in spans:
-            if not filters.is_target(span):  # what the server could not filter (several kinds or names)
-                continue
-            if filters.keeps_trace(span.trace_id):
-                by_trace.setdefault(span.trace_id, []).append(span)
-            else:
-                skipped["not sampled (--sample)"] += 1
+        # kinds and names the server could not filter (several of either) are left out here
+        by_trace = sampled_by_trace((s for s in spans if filters.is_target(s)), filters, skipped)
         rows = len(spans)
         groups = []
         for trace_id, targets in by_trace.items():

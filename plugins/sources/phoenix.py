@@ -21,6 +21,7 @@ from typing import Any
 
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.plugins.kit.shell import require
+from groundlens_core.plugins.sources.pages import sampled_by_trace
 from groundlens_core.trace.sources.job import Filters, Page, TraceGroup, Writer
 from groundlens_core.trace.sources.spans import CONTEXT_KINDS, StoredSpan, flatten, kind_of, to_unix
 
@@ -142,12 +143,7 @@ class PhoenixSpans:
     def _page(self, targets: list[StoredSpan], filters: Filters, position: dict[str, Any]) -> Page:
         self.stats["pages"] += 1
         skipped: Counter[str] = Counter()
-        by_trace: dict[str, list[StoredSpan]] = {}
-        for span in targets:
-            if filters.keeps_trace(span.trace_id):
-                by_trace.setdefault(span.trace_id, []).append(span)
-            else:
-                skipped["not sampled (--sample)"] += 1
+        by_trace = sampled_by_trace(targets, filters, skipped)
         others = self._context(list(by_trace), skipped)
         rows = len(targets) + sum(len(v) for v in others.values())
         self.stats["max_rows"] = max(self.stats["max_rows"], rows)
