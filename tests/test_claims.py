@@ -280,74 +280,62 @@ SWAP_SOURCE = (
     "He is saved by Alfred and given an antidote developed by Fox. "
     "The European Medicines Agency approved the drug in March."
 )
-
-
-@pytest.mark.parametrize(
-    "wrong, name, theirs",
-    [
-        # a name the source gives elsewhere, put where the copied sentence has another
-        (
-            "Tom accuses Gatsby of having never attended Tom and of making his fortune through bootlegging.",
-            "Tom",
-            "Oxford",
-        ),
-        ("He is saved by Alfred and given an antidote developed by Gatsby.", "Gatsby", "Fox"),
-    ],
-)
-def test_a_name_swapped_in_a_copied_sentence_is_contradicted(wrong, name, theirs):
-    found = [f for f in findings(wrong, SWAP_SOURCE, "What happens?") if f.failed]
-    assert [(f.kind, f.status, wrong[f.start : f.end], f.source) for f in found] == [
-        ("name", "contradicted", name, theirs)
-    ]
-
-
-@pytest.mark.parametrize(
-    "right",
-    [
-        "Gatsby is accused by Tom of having never attended Oxford and of making his fortune through bootlegging.",
-        "The EMA approved the drug in March.",  # initials of the source's name
-        "The Agency approved the drug in March.",  # part of it
-        "Batman is saved by Alfred and given an antidote developed by Fox.",  # a pronoun resolved
-    ],
-)
-def test_a_reordered_or_shortened_name_is_no_swap(right):
-    assert [f for f in findings(right, SWAP_SOURCE, "What happens?") if f.failed] == []
-
-
 NUMBERS_SOURCE = (
     "In February 1948, the Communists forced what remained of the Social Democrats to merge with them. "
     "The party had been founded in 1947. The timeout is 500 ms. About 48% of the experts agreed. "
     "In 2004, the Eiffel Tower began hosting a seasonal ice rink on the first level."
 )
+#: (source, question) of the swap cases
+NAMES = (SWAP_SOURCE, "What happens?")
+NUMBERS = (NUMBERS_SOURCE, "What happened?")
 
 
 @pytest.mark.parametrize(
-    "wrong, number, theirs",
+    "asked, wrong, kind, value, theirs",
     [
+        # a name the source gives elsewhere, put where the copied sentence has another
+        (
+            NAMES,
+            "Tom accuses Gatsby of having never attended Tom and of making his fortune through bootlegging.",
+            "name",
+            "Tom",
+            "Oxford",
+        ),
+        (NAMES, "He is saved by Alfred and given an antidote developed by Gatsby.", "name", "Gatsby", "Fox"),
         # a year the source names for something else, put in a sentence copied from it
         (
+            NUMBERS,
             "In February 1947, the Communists forced what remained of the Social Democrats to merge with them.",
+            "year",
             "1947",
             "1948",
         ),
-        ("In 2014, the Eiffel Tower began hosting a seasonal ice rink on the first level.", "2014", "2004"),
+        (NUMBERS, "In 2014, the Eiffel Tower began hosting a seasonal ice rink on the first level.", "year", "2014", "2004"),
     ],
 )
-def test_a_number_swapped_in_a_copied_sentence_is_contradicted(wrong, number, theirs):
-    found = [f for f in findings(wrong, NUMBERS_SOURCE, "What happened?") if f.failed]
-    assert [(f.status, wrong[f.start : f.end], f.source) for f in found] == [("contradicted", number, theirs)]
+def test_a_value_swapped_in_a_copied_sentence_is_contradicted(asked, wrong, kind, value, theirs):
+    source, question = asked
+    found = [f for f in findings(wrong, source, question) if f.failed]
+    assert [(f.kind, f.status, wrong[f.start : f.end], f.source) for f in found] == [
+        (kind, "contradicted", value, theirs)
+    ]
 
 
 @pytest.mark.parametrize(
-    "right",
+    "asked, right",
     [
-        "In February 1948, the Communists forced what remained of the Social Democrats to merge with them.",
-        "The timeout is 0.5 s.",  # another unit: the fact checks convert it
-        "The party had been founded in 1947.",
+        (NAMES, "Gatsby is accused by Tom of having never attended Oxford and of making his fortune through bootlegging."),
+        (NAMES, "The EMA approved the drug in March."),  # initials of the source's name
+        (NAMES, "The Agency approved the drug in March."),  # part of it
+        (NAMES, "Batman is saved by Alfred and given an antidote developed by Fox."),  # a pronoun resolved
+        (NUMBERS, "In February 1948, the Communists forced what remained of the Social Democrats to merge with them."),
+        (NUMBERS, "The timeout is 0.5 s."),  # another unit: the fact checks convert it
+        (NUMBERS, "The party had been founded in 1947."),
     ],
 )
-def test_the_same_numbers_or_a_conversion_are_no_swap(right):
-    assert [f for f in findings(right, NUMBERS_SOURCE, "What happened?") if f.failed] == []
+def test_a_reordered_or_shortened_name_the_same_number_or_a_conversion_is_no_swap(asked, right):
+    source, question = asked
+    assert [f for f in findings(right, source, question) if f.failed] == []
 
 
 def test_a_number_off_by_a_conversion_factor_is_no_swap():
