@@ -151,18 +151,23 @@ class FeeState(MessagesState):
     context: str
 
 
+def revision_loop(state: type, answer, revise, route):
+    """The compiled loop ``answer`` -> ``route`` -> ``revise`` -> ``answer`` ... until ``route`` accepts."""
+    g = StateGraph(state)
+    g.add_node("answer", answer)
+    g.add_node("revise", revise)
+    g.add_edge(START, "answer")
+    g.add_conditional_edges("answer", route, {"revise": "revise", "accept": END})
+    g.add_edge("revise", "answer")
+    return g.compile()
+
+
 def fee_graph(llm: ScriptedModel, reviser: GroundlensReviser):
     def answer(state: FeeState) -> dict:
         prompt = [SystemMessage("Answer from this source only:\n" + state["context"]), *state["messages"]]
         return {"messages": [llm.invoke(prompt)]}
 
-    g = StateGraph(FeeState)
-    g.add_node("answer", answer)
-    g.add_node("revise", reviser.revise)
-    g.add_edge(START, "answer")
-    g.add_conditional_edges("answer", reviser.route, {"revise": "revise", "accept": END})
-    g.add_edge("revise", "answer")
-    return g.compile()
+    return revision_loop(FeeState, answer, reviser.revise, reviser.route)
 
 
 @pytest.fixture
@@ -226,14 +231,9 @@ def test_langgraph_async_graph_with_the_async_router(callback):
     async def answer(state: FeeState) -> dict:
         return {"messages": [await llm.ainvoke([SystemMessage(state["context"]), *state["messages"]])]}
 
-    g = StateGraph(FeeState)
-    g.add_node("answer", answer)
-    g.add_node("revise", reviser.arevise)
-    g.add_edge(START, "answer")
-    g.add_conditional_edges("answer", reviser.aroute, {"revise": "revise", "accept": END})
-    g.add_edge("revise", "answer")
+    graph = revision_loop(FeeState, answer, reviser.arevise, reviser.aroute)
     value = {"messages": [HumanMessage(QUESTION)], "context": SOURCE}
-    out = asyncio.run(g.compile().ainvoke(value, config={"callbacks": [callback]}))
+    out = asyncio.run(graph.ainvoke(value, config={"callbacks": [callback]}))
     assert out["messages"][-1].content == RIGHT
     first, second = llm_steps(callback.get_trace())
     assert second.revision_of == first.id and first.triage == "flagged"
@@ -260,13 +260,8 @@ def test_langgraph_answer_kept_in_a_state_key(dgi_calibration):
         prompt = [SystemMessage(state["context"]), HumanMessage(state["question"]), *state.get("messages", [])]
         return {"answer": llm.invoke(prompt).content}
 
-    g = StateGraph(QAState)
-    g.add_node("answer", answer)
-    g.add_node("revise", reviser.revise)
-    g.add_edge(START, "answer")
-    g.add_conditional_edges("answer", reviser.route, {"revise": "revise", "accept": END})
-    g.add_edge("revise", "answer")
-    out = g.compile().invoke({"question": QUESTION, "context": SOURCE, "messages": []})
+    graph = revision_loop(QAState, answer, reviser.revise, reviser.route)
+    out = graph.invoke({"question": QUESTION, "context": SOURCE, "messages": []})
     assert out["answer"] == RIGHT
     assert [m.type for m in llm.seen[1]] == ["system", "human", "ai", "human"]
     assert llm.seen[1][2].content == WRONG and "The source says 15 %" in llm.seen[1][3].content
