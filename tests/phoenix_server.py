@@ -6,6 +6,7 @@ we only talk to it over HTTP (OTLP in, REST out).
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import json
 import os
@@ -18,7 +19,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parents[1]
 VENV = Path(os.environ.get("PHOENIX_VENV", REPO / ".phoenix-venv"))
@@ -202,3 +203,22 @@ class PhoenixServer:
         if not answered and failure is not None:
             raise failure
         return spans
+
+
+@contextlib.contextmanager
+def running_phoenix() -> Iterator[PhoenixServer]:
+    """A started server for a test module, stopped afterwards. Without the Phoenix venv the tests
+    skip, except under CI=true, where they fail: CI must run them."""
+    import pytest
+
+    exe = phoenix_executable()
+    if exe is None:
+        msg = f"Arize Phoenix venv not found at {VENV}; create it with: {INSTALL_HINT}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    server = PhoenixServer(exe).start()
+    try:
+        yield server
+    finally:
+        server.stop()

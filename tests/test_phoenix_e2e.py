@@ -6,38 +6,24 @@ under CI=true, where they fail: CI must run them.
 
 from __future__ import annotations
 
-import importlib.util
-import os
 import time
 import uuid
 from datetime import datetime
-from pathlib import Path
 
 import demo_trace
 import pytest
 from app_trace import APP_SPAN, openinference_langchain, run_in_app_span
 from demo_trace import ERROR, GROUNDED_USAGE, QUESTION_SGI, TOOL_NAME
+from phoenix_server import running_phoenix
 
 from groundlens_core.trace import Recorder, Trace
 
 pytestmark = pytest.mark.slow
 
-_spec = importlib.util.spec_from_file_location("groundlens_phoenix_server", Path(__file__).with_name("phoenix_server.py"))
-phoenix_server = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(phoenix_server)
-
-
 
 @pytest.fixture(scope="module")
 def phoenix():
-    exe = phoenix_server.phoenix_executable()
-    if exe is None:
-        msg = f"Arize Phoenix venv not found at {phoenix_server.VENV}; create it with: {phoenix_server.INSTALL_HINT}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    server = phoenix_server.PhoenixServer(exe).start()
-    try:
+    with running_phoenix() as server:
         # tests listen on loopback only: Phoenix's HTTP and gRPC receivers both (phoenix_loopback.py)
         deadline = time.monotonic() + 120  # the gRPC receiver may come up just after /healthz
         while {p for _, p in server.listening()} != {server.port, server.grpc_port} and time.monotonic() < deadline:
@@ -46,8 +32,6 @@ def phoenix():
         assert {p for _, p in listening} == {server.port, server.grpc_port}, listening
         assert {ip for ip, _ in listening} == {"127.0.0.1"}, listening
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -7,41 +7,24 @@ CI=true, where they fail: CI must run them.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from demo_trace import GROUNDED, OFF_TOPIC
+from phoenix_server import running_phoenix
 from stored_traces import T0_NS, rag_run
 
 from groundlens_core.cli import main
 
 pytestmark = pytest.mark.slow
 
-_spec = importlib.util.spec_from_file_location(
-    "groundlens_phoenix_server", Path(__file__).with_name("phoenix_server.py")
-)
-phoenix_server = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(phoenix_server)
-
 
 @pytest.fixture(scope="module")
 def phoenix():
-    exe = phoenix_server.phoenix_executable()
-    if exe is None:
-        msg = f"Arize Phoenix venv not found at {phoenix_server.VENV}; create it with: {phoenix_server.INSTALL_HINT}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    server = phoenix_server.PhoenixServer(exe).start()
-    try:
+    with running_phoenix() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def ship_runs(phoenix, project: str, answers: list[str]) -> list[tuple[str, str]]:
