@@ -8,10 +8,10 @@ scripted (TableChatModel): what runs is the callbacks and the instrumentation, n
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, TypedDict
+from typing import Any, Iterator
 
 from langchain_core.messages import HumanMessage, SystemMessage
-from scripted_graphs import TableChatModel, linear_graph
+from scripted_graphs import QAState, TableChatModel, linear_graph
 
 QUESTION = "How tall is the Eiffel Tower in metres?"
 PASSAGE = "The Eiffel Tower in Paris is 330 metres tall, antennas included, and was completed in 1889."
@@ -19,25 +19,19 @@ ANSWER = "The Eiffel Tower is 330 metres tall."
 APP_SPAN = "POST /chat"
 
 
-class RagState(TypedDict, total=False):
-    question: str
-    context: str
-    answer: str
-
-
 def rag_graph() -> Any:
     """``retrieve`` puts the passage in the state's ``context``; ``answer`` asks the model with it."""
     model = TableChatModel(table={QUESTION: ANSWER})
 
-    def retrieve(state: RagState) -> dict:
+    def retrieve(state: QAState) -> dict:
         return {"context": PASSAGE}
 
-    def answer(state: RagState) -> dict:
+    def answer(state: QAState) -> dict:
         reply = model.invoke([SystemMessage(f"Answer from this context only:\n{state['context']}"),
                               HumanMessage(state["question"])])
         return {"answer": reply.content}
 
-    return linear_graph(RagState, retrieve=retrieve, answer=answer)
+    return linear_graph(QAState, retrieve=retrieve, answer=answer)
 
 
 def run_in_app_span(tracer: Any, callback: Any, graph: Any = None) -> Any:

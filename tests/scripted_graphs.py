@@ -7,7 +7,7 @@ benchmark measures is the tracing, not a model.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypedDict
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
@@ -17,6 +17,22 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.retrievers import BaseRetriever
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.prebuilt import ToolNode, tools_condition
+
+
+class QAState(TypedDict, total=False):
+    """A question-answering graph's state: the question, the context a retrieving node puts in, the answer."""
+
+    question: str
+    context: str
+    answer: str
+
+
+class DocsState(TypedDict, total=False):
+    """A question-answering graph's state with the retrieved documents in place of a context string."""
+
+    question: str
+    documents: list[Document]
+    answer: str
 
 
 def linear_graph(state: type, **steps: Callable[[Any], dict]) -> Any:

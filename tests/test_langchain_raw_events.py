@@ -7,12 +7,11 @@ from __future__ import annotations
 import threading
 import time
 from datetime import datetime
-from typing import TypedDict
 
 import pytest
 from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage, SystemMessage
-from scripted_graphs import TableChatModel, TableRetriever, linear_graph
+from scripted_graphs import DocsState, TableChatModel, TableRetriever, linear_graph
 
 from groundlens_core import internal_errors
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
@@ -24,21 +23,15 @@ CONTEXT = "The Eiffel Tower is 330 metres tall and stands on the Champ de Mars i
 ANSWER = "The Eiffel Tower is 330 metres tall."
 
 
-class State(TypedDict, total=False):
-    question: str
-    documents: list[Document]
-    answer: str
-
-
 def rag_graph(after=None):
     """retrieve -> answer (-> after, when given)."""
     retriever = TableRetriever(table={QUESTION: CONTEXT})
     model = TableChatModel(table={QUESTION: ANSWER})
 
-    def retrieve(state: State) -> dict:
+    def retrieve(state: DocsState) -> dict:
         return {"documents": retriever.invoke(state["question"])}
 
-    def answer(state: State) -> dict:
+    def answer(state: DocsState) -> dict:
         context = "\n\n".join(d.page_content for d in state["documents"])
         msg = model.invoke(
             [SystemMessage(f"Answer only from this context:\n{context}"), HumanMessage(state["question"])]
@@ -48,7 +41,7 @@ def rag_graph(after=None):
     steps = {"retrieve": retrieve, "answer": answer}
     if after is not None:
         steps["after"] = after
-    return linear_graph(State, **steps)
+    return linear_graph(DocsState, **steps)
 
 
 def unix(iso: str) -> float:
@@ -105,7 +98,7 @@ def test_times_and_the_app_span_are_the_callbacks_not_the_translations(monkeypat
 def test_what_a_later_node_changes_in_place_is_not_in_an_earlier_calls_context(monkeypatch):
     added = "The Eiffel Tower was painted red in 2020."
 
-    def after(state: State) -> dict:
+    def after(state: DocsState) -> dict:
         state["documents"].append(Document(page_content=added))  # in place, after the call was made
         state["documents"][0].page_content += " Changed later."
         return {}

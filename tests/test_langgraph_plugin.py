@@ -22,7 +22,7 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Send
 from missing_extras import run_without
-from scripted_graphs import linear_graph
+from scripted_graphs import DocsState, linear_graph
 
 from groundlens_core.plugins.langchain import prompt as _langchain_prompt
 from groundlens_core.plugins.langchain import runs as _langchain_runs
@@ -108,22 +108,16 @@ def tool_agent_graph(model):
     return scripted_graphs.tool_agent_graph(model, [get_weather], SYSTEM)
 
 
-class RagState(TypedDict, total=False):
-    question: str
-    documents: list[Document]
-    answer: str
-
-
 def rag_graph(model, retriever):
-    def retrieve(state: RagState):
+    def retrieve(state: DocsState):
         return {"documents": retriever.invoke(state["question"])}
 
-    def answer(state: RagState):
+    def answer(state: DocsState):
         msg = model.invoke([SystemMessage(SYSTEM + "\nContext:\n" + "\n".join(d.page_content for d in state["documents"])),
                             HumanMessage(state["question"])])
         return {"answer": msg.content}
 
-    return linear_graph(RagState, retrieve=retrieve, answer=answer)
+    return linear_graph(DocsState, retrieve=retrieve, answer=answer)
 
 
 class QAState(TypedDict, total=False):
@@ -489,10 +483,10 @@ async def test_send_fanout_branches_keep_their_own_context_async():
     _check_fanout(cb.get_trace())
 
 
-def research_subgraph(write: Callable[[RagState], dict]):
+def research_subgraph(write: Callable[[DocsState], dict]):
     """A compiled subgraph: retrieve (a keyword retriever over DOCS), then ``write``."""
     retriever = KeywordRetriever(docs=DOCS)
-    sg = StateGraph(RagState)
+    sg = StateGraph(DocsState)
     sg.add_node("retrieve", lambda state: {"documents": retriever.invoke(state["question"])})
     sg.add_node("write", write)
     sg.add_edge(START, "retrieve")
@@ -504,7 +498,7 @@ def test_subgraph_node_path_and_retriever_context_inside_it():
     model = scripted(respond=lambda msgs: "The Great Wall of China is more than 21,000 kilometres long.")
     research = research_subgraph(lambda state: {"answer": model.invoke([HumanMessage(state["question"])]).content})
 
-    g = StateGraph(RagState)
+    g = StateGraph(DocsState)
     g.add_node("research", research)
     g.add_edge(START, "research")
     g.add_edge("research", END)
@@ -537,14 +531,14 @@ def test_steps_in_a_subgraph_hang_under_their_node_run():
         "In Paris it is sunny.",
     )
 
-    def write(state: RagState):
+    def write(state: DocsState):
         model.invoke([HumanMessage("Weather in Paris?")])  # a tool-call turn
         return {"answer": model.invoke([HumanMessage(state["question"])]).content}
 
-    def summary(state: RagState):
+    def summary(state: DocsState):
         return {"answer": model.invoke([HumanMessage("Summarise: " + state["answer"])]).content}
 
-    g = StateGraph(RagState)
+    g = StateGraph(DocsState)
     g.add_node("research", research_subgraph(write))
     g.add_node("summary", summary)
     g.add_edge(START, "research")

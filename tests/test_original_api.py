@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import TypedDict
 
 import pytest
 from conftest import GROUNDED_PAIRS
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from scripted_graphs import linear_graph
+from scripted_graphs import QAState, linear_graph
 
 # --- the original README's imports, pointed at groundlens_core
 from groundlens_core import calibrate, compute_dgi
@@ -26,23 +25,17 @@ FACTS = "Paris is the capital of France and has about 2.1 million inhabitants."
 UNGROUNDED = "Paris population statistics: the number of residents living in Paris."
 
 
-class State(TypedDict, total=False):
-    question: str
-    context: str
-    answer: str
-
-
 def build_graph():
     model = GenericFakeChatModel(messages=iter([UNGROUNDED]))
 
-    def retrieve(state: State) -> State:
+    def retrieve(state: QAState) -> QAState:
         return {"context": FACTS}
 
-    def answer(state: State) -> State:
+    def answer(state: QAState) -> QAState:
         prompt = f"Context: {state['context']}"
         return {"answer": model.invoke([("system", prompt), ("human", state["question"])]).content}
 
-    return linear_graph(State, retrieve=retrieve, answer=answer)
+    return linear_graph(QAState, retrieve=retrieve, answer=answer)
 
 
 def test_the_original_readme_runs(tmp_path, monkeypatch, capsys):

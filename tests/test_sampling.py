@@ -5,11 +5,10 @@ every call left out is counted on its trace (``Trace.unsampled``, ``summary()``)
 from __future__ import annotations
 
 import uuid
-from typing import TypedDict
 
 import pytest
 from langchain_core.messages import HumanMessage
-from scripted_graphs import TableChatModel, linear_graph
+from scripted_graphs import QAState, TableChatModel, linear_graph
 
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
 from groundlens_core.trace import Recorder
@@ -20,11 +19,8 @@ PLAN = "Look up the height of the Eiffel Tower."
 ANSWER = "The Eiffel Tower is 330 metres tall."
 
 
-class State(TypedDict, total=False):
-    question: str
-    context: str
+class State(QAState, total=False):
     plan: str
-    answer: str
 
 
 def two_step_graph():
