@@ -56,21 +56,19 @@ class OTLPReceiver:
         with self._lock:
             return [body for p, body in self.requests if p == path]
 
+    def _received(self, path: str, request_type: Any) -> list[Any]:
+        """Every request sent to ``path``, decoded as ``request_type`` (served or not)."""
+        return [request_type.FromString(body) for body in self._bodies(path)]
+
     def spans(self) -> list[Any]:
         """Every span received (served or not), as ``opentelemetry.proto`` Span messages."""
-        out = []
-        for body in self._bodies("/v1/traces"):
-            req = ExportTraceServiceRequest.FromString(body)
-            out += [s for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
-        return out
+        requests = self._received("/v1/traces", ExportTraceServiceRequest)
+        return [s for req in requests for rs in req.resource_spans for ss in rs.scope_spans for s in ss.spans]
 
     def logs(self) -> list[Any]:
         """Every log record received, as ``opentelemetry.proto`` LogRecord messages."""
-        out = []
-        for body in self._bodies("/v1/logs"):
-            req = ExportLogsServiceRequest.FromString(body)
-            out += [r for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records]
-        return out
+        requests = self._received("/v1/logs", ExportLogsServiceRequest)
+        return [r for req in requests for rl in req.resource_logs for sl in rl.scope_logs for r in sl.log_records]
 
 
 def attributes(message: Any) -> dict[str, Any]:
