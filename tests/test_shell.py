@@ -11,17 +11,7 @@ import pytest
 from conftest import BrokenEmbedder
 
 from groundlens_core import DGIResult, SGIResult
-from groundlens_core.plugins.kit.shell import (
-    AdapterShell,
-    GroundlensFlaggedError,
-    InlineScore,
-    apply_guard,
-    check_mode,
-    handle_internal_errors,
-    optional_base,
-    parse_usage,
-    require,
-)
+from groundlens_core.plugins.kit import shell
 from groundlens_core.trace import CallRecord, Recorder, Usage
 
 QUESTION = "What is the population of Paris?"
@@ -30,17 +20,17 @@ GROUNDED = "Paris has about 2.1 million inhabitants and is the capital of France
 UNGROUNDED = "Paris population statistics: the number of residents living in Paris."
 
 
-class DemoAdapter(AdapterShell):
+class DemoAdapter(shell.AdapterShell):
     framework = "shelltest"
     extra = "shelltest"
 
-    @handle_internal_errors(trace_key=lambda self, key, **kw: (key, "demo-node"), default="fallback")
+    @shell.handle_internal_errors(trace_key=lambda self, key, **kw: (key, "demo-node"), default="fallback")
     def on_event(self, key: str, *, fail: bool = False) -> str:
         if fail:
             raise ValueError("simulated adapter bug")
         return "ok"
 
-    @handle_internal_errors
+    @shell.handle_internal_errors
     async def on_async_event(self, fail: bool) -> str:
         if fail:
             raise KeyError("simulated async bug")
@@ -59,16 +49,16 @@ class ListenerSpy:
 
 
 def test_require_imports_or_names_the_install_line():
-    assert require("json", "all").dumps([1]) == "[1]"
+    assert shell.require("json", "all").dumps([1]) == "[1]"
     with pytest.raises(ImportError) as info:
-        require("groundlens_no_such_framework", "crewai", "CrewAI")
+        shell.require("groundlens_no_such_framework", "crewai", "CrewAI")
     assert 'pip install "groundlens-core[crewai]"' in str(info.value) and "CrewAI" in str(info.value)
     assert "\n" not in str(info.value)
 
 
 def test_optional_base_is_the_class_or_object():
-    assert optional_base("collections", "OrderedDict").__name__ == "OrderedDict"
-    assert optional_base("groundlens_no_such_framework", "Base") is object
+    assert shell.optional_base("collections", "OrderedDict").__name__ == "OrderedDict"
+    assert shell.optional_base("groundlens_no_such_framework", "Base") is object
 
 
 # ---------------------------------------------------------------- usage
@@ -88,7 +78,7 @@ def test_optional_base_is_the_class_or_object():
     ("12 tokens", None),
 ])
 def test_parse_usage_reads_every_sdk_shape(raw, expected):
-    assert parse_usage(raw) == expected
+    assert shell.parse_usage(raw) == expected
 
 
 # ---------------------------------------------------------------- construction
@@ -163,13 +153,13 @@ def test_the_guard_swallows_logs_once_and_records_an_error_step(internal_errors_
 def test_the_guard_as_context_manager_and_on_coroutines(internal_errors_logged, caplog):
     adapter = DemoAdapter()
     with caplog.at_level("WARNING", logger="groundlens.shelltest"):
-        with handle_internal_errors(adapter, "after_call", trace_key="run-2", node="n2"):
+        with shell.handle_internal_errors(adapter, "after_call", trace_key="run-2", node="n2"):
             raise RuntimeError("inside a with block")
         assert asyncio.run(adapter.on_async_event(True)) is None
         assert asyncio.run(adapter.on_async_event(False)) == "ok"
 
         async def async_block() -> str:
-            async with handle_internal_errors(adapter, "async_block", trace_key="run-2"):
+            async with shell.handle_internal_errors(adapter, "async_block", trace_key="run-2"):
                 raise OSError("inside async with")
             return "went on"
 
@@ -183,9 +173,9 @@ def test_the_guard_as_context_manager_and_on_coroutines(internal_errors_logged, 
 def test_the_guard_never_swallows_base_exceptions_or_the_users_errors(internal_errors_logged):
     adapter = DemoAdapter()
     with pytest.raises(KeyboardInterrupt):
-        with handle_internal_errors(adapter, "x"):
+        with shell.handle_internal_errors(adapter, "x"):
             raise KeyboardInterrupt
-    with handle_internal_errors(framework="shelltest"):  # no adapter: logged only
+    with shell.handle_internal_errors(framework="shelltest"):  # no adapter: logged only
         raise ValueError("no adapter")
     assert adapter.recorder.get_traces(wait=True) == []
 
@@ -233,24 +223,24 @@ def test_guard_modes(adapter):
     flagged = adapter.score_inline(question=QUESTION, response=UNGROUNDED, context=[FACTS])
     passed = adapter.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
     assert flagged.flagged and not passed.flagged and passed.triage in ("trusted", "review")
-    seen: list[tuple[InlineScore, str]] = []
-    assert apply_guard(flagged, mode="annotate", response="r1", on_flagged=lambda s, r: seen.append((s, r))) is None
-    assert apply_guard(passed, mode="raise", response="r2", on_flagged=lambda s, r: seen.append((s, r))) is None
+    seen: list[tuple[shell.InlineScore, str]] = []
+    assert shell.apply_guard(flagged, mode="annotate", response="r1", on_flagged=lambda s, r: seen.append((s, r))) is None
+    assert shell.apply_guard(passed, mode="raise", response="r2", on_flagged=lambda s, r: seen.append((s, r))) is None
     assert seen == [(flagged, "r1")]
-    err = apply_guard(flagged, mode="raise", response={"text": UNGROUNDED}, node="qa", step_id="s1")
-    assert isinstance(err, GroundlensFlaggedError) and err.score is flagged.score
+    err = shell.apply_guard(flagged, mode="raise", response={"text": UNGROUNDED}, node="qa", step_id="s1")
+    assert isinstance(err, shell.GroundlensFlaggedError) and err.score is flagged.score
     assert err.response == {"text": UNGROUNDED} and err.node == err.function_name == "qa" and err.step_id == "s1"
     assert str(err).startswith("groundlens flagged the answer of qa (SGI=")
     try:
         try:
             raise err
-        except GroundlensFlaggedError as inner:
+        except shell.GroundlensFlaggedError as inner:
             raise RuntimeError("a framework wraps it") from inner
     except RuntimeError as outer:
-        assert GroundlensFlaggedError.find(outer) is err
-    assert GroundlensFlaggedError.find(ValueError("x")) is None
-    assert check_mode("raise") == "raise"
+        assert shell.GroundlensFlaggedError.find(outer) is err
+    assert shell.GroundlensFlaggedError.find(ValueError("x")) is None
+    assert shell.check_mode("raise") == "raise"
     with pytest.raises(ValueError, match="mode must be one of annotate, raise"):
-        check_mode("replace")
+        shell.check_mode("replace")
     with pytest.raises(ValueError, match="on_flagged must be callable"):
-        check_mode("annotate", on_flagged="print")
+        shell.check_mode("annotate", on_flagged="print")
