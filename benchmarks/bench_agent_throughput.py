@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from measures import pct  # noqa: E402
 from rag_graph import build_rag_graph, make_texts  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
@@ -49,11 +50,6 @@ from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback  # noq
 from groundlens_core.trace import recorder as recorder_mod  # noqa: E402
 from groundlens_core.trace.recorder import CallRecord, Recorder  # noqa: E402
 from groundlens_core.trace.recorder import worker as worker_mod
-
-
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 def rss_mb() -> float:

@@ -21,7 +21,6 @@ The embedding model is loaded before timing (a one-off ~2-3 s per process, on th
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import threading
@@ -34,6 +33,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
+from measures import pct, scripted_model_options
 
 from groundlens_core import get_embedder
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback
@@ -121,16 +121,8 @@ class NoopHandler(BaseCallbackHandler):
         pass
 
 
-def pct(values: list[float], q: float) -> float:
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=30)
-    parser.add_argument("--delay", type=float, default=0.05, help="seconds the scripted model sleeps per call")
-    args = parser.parse_args(argv)
+    args = scripted_model_options(__doc__.splitlines()[0], runs=30).parse_args(argv)
 
     get_embedder().encode(["warm up the embedding model"])  # one-off load, not what we measure
     graph = build_graph(SlowScriptedModel(delay=args.delay))

@@ -45,6 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the fake server and each SDK's wire format live with the tests
 
 from fake_llm_server import FakeLLMServer, Reply, Request  # noqa: E402
+from measures import pct  # noqa: E402
 
 from groundlens_core import get_embedder  # noqa: E402
 
@@ -121,11 +122,6 @@ def time_sdk_streams() -> None:
 
         __stream__.timed = True
         stream_cls.__stream__ = __stream__
-
-
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
 
 
 def ms(x: float) -> str:

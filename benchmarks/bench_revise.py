@@ -21,7 +21,6 @@ The embedding model is loaded before timing.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Any
@@ -30,6 +29,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.graph import END, START, MessagesState, StateGraph
+from measures import scripted_model_options
 
 from groundlens_core import evaluate, get_embedder
 from groundlens_core.plugins.langgraph import GroundlensLangGraphCallback, GroundlensReviser
@@ -81,10 +81,7 @@ def inputs(i: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--delay", type=float, default=0.05, help="seconds the scripted model sleeps per call")
-    args = parser.parse_args(argv)
+    args = scripted_model_options(__doc__.splitlines()[0], runs=20).parse_args(argv)
 
     get_embedder().encode(["warm up the embedding model"])  # one-off load, not what we measure
     cb = GroundlensLangGraphCallback(name="bench")
