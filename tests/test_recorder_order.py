@@ -43,8 +43,9 @@ def test_two_threads_recording_into_one_trace_keep_the_index_order(monkeypatch):
         second_done.set()
 
     threads = [
-        threading.Thread(target=rec.record, args=(CallRecord(trace_key="k", node="a", kind="tool", response="first"),),
-                         name="first"),
+        threading.Thread(
+            target=rec.record, args=(CallRecord(trace_key="k", node="a", kind="tool", response="first"),), name="first"
+        ),
         threading.Thread(target=second, name="second"),
     ]
     for t in threads:
@@ -130,3 +131,24 @@ def test_a_call_is_never_decided_half_read():
     first.join(5)
     second.join(5)
     assert seen == [("When was it founded?", "score")] and call.read is None
+
+
+def test_the_recorder_and_the_core_share_one_notion_of_blank():
+    """A response or a context piece with nothing visible (a zero-width space, punctuation alone) is
+    blank to the recorder as it is to the core: the call is skipped, not sent on to fail scoring."""
+    from groundlens_core import evaluate
+    from groundlens_core.errors import GroundlensInputError
+    from groundlens_core.trace.recorder.calls import context_pieces, decide
+
+    for invisible in ("\u200b", " \u200d\ufeff ", "..."):
+        call = CallRecord(trace_key="k", node="n", question="When?", response=invisible)
+        assert decide(call) == ("skipped", "no response text")
+        try:
+            evaluate(question="When?", response=invisible, context="Founded in 1998.")
+        except GroundlensInputError:
+            pass
+        else:
+            raise AssertionError(f"the core scored a blank response {invisible!r}")
+    assert [p.text for p in context_pieces(["\u200b", "Founded in 1998.", "..."])] == ["Founded in 1998."]
+    no_context = CallRecord(trace_key="k", node="n", response="In 1998.", context=("\u200b",))
+    assert decide(no_context) == ("skipped", "no question and no context found for this call")

@@ -99,7 +99,7 @@ def context_pieces(items: Iterable[Any], default_source: str = "context") -> tup
             piece = ContextPiece(text=str(item[0]), source=str(item[1]))
         else:
             piece = ContextPiece(text=str(item), source=default_source)
-        if not isinstance(piece.text, str) or not piece.text.strip():
+        if not isinstance(piece.text, str) or is_blank(piece.text):
             continue
         key = (piece.text, piece.source)
         if key not in seen:
@@ -118,7 +118,7 @@ def decide(call: CallRecord) -> tuple[str, str | None]:
         return "skipped", "the model only called tools"
     if call.kind in ("tool", "retrieval"):
         return "skipped", "a tool or retriever result: context for later steps, not scored"
-    if not isinstance(call.response, str) or not call.response.strip():
+    if not isinstance(call.response, str) or is_blank(call.response):
         return "skipped", "no response text"
     if call.read is not None:  # its question and context are read on the worker, before it is decided again
         return "score", None
