@@ -13,7 +13,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -22,6 +22,17 @@ from groundlens_core.batch.outputs import open_own, refuse_link, remove_entry
 
 #: per-row record of the keys file
 KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
+
+
+def row_keys(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
+    """The keys file records of written rows (band, method, normalized score; the offset is the
+    writer's): the one place they are made, so whatever ranks rows as ``--sort`` and the HTML report
+    do (:func:`~groundlens_core.batch.final_output.risk_order`) ranks by the same values."""
+    keys = np.zeros(len(rows), dtype=KEY_DTYPE)
+    for i, r in enumerate(rows):
+        keys[i]["rank"], keys[i]["norm"] = risk_key(r)
+        keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)  # type: ignore[arg-type]
+    return keys
 
 
 @dataclass(frozen=True)
@@ -137,10 +148,7 @@ class Sink:
     def write(self, rows: list[dict], first_row: int) -> None:
         from groundlens_core.batch.io_formats import arrow_table, encode_rows
 
-        keys = np.zeros(len(rows), dtype=KEY_DTYPE)
-        for i, r in enumerate(rows):
-            keys[i]["rank"], keys[i]["norm"] = risk_key(r)
-            keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)  # type: ignore[arg-type]
+        keys = row_keys(rows)
         if self.kind == "parquet":
             import pyarrow as pa
 
