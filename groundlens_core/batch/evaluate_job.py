@@ -33,6 +33,7 @@ from groundlens_core.batch.final_output import finalize, risk_order
 from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.batch.outputs import OutputLock, check_html_target, check_target, same_file, with_path
 from groundlens_core.batch.partial_output import KEY_DTYPE, PartialPaths, Sink
+from groundlens_core.batch.riskiest import RiskiestKeeper
 from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.scoring.results import ScoreError
 
@@ -350,13 +351,14 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     if no_context:  # scored all the same (questions and answers alone are valid input), but never silently
         run.log(no_context)
     sink = Sink(run.out_kind, paths, run.columns, run.schema)
+    keeper = riskiest_keeper(job) if write_report is not None else None
     bar = None
     try:
         sink.open(rows_done=rows_done, state=state, verified=verified)
         if state is None:
             write_checkpoint(paths.checkpoint, signature, 0, sink.state())
         bar = _progress_bar(info.rows, rows_done, job.progress)
-        _score_rows(run, scorer, sink, bar, rows_done, signature)
+        _score_rows(run, scorer, sink, bar, rows_done, signature, keeper)
     except OSError as exc:
         raise (exc if exc.filename else with_path(exc, paths.partial)) from None
     finally:
@@ -365,6 +367,24 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
         sink.close()
         scorer.close()
 
+    _finish(run, summary, write_report, emb, keeper)
+    return summary
+
+
+def riskiest_keeper(job: EvaluateJob) -> RiskiestKeeper | None:
+    """What keeps the results of the rows the HTML report will show, so it need not score them
+    again; None when no result would be kept (no rows shown, or Ray, whose workers send cells only)."""
+    if job.html is None or job.html_rows <= 0 or job.engine == "ray":
+        return None
+    return RiskiestKeeper(job.html_rows)
+
+
+def _finish(
+    run: _Run, summary: JobSummary, write_report: Callable[..., int] | None, emb: Any, keeper: RiskiestKeeper | None
+) -> None:
+    """After the last row: the counts, the report (from the kept results where it has them) and the
+    complete output put in place."""
+    job, info, paths = run.job, run.info, run.paths
     keys = np.fromfile(paths.keys, dtype=KEY_DTYPE) if paths.keys.stat().st_size else np.zeros(0, KEY_DTYPE)
     if len(keys) != info.rows:
         raise GroundlensInputError(
@@ -372,15 +392,19 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
         )
     _count(summary, keys)
     if write_report is not None:
-        summary.html_rows = write_report(job, info, run.out_kind, paths, keys, run.schema, emb=emb, calibration=run.cal)
+        summary.html_rows = write_report(
+            job, info, run.out_kind, paths, keys, run.schema, emb=emb, calibration=run.cal, kept=keeper
+        )
     order = risk_order(keys) if job.sort else None
     finalize(run.out_kind, paths, job.output, run.columns, run.schema, keys, order)
     paths.remove()
-    return summary
 
 
-def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: dict) -> None:
-    """Score the rows after ``rows_done`` chunk by chunk, each written and checkpointed before the next."""
+def _score_rows(
+    run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: dict, keeper: RiskiestKeeper | None = None
+) -> None:
+    """Score the rows after ``rows_done`` chunk by chunk, each written and checkpointed before the next;
+    ``keeper`` keeps the results the HTML report will show."""
     from groundlens_core.batch.io_formats import READ_ERROR, renamed_inputs, row_item
 
     job, has_context, names = run.job, run.info.has_context, run.info.names
@@ -395,15 +419,18 @@ def _score_rows(run: _Run, scorer, sink: Sink, bar, rows_done: int, signature: d
         for i, r in enumerate(rows):
             if READ_ERROR in r:
                 results[i] = ScoreError(index=rows_done + i, error=r.pop(READ_ERROR))
-        for i, res in zip(todo, scorer.score([row_item(rows[i], has_context, names) for i in todo], rows_done)):
+        items = [row_item(r, has_context, names) for r in rows]
+        for i, res in zip(todo, scorer.score([items[i] for i in todo], rows_done)):
             results[i] = res
         if job.ledger is not None:  # signed records of the rows, before the checkpoint counts them done
-            job.ledger.record_rows([row_item(r, has_context, names) for r in rows], results, rows_done, signature)
+            job.ledger.record_rows(items, results, rows_done, signature)
         out = []
         for r, res in zip(rows, results):
             o = {renamed.get(k, k): v for k, v in r.items()}  # an input column named as ours is kept
             o.update(res if isinstance(res, dict) else result_columns(res))  # Ray sends the cells
             out.append(o)
+        if keeper is not None:
+            keeper.offer(rows_done, out, items, results)
         # write in checkpoint-sized pieces so a resume never has to redo more than one chunk
         for s in range(0, len(out), job.batch_size):
             piece = out[s : s + job.batch_size]
