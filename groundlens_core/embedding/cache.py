@@ -8,7 +8,7 @@ encode would give and caching never changes a score.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Sequence
+from typing import Any, Generic, Iterable, Sequence, TypeVar, overload
 
 import numpy as np
 
@@ -16,42 +16,61 @@ from groundlens_core.embedding import first_load
 from groundlens_core.embedding.base import Embedder
 from groundlens_core.errors import EmbeddingError
 
+#: a cache key: a text, or (text, start, end) for a span of it
+_Key = str | tuple[str, int, int]
+_T = TypeVar("_T")
+
+
+class _FromInner(Generic[_T]):
+    """An attribute of the embedder protocol read from the wrapped embedder: the cache stands in for
+    it, so what names and sizes the embedding is always the inner one's."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _FromInner[_T]: ...
+
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
+
+    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
+        return self if obj is None else getattr(obj.inner, self.name)
+
 
 class CachedEmbedder:
+    # protocol attributes, delegated
+    model_id: _FromInner[str] = _FromInner()
+    backend: _FromInner[str] = _FromInner()
+    dim: _FromInner[int] = _FromInner()
+    max_tokens: _FromInner[int] = _FromInner()
+    fingerprint: _FromInner[str] = _FromInner()
+
     def __init__(self, inner: Embedder, max_entries: int = 4096):
         self.inner = inner
         self.max_entries = max_entries
-        self._cache: OrderedDict[str | tuple[str, int, int], np.ndarray] = OrderedDict()  # text, or (text, start, end)
+        self._cache: OrderedDict[_Key, np.ndarray] = OrderedDict()
         self._lock = first_load.own_lock(self)  # renewed in a forked child
         self.hits = 0
         self.misses = 0
-
-    # protocol attributes, delegated
-    @property
-    def model_id(self) -> str:
-        return self.inner.model_id
-
-    @property
-    def backend(self) -> str:
-        return self.inner.backend
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
-
-    @property
-    def max_tokens(self) -> int:
-        return self.inner.max_tokens
-
-    @property
-    def fingerprint(self) -> str:
-        return self.inner.fingerprint
 
     def count_tokens(self, text: str) -> int:
         return self.inner.count_tokens(text)
 
     def split(self, text: str, max_tokens: int | None = None) -> list[str]:
         return self.inner.split(text, max_tokens)
+
+    def _keep(self, fresh: Iterable[tuple[_Key, np.ndarray]], found: dict[_Key, np.ndarray]) -> None:
+        """Cache freshly encoded rows (and put them in ``found``) as read-only copies, so no caller
+        can change the row a later caller gets, then drop the least recently used past the bound."""
+        with self._lock:
+            for k, row in fresh:
+                row = row.copy()
+                row.setflags(write=False)
+                found[k] = row
+                self._cache[k] = row
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
 
     def clear(self) -> None:
         with self._lock:
@@ -60,7 +79,7 @@ class CachedEmbedder:
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for ``texts`` in order; each distinct uncached text is encoded once, all together."""
         texts = list(texts)
-        found: dict[str, np.ndarray] = {}
+        found: dict[_Key, np.ndarray] = {}
         with self._lock:
             for t in texts:
                 if t in found:
@@ -79,14 +98,7 @@ class CachedEmbedder:
             if not np.isfinite(fresh).all():
                 bad = [missing[i][:40] for i in np.where(~np.isfinite(fresh).all(axis=1))[0]]
                 raise EmbeddingError(f"embedder returned non-finite values for {len(bad)} text(s), e.g. {bad[0]!r}")
-            with self._lock:
-                for t, row in zip(missing, fresh):
-                    row = row.copy()
-                    row.setflags(write=False)
-                    found[t] = row
-                    self._cache[t] = row
-                while len(self._cache) > self.max_entries:
-                    self._cache.popitem(last=False)
+            self._keep(zip(missing, fresh), found)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([found[t] for t in texts])
@@ -102,11 +114,11 @@ class CachedEmbedder:
         wanted: dict[str, dict[tuple[int, int], None]] = {}
         for t, sp in zip(texts, spans):
             wanted.setdefault(t, {}).update(dict.fromkeys((int(a), int(b)) for a, b in sp))
-        found: dict[str | tuple[str, int, int], np.ndarray] = {}
+        found: dict[_Key, np.ndarray] = {}
         missing: list[str] = []
         with self._lock:
             for t, asked in wanted.items():
-                keys: list[str | tuple[str, int, int]] = [t, *((t, a, b) for a, b in asked)]
+                keys: list[_Key] = [t, *((t, a, b) for a, b in asked)]
                 cached = [self._cache.get(k) for k in keys]
                 if any(r is None for r in cached):
                     missing.append(t)
@@ -126,7 +138,7 @@ class CachedEmbedder:
                     self.inner.encode([t[a:b] for a, b in sp]) if sp else np.zeros((0, self.dim))
                     for t, sp in zip(missing, miss_spans)
                 ]
-            fresh: list[tuple[str | tuple[str, int, int], np.ndarray]] = []
+            fresh: list[tuple[_Key, np.ndarray]] = []
             for t, row, sp, part in zip(missing, np.asarray(whole, dtype=np.float32), miss_spans, parts):
                 part = np.asarray(part, dtype=np.float32)
                 if row.shape != (self.dim,) or part.shape != (len(sp), self.dim):
@@ -137,14 +149,7 @@ class CachedEmbedder:
                     raise EmbeddingError(f"embedder returned non-finite values for a text, e.g. {t[:40]!r}")
                 fresh.append((t, row))
                 fresh.extend(((t, a, b), r) for (a, b), r in zip(sp, part))
-            with self._lock:
-                for k, row in fresh:
-                    row = row.copy()
-                    row.setflags(write=False)
-                    found[k] = row
-                    self._cache[k] = row
-                while len(self._cache) > self.max_entries:
-                    self._cache.popitem(last=False)
+            self._keep(fresh, found)
         out = np.stack([found[t] for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
         span_rows = [
             np.stack([found[(t, int(a), int(b))] for a, b in sp])
