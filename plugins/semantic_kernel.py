@@ -7,21 +7,22 @@ import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence, Unpack
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.kit.shell import (
     AdapterShell,
     GroundlensFlaggedError,
+    ShellOptions,
     apply_guard,
     check_mode,
     handle_internal_errors,
+    names_shell_options,
     parse_usage,
     require,
-    shell_options,
 )
 from groundlens_core.trace.model import ContextPiece, Usage, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 from groundlens_core.trace.recorder.inputs import (
     CONTEXT_NAMES,
     QUESTION_NAMES,
@@ -87,6 +88,7 @@ class GroundlensFilter(AdapterShell):
     framework = FRAMEWORK
     extra = EXTRA
 
+    @names_shell_options
     def __init__(
         self,
         *,
@@ -96,17 +98,7 @@ class GroundlensFilter(AdapterShell):
         question_arguments: Sequence[str] = QUESTION_NAMES,
         context_arguments: Sequence[str] = CONTEXT_NAMES,
         metadata_key: str = "groundlens",
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptions],
     ):
         self.mode = check_mode(mode, on_flagged, MODES)
         require("semantic_kernel", EXTRA, "Semantic Kernel")
@@ -115,7 +107,7 @@ class GroundlensFilter(AdapterShell):
         self.question_arguments = tuple(question_arguments)
         self.context_arguments = tuple(context_arguments)
         self.metadata_key = metadata_key
-        super().__init__(**shell_options(locals()))
+        super().__init__(**options)
 
     def trace(self, name: str | None = None, *, metadata: dict[str, Any] | None = None) -> ContextManager[str]:
         """Group several ``kernel.invoke`` calls into one trace; yields its key."""

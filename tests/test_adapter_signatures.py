@@ -10,7 +10,7 @@ import pydoc
 
 import pytest
 
-from groundlens_core.plugins.kit.shell import SHELL_KEYWORDS, AdapterShell
+from groundlens_core.plugins.kit.shell import SHELL_KEYWORDS, AdapterShell, ShellOptions, ShellOptionsBesideName
 
 #: (module, class) of every adapter a user constructs
 ADAPTERS = [
@@ -52,6 +52,9 @@ def test_the_shell_keywords_are_the_ones_every_adapter_repeats():
         "nodes",
         "skip_nodes",
     )
+    # the one declaration adapters unpack (``**options: Unpack[ShellOptions]``) names the same options
+    assert set(ShellOptions.__annotations__) == set(SHELL_KEYWORDS)
+    assert set(ShellOptionsBesideName.__annotations__) == set(SHELL_KEYWORDS) - {"name"}
 
 
 @pytest.mark.parametrize(("module", "name"), ADAPTERS, ids=[n for _, n in ADAPTERS])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable, Sequence
+from typing import Any, AsyncIterator, Iterable, Sequence, Unpack
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.autogen.reading import (
@@ -13,36 +13,27 @@ from groundlens_core.plugins.autogen.reading import (
     _Conversation,
     _messages_of,
 )
-from groundlens_core.plugins.kit.shell import handle_internal_errors, shell_options
+from groundlens_core.plugins.kit.shell import ShellOptions, handle_internal_errors, names_shell_options
 from groundlens_core.trace.model import Trace, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 
 
 class GroundlensChecker(_AutoGenShell):
     """Scores the answers in a finished (or streaming) AgentChat run; one trace per check."""
 
+    @names_shell_options
     def __init__(
         self,
         *,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptions],
     ):
         _agentchat()
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            **shell_options(locals()),
+            **options,
         )
 
     def _observe(self, conv: _Conversation, key: str, msg: Any, *, block: bool = False) -> None:

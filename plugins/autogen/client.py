@@ -4,7 +4,7 @@ hot path. AutoGen does not tell a client which agent calls it: wrap one client p
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator, Sequence
+from typing import Any, AsyncIterator, Sequence, Unpack
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.autogen.reading import (
@@ -18,15 +18,22 @@ from groundlens_core.plugins.autogen.reading import (
     request_question_and_context,
     turn_id,
 )
-from groundlens_core.plugins.kit.shell import handle_internal_errors, parse_usage, require, shell_options
+from groundlens_core.plugins.kit.shell import (
+    ShellOptions,
+    handle_internal_errors,
+    names_shell_options,
+    parse_usage,
+    require,
+)
 from groundlens_core.trace.model import new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 
 
 class _ClientTranslation(_AutoGenShell):
     """What :class:`GroundlensChatCompletionClient` does; the AutoGen base classes are added on
     first access (see :func:`_build_client`)."""
 
+    @names_shell_options
     def __init__(
         self,
         client: Any,
@@ -35,17 +42,7 @@ class _ClientTranslation(_AutoGenShell):
         trace_key: str = DEFAULT_TRACE_KEY,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptions],
     ):
         self._client = client
         self.agent_name = agent_name
@@ -54,7 +51,7 @@ class _ClientTranslation(_AutoGenShell):
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            **shell_options(locals()),
+            **options,
         )
 
     @property

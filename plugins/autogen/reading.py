@@ -6,11 +6,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Sequence, Unpack
 
-from groundlens_core.plugins.kit.shell import AdapterShell, parse_usage, require, shell_options
+from groundlens_core.plugins.kit.shell import AdapterShell, ShellOptions, names_shell_options, parse_usage, require
 from groundlens_core.trace.model import ContextPiece
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord, Recorder
 from groundlens_core.trace.recorder.inputs import as_text, context_from, short, trace_scope
 
 FRAMEWORK = "autogen"
@@ -228,26 +228,17 @@ class _AutoGenShell(AdapterShell):
     framework = FRAMEWORK
     extra = EXTRA
 
+    @names_shell_options
     def __init__(
         self,
         *,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptions],
     ):
         self.question_sources = None if question_sources is None else tuple(question_sources)
         self.agent_messages_as_context = agent_messages_as_context
-        super().__init__(**shell_options(locals()))
+        super().__init__(**options)
 
     def _conversation(self) -> _Conversation:
         return _Conversation(self.question_sources, self.agent_messages_as_context)

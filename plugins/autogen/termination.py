@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+from typing import Any, Sequence, Unpack
 
 from groundlens_core.plugins.autogen.reading import DEFAULT_QUESTION_SOURCES, EXTRA, _agentchat, _AutoGenShell
-from groundlens_core.plugins.kit.shell import handle_internal_errors, require, shell_options
+from groundlens_core.plugins.kit.shell import (
+    ShellOptionsBesideName,
+    handle_internal_errors,
+    names_shell_options,
+    require,
+)
 from groundlens_core.trace.model import new_id
-from groundlens_core.trace.recorder import Recorder, TraceListener
 
 
 class _TerminationTranslation(_AutoGenShell):
     """What :class:`GroundlensFlaggedTermination` does; the AutoGen base classes are added on first
     access (see :func:`_build_termination`)."""
 
+    @names_shell_options
     def __init__(
         self,
         *,
@@ -23,16 +28,7 @@ class _TerminationTranslation(_AutoGenShell):
         name: str | None = None,
         question_sources: Sequence[str] | None = DEFAULT_QUESTION_SOURCES,
         agent_messages_as_context: bool = True,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptionsBesideName],
     ):
         bad = set(stop_on) - {"flagged", "review", "trusted"}
         if bad:
@@ -42,7 +38,8 @@ class _TerminationTranslation(_AutoGenShell):
         super().__init__(
             question_sources=question_sources,
             agent_messages_as_context=agent_messages_as_context,
-            **shell_options(locals(), name=name or "flagged-termination"),
+            name=name or "flagged-termination",
+            **options,
         )
         self._conv = self._conversation()
         self._terminated = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Any, Sequence
+from typing import Any, Unpack
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.crewai.names import (
@@ -27,9 +27,15 @@ from groundlens_core.plugins.crewai.names import (
 from groundlens_core.plugins.crewai.revise import RevisionLinks
 from groundlens_core.plugins.crewai.tool import tool_class
 from groundlens_core.plugins.kit.revise import REVISION_KEY
-from groundlens_core.plugins.kit.shell import AdapterShell, handle_internal_errors, require, shell_options
+from groundlens_core.plugins.kit.shell import (
+    AdapterShell,
+    ShellOptionsBesideName,
+    handle_internal_errors,
+    names_shell_options,
+    require,
+)
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener
+from groundlens_core.trace.recorder import CallRecord
 from groundlens_core.trace.recorder.inputs import AI_ROLES, as_json, first_user_question, message_role
 
 #: what crewai puts in a tool result when the tool raised (ReAct and native paths)
@@ -83,26 +89,18 @@ class GroundlensCrewListener(AdapterShell):
     framework = FRAMEWORK
     extra = EXTRA
 
+    @names_shell_options
     def __init__(
         self,
         *,
         include_expected_output: bool = False,
         name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptionsBesideName],
     ):
         require("crewai", EXTRA, "CrewAI")
         from crewai.hooks.dispatch import InterceptionPoint, register
 
-        super().__init__(**shell_options(locals(), name=name or "crew"))
+        super().__init__(name=name or "crew", **options)
         self._given_name: str | None = name or None  # names every trace when given
         self.include_expected_output = include_expected_output
         self.context_store = ContextStore()

@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 from groundlens_core import internal_errors
 from groundlens_core._imports import MissingFrameworkError, install_line, require
@@ -42,7 +42,9 @@ __all__ = [
     "parse_usage",
     "report_internal_error",
     "require",
-    "shell_options",
+    "ShellOptions",
+    "ShellOptionsBesideName",
+    "names_shell_options",
 ]
 
 #: what ``timeout=None`` means for ``get_trace`` / ``get_traces`` / ``flush``: wait this long at most
@@ -526,15 +528,43 @@ class AdapterShell:
 SHELL_KEYWORDS = tuple(inspect.signature(AdapterShell.__init__).parameters)[1:]
 
 
-def shell_options(given: Mapping[str, Any], **overrides: Any) -> dict[str, Any]:
-    """The shell's keywords (:data:`SHELL_KEYWORDS`) picked out of an adapter constructor's
-    ``locals()``, with ``overrides`` (an adapter's default trace name) on top.
+class ShellOptionsBesideName(TypedDict, total=False):
+    """:class:`ShellOptions` but ``name``, for an adapter that declares ``name`` itself (positional,
+    or with a default trace name of its own)."""
 
-    Each adapter names these options in its own signature, so that ``help()`` and editors show
-    them; this hands them on to :class:`AdapterShell` without writing the list out again."""
-    options = {key: given[key] for key in SHELL_KEYWORDS}
-    options.update(overrides)
-    return options
+    recorder: Recorder | None
+    embedder: Any
+    calibration: Any
+    long_context: str | None
+    listeners: Sequence[TraceListener]
+    tracer_provider: Any
+    max_traces: int
+    sample_rate: float
+    nodes: Sequence[str] | None
+    skip_nodes: Sequence[str]
+
+
+class ShellOptions(ShellOptionsBesideName, total=False):
+    """The options every adapter takes and hands to :class:`AdapterShell` (defaults and meaning:
+    its constructor). An adapter's ``**options: Unpack[ShellOptions]`` lets editors and type
+    checkers see each name; :func:`names_shell_options` gives ``help()`` their defaults."""
+
+    name: str | None
+
+
+def names_shell_options(init: F) -> F:
+    """An adapter constructor written ``__init__(self, ..., **options: Unpack[ShellOptions])`` gets
+    the signature that names every shell option with its default (after its own keywords, before an
+    SDK client's ``**kwargs``), so ``help()`` and ``inspect.signature`` show them as if written out.
+    The list is written once, on :class:`AdapterShell`; a misspelt option is still refused there."""
+    own = inspect.signature(init)
+    shell = inspect.signature(AdapterShell.__init__).parameters
+    params = [p for p in own.parameters.values() if p.name != "options"]
+    tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
+    head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    named = [shell[k] for k in SHELL_KEYWORDS if k not in own.parameters]
+    init.__signature__ = own.replace(parameters=[*head, *named, *tail])  # type: ignore[attr-defined]
+    return init
 
 
 def _pieces(context: Any) -> list[ContextPiece]:

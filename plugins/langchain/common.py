@@ -14,16 +14,17 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Unpack
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.kit.revise import REVISION_KEY, revision_mark
 from groundlens_core.plugins.kit.shell import (
     AdapterShell,
+    ShellOptionsBesideName,
+    names_shell_options,
     optional_base,
     report_internal_error,
     require,
-    shell_options,
 )
 from groundlens_core.plugins.langchain.instrumentor_spans import llm_span
 from groundlens_core.plugins.langchain.prompt import PromptRead
@@ -45,7 +46,7 @@ from groundlens_core.plugins.langchain.runs import (
     usage_of,
 )
 from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, app_span
+from groundlens_core.trace.recorder import CallRecord, app_span
 from groundlens_core.trace.recorder.app_span import ABSENT, SpanRef
 from groundlens_core.trace.recorder.inputs import context_from, message_text, short
 
@@ -84,21 +85,13 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     run_inline = True
     raise_error = False
 
+    @names_shell_options
     def __init__(
         self,
         name: str | None = None,
         *,
         context_keys: Sequence[str] = DEFAULT_CONTEXT_KEYS,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
+        **options: Unpack[ShellOptionsBesideName],
     ):
         if _HandlerBase is object:
             require("langchain_core.callbacks", self.extra, "langchain-core")
@@ -109,7 +102,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         # nodes already warned about long prompts scored without context (setdefault: atomic, no lock
         # taken on the worker, which reads the prompts)
         self._warned_nodes: dict[str, object] = {}
-        super().__init__(**shell_options(locals()))
+        super().__init__(name=name, **options)
 
     # ------------------------------------------------------------ the queue of raw events
 

@@ -9,7 +9,7 @@ import contextlib
 import operator
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, ClassVar, ContextManager
@@ -17,14 +17,15 @@ from typing import Any, ClassVar, ContextManager
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.kit.shell import (
     GUARD_MODES,
+    SHELL_KEYWORDS,
     AdapterShell,
     GroundlensFlaggedError,
     InlineScore,
     apply_guard,
     check_mode,
     handle_internal_errors,
+    names_shell_options,
     require,
-    shell_options,
 )
 from groundlens_core.plugins.providers.values import (
     _ATTACHED,
@@ -41,7 +42,7 @@ from groundlens_core.plugins.providers.values import (
     as_pieces,
 )
 from groundlens_core.trace.model import ContextPiece, new_id
-from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, context_pieces
+from groundlens_core.trace.recorder import CallRecord, context_pieces
 from groundlens_core.trace.recorder.inputs import trace_scope
 
 
@@ -206,6 +207,7 @@ class ProviderCore(AdapterShell):
             if "framework" in vars(cls) and getattr(cls, attr) == getattr(ProviderCore, attr):
                 setattr(cls, attr, cls.framework)
 
+    @names_shell_options
     def __init__(
         self,
         model: str | None = None,
@@ -214,25 +216,15 @@ class ProviderCore(AdapterShell):
         async_client: Any = None,
         mode: str = "annotate",
         on_flagged: Callable[..., Any] | None = None,
-        name: str | None = None,
-        recorder: Recorder | None = None,
-        embedder: Any = None,
-        calibration: Any = None,
-        long_context: str | None = None,
-        listeners: Sequence[TraceListener] = (),
-        tracer_provider: Any = None,
-        max_traces: int = 100,
-        sample_rate: float = 1.0,
-        nodes: Sequence[str] | None = None,
-        skip_nodes: Sequence[str] = (),
         **kwargs: Any,
     ):
         """``**kwargs`` are the SDK client's own (``api_key=``, ``base_url=`` ...), for the client
-        made when none is given."""
+        made when none is given, once the shell's options (``recorder=``, ``listeners=`` ...: the
+        signature names them) are taken out."""
         self.mode = check_mode(mode, on_flagged, GUARD_MODES)
         self.on_flagged = on_flagged
         self.sdk: ModuleType = require(self.sdk_module, self.extra, self.sdk_name or self.sdk_module)
-        super().__init__(**shell_options(locals()))
+        super().__init__(**{key: kwargs.pop(key) for key in SHELL_KEYWORDS if key in kwargs})
         self.model = model
         self._client_kwargs = kwargs  # what is left: the SDK client's own (api_key=, base_url= ...)
         is_async = client is not None and self._is_async_client(client)
