@@ -8,7 +8,7 @@ encode would give and caching never changes a score.
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Generic, Iterable, Sequence, TypeVar, overload
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -18,33 +18,21 @@ from groundlens_core.errors import EmbeddingError
 
 #: a cache key: a text, or (text, start, end) for a span of it
 _Key = str | tuple[str, int, int]
-_T = TypeVar("_T")
 
 
-class _FromInner(Generic[_T]):
+def _from_inner(name: str) -> Any:
     """An attribute of the embedder protocol read from the wrapped embedder: the cache stands in for
     it, so what names and sizes the embedding is always the inner one's."""
-
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.name = name
-
-    @overload
-    def __get__(self, obj: None, objtype: type | None = None) -> _FromInner[_T]: ...
-
-    @overload
-    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
-
-    def __get__(self, obj: Any, objtype: type | None = None) -> Any:
-        return self if obj is None else getattr(obj.inner, self.name)
+    return property(lambda self: getattr(self.inner, name), doc=f"The inner embedder's ``{name}``.")
 
 
 class CachedEmbedder:
     # protocol attributes, delegated
-    model_id: _FromInner[str] = _FromInner()
-    backend: _FromInner[str] = _FromInner()
-    dim: _FromInner[int] = _FromInner()
-    max_tokens: _FromInner[int] = _FromInner()
-    fingerprint: _FromInner[str] = _FromInner()
+    model_id: str = _from_inner("model_id")
+    backend: str = _from_inner("backend")
+    dim: int = _from_inner("dim")
+    max_tokens: int = _from_inner("max_tokens")
+    fingerprint: str = _from_inner("fingerprint")
 
     def __init__(self, inner: Embedder, max_entries: int = 4096):
         self.inner = inner

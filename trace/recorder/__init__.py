@@ -77,6 +77,17 @@ WORKER_LANES = settings.whole_number("GROUNDLENS_WORKER_LANES", 2)
 WORKER_NICE: int | None = 10
 
 
+def _part_setting(part: str, attribute: str, doc: str) -> Any:
+    """A recorder setting kept by one of its parts (the backlog's bounds, the worker's lanes), read
+    and set through the recorder: a plugin tunes ``cb.recorder.<setting>`` without knowing the parts,
+    and the part reads its own attribute on every use, so a change applies at once."""
+    return property(
+        lambda self: getattr(getattr(self, part), attribute),
+        lambda self, value: setattr(getattr(self, part), attribute, value),
+        doc=doc,
+    )
+
+
 class Recorder:
     """Collects traces for one plugin instance and scores their LLM calls off the caller's thread.
 
@@ -144,41 +155,10 @@ class Recorder:
 
     # ------------------------------------------------------------ settings (public, may be changed)
 
-    @property
-    def worker_lanes(self) -> int:
-        """The worker's encode lanes (read per batch)."""
-        return self._worker.lanes
-
-    @worker_lanes.setter
-    def worker_lanes(self, value: int) -> None:
-        self._worker.lanes = value
-
-    @property
-    def max_pending_steps(self) -> int:
-        """Calls waiting for the model at most (a plugin's ``cb.recorder.max_pending_steps = ...``)."""
-        return self._backlog.max_steps
-
-    @max_pending_steps.setter
-    def max_pending_steps(self, value: int) -> None:
-        self._backlog.max_steps = value
-
-    @property
-    def max_pending_bytes(self) -> int:
-        """UTF-8 bytes of the queued calls' texts at most."""
-        return self._backlog.max_bytes
-
-    @max_pending_bytes.setter
-    def max_pending_bytes(self, value: int) -> None:
-        self._backlog.max_bytes = value
-
-    @property
-    def max_pending_events(self) -> int:
-        """Queued events of any kind at most."""
-        return self._backlog.max_events
-
-    @max_pending_events.setter
-    def max_pending_events(self, value: int) -> None:
-        self._backlog.max_events = value
+    worker_lanes: int = _part_setting("_worker", "lanes", "The worker's encode lanes (read per batch).")
+    max_pending_steps: int = _part_setting("_backlog", "max_steps", "Calls waiting for the model at most.")
+    max_pending_bytes: int = _part_setting("_backlog", "max_bytes", "UTF-8 bytes of the queued calls' texts at most.")
+    max_pending_events: int = _part_setting("_backlog", "max_events", "Queued events of any kind at most.")
 
     # ------------------------------------------------------------ caller side (cheap)
 
