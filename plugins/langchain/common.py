@@ -74,6 +74,23 @@ def _error_target(self: GroundlensCallbackBase, run_id: Any) -> tuple[str | None
     return (run.root, run.node) if run is not None else (rid, None)
 
 
+def _run_ended(callback: str, translate: str, read: Callable[[Any], Any] | None = None) -> Callable[..., None]:
+    """The LangChain callback ``callback`` for the end or failure of a run: it queues what it is given
+    for the method named ``translate`` (:meth:`GroundlensCallbackBase._queue_ended`), after ``read``
+    takes what must be read on the agent's thread (a retriever's documents, before they change).
+    Nothing reaches LangChain: a failure becomes an error step of the run."""
+
+    def handler(self: GroundlensCallbackBase, value: Any, *, run_id: Any, **kwargs: Any) -> None:
+        try:
+            self._queue_ended(callback, getattr(self, translate), run_id, value if read is None else read(value))
+        except Exception as exc:
+            self._callback_failed(callback, exc, run_id)
+
+    handler.__name__ = callback
+    handler.__qualname__ = f"GroundlensCallbackBase.{callback}"
+    return handler
+
+
 class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     """Records every LLM call of a LangChain / LangGraph run as a trace step, scored off-thread.
     One instance serves any number of concurrent invocations; each root run is its own trace."""
@@ -368,12 +385,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_llm_end", exc, run_id)
 
-    def on_llm_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        try:
-            self._queue_ended("on_llm_error", self._llm_failed, run_id, error)
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_llm_error", exc, run_id)
-
     def on_tool_start(
         self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
     ) -> None:
@@ -405,17 +416,12 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         at = time.time()
         self.recorder.defer(self._translate, callback, at, translate, (run_id, value, at, app_span.capture()))
 
-    def on_tool_end(self, output: Any, *, run_id: Any, **kwargs: Any) -> None:
-        try:
-            self._queue_ended("on_tool_end", self._tool_ended, run_id, output)
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_tool_end", exc, run_id)
-
-    def on_tool_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        try:
-            self._queue_ended("on_tool_error", self._tool_failed, run_id, error)
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_tool_error", exc, run_id)
+    # the end or failure of a run: one callback each, made by _run_ended (see there)
+    on_llm_error = _run_ended("on_llm_error", "_llm_failed")
+    on_tool_end = _run_ended("on_tool_end", "_tool_ended")
+    on_tool_error = _run_ended("on_tool_error", "_tool_failed")
+    on_retriever_end = _run_ended("on_retriever_end", "_retriever_ended", read=documents_now)
+    on_retriever_error = _run_ended("on_retriever_error", "_retriever_failed")
 
     def on_retriever_start(
         self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
@@ -426,18 +432,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             )
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_retriever_start", exc, run_id)
-
-    def on_retriever_end(self, documents: Any, *, run_id: Any, **kwargs: Any) -> None:
-        try:
-            self._queue_ended("on_retriever_end", self._retriever_ended, run_id, documents_now(documents))
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_retriever_end", exc, run_id)
-
-    def on_retriever_error(self, error: BaseException, *, run_id: Any, **kwargs: Any) -> None:
-        try:
-            self._queue_ended("on_retriever_error", self._retriever_failed, run_id, error)
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_retriever_error", exc, run_id)
 
     # ------------------------------------------------------------ their translation (drain)
 

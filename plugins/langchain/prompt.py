@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 from groundlens_core.embedding import first_load
 from groundlens_core.plugins.kit.revise import without_feedback
-from groundlens_core.plugins.langchain.runs import StateValue, expand_state, tool_message_pieces
+from groundlens_core.plugins.langchain.runs import StateValue, expand_state
 from groundlens_core.trace.model import ContextPiece
-from groundlens_core.trace.recorder.inputs import context_from
+from groundlens_core.trace.recorder.inputs import context_from, tool_message_pieces
 from groundlens_core.trace.recorder.prompt_context import LONG_PROMPT_WORDS, read_messages, read_prompt
 
 #: (question, context) of one prompt of a model call

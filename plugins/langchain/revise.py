@@ -19,9 +19,15 @@ from groundlens_core.plugins.kit.revise import (
 )
 from groundlens_core.plugins.kit.shell import AdapterShell, require
 from groundlens_core.plugins.langchain.common import DEFAULT_CONTEXT_KEYS, QUESTION_KEYS, RESPONSE_KEYS
-from groundlens_core.plugins.langchain.runs import tool_message_pieces
 from groundlens_core.trace.model import ContextPiece
-from groundlens_core.trace.recorder.inputs import as_text, context_from, last_ai_text, last_user_question, message_role
+from groundlens_core.trace.recorder.inputs import (
+    as_text,
+    context_from,
+    last_ai_text,
+    last_user_question,
+    message_role,
+    tool_message_pieces,
+)
 
 __all__ = ["DEFAULT_FEEDBACK_KEY", "RevisionReader", "build_revising_runnable"]
 

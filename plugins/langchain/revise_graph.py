@@ -21,7 +21,7 @@ from groundlens_core.plugins.kit.revise import (
 )
 from groundlens_core.plugins.kit.shell import AdapterShell, get_field, require
 from groundlens_core.plugins.langchain.common import DEFAULT_CONTEXT_KEYS
-from groundlens_core.plugins.langchain.runs import state_pieces, tool_message_pieces
+from groundlens_core.plugins.langchain.runs import state_pieces
 from groundlens_core.trace.model import ContextPiece
 from groundlens_core.trace.recorder.inputs import (
     AI_ROLES,
@@ -30,6 +30,7 @@ from groundlens_core.trace.recorder.inputs import (
     last_user_question,
     message_role,
     message_text,
+    tool_message_pieces,
 )
 
 __all__ = ["GroundlensReviser"]

@@ -201,3 +201,31 @@ def first_user_question(messages: Sequence[Any]) -> str | None:
             if text:
                 return text
     return None
+
+
+def _tool_name_for(messages: Sequence[Any], index: int) -> str:
+    """The tool that produced ``messages[index]``: its ``name``, else the matching earlier tool call."""
+    msg = messages[index]
+    name = msg.get("name") if isinstance(msg, Mapping) else getattr(msg, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    call_id = msg.get("tool_call_id") if isinstance(msg, Mapping) else getattr(msg, "tool_call_id", None)
+    if call_id:
+        for prev in reversed(messages[:index]):
+            for call in getattr(prev, "tool_calls", None) or []:
+                if isinstance(call, Mapping) and call.get("id") == call_id and call.get("name"):
+                    return str(call["name"])
+    return "tool"
+
+
+def tool_message_pieces(messages: Sequence[Any]) -> list[ContextPiece]:
+    """Tool outputs the model saw for its current question: tool messages after the last user message,
+    each named after the tool that produced it (a live call's messages and a stored span's alike)."""
+    start = last_user_index(messages)
+    out = []
+    for i in range(0 if start is None else start + 1, len(messages)):
+        if message_role(messages[i]) in ("tool", "function"):
+            text = message_text(messages[i]).strip()
+            if text:
+                out.append(ContextPiece(text=text, source=f"tool:{_tool_name_for(messages, i)}"))
+    return out

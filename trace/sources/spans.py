@@ -31,9 +31,9 @@ from groundlens_core.trace.recorder.inputs import (
     as_text,
     context_from,
     first_text,
-    last_user_index,
     message_role,
     message_text,
+    tool_message_pieces,
 )
 from groundlens_core.trace.recorder.prompt_context import PromptReading, read_messages, read_prompt
 
@@ -358,19 +358,6 @@ def tool_name(span: StoredSpan) -> str:
     return span.name or "tool"
 
 
-def _tool_message_pieces(messages: Sequence[Any]) -> list[ContextPiece]:
-    """Tool outputs the model saw for its current question: tool messages after the last user message."""
-    start = last_user_index(messages)
-    out = []
-    for i in range(0 if start is None else start + 1, len(messages)):
-        if message_role(messages[i]) in ("tool", "function"):
-            text = message_text(messages[i]).strip()
-            if text:
-                name = messages[i].get("name") if isinstance(messages[i], Mapping) else None
-                out.append(ContextPiece(text=text, source=f"tool:{name or 'tool'}"))
-    return out
-
-
 def _before(other: StoredSpan, span: StoredSpan) -> bool:
     """Whether ``other`` finished before ``span`` started (or, without an end, started before it)."""
     if span.start is None:
@@ -453,7 +440,7 @@ def read_call(span: StoredSpan, others: Sequence[StoredSpan], *, step_id: str, s
     reading: PromptReading | None
     if messages:
         reading = read_messages(messages)
-        found = context_from(_tool_message_pieces(messages), trace_context(span, others))
+        found = context_from(tool_message_pieces(messages), trace_context(span, others))
     else:
         reading = read_prompt(prompt) if isinstance(prompt, str) and prompt.strip() else None
         found = context_from(trace_context(span, others))
