@@ -36,14 +36,7 @@ from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
 from groundlens_core.embedding.onnx_graph import GRAPH_VERSION, attention_matmuls, build_model
 from groundlens_core.embedding.resolve import weights_sha256
-from groundlens_core.embedding.tokens import (
-    SpanPassEmbedder,
-    TokenSplitter,
-    check_fits,
-    model_window,
-    token_range,
-    untruncated_tokenizer,
-)
+from groundlens_core.embedding.tokens import SpanPassEmbedder, check_fits, token_range
 from groundlens_core.errors import GroundlensInputError
 
 log = logging.getLogger("groundlens.embedding")
@@ -238,10 +231,7 @@ class OnnxMiniLMEmbedder(SpanPassEmbedder):
 
         cfg = json.loads((self._path / "config.json").read_text(encoding="utf-8"))
         self.dim = int(cfg["hidden_size"])
-        self._max_seq = model_window(self._path, cfg)
-        self.max_tokens = self._max_seq - 2
-        self._tok = untruncated_tokenizer(self._path / "tokenizer.json")
-        self._splitter = TokenSplitter(self._tok, self.max_tokens)
+        self._read_window(self._path, cfg)
         data, cached, stamp = _graph_file(self._path, precision)
         session = None
         if cached is not None:  # the checked cache file: ONNX Runtime reads a path without the GIL

@@ -46,14 +46,7 @@ from safetensors.torch import load_file
 
 from groundlens_core.embedding import first_load
 from groundlens_core.embedding.lanes import current_lanes, run_jobs
-from groundlens_core.embedding.tokens import (
-    SpanPassEmbedder,
-    TokenSplitter,
-    check_fits,
-    model_window,
-    token_range,
-    untruncated_tokenizer,
-)
+from groundlens_core.embedding.tokens import SpanPassEmbedder, check_fits, token_range
 from groundlens_core.errors import GroundlensInputError
 
 TILE = 128  # rows per kernel call; every linear/LayerNorm/GELU call sees exactly (TILE, k)
@@ -379,8 +372,6 @@ class PackedMiniLMEmbedder(SpanPassEmbedder):
         self._fingerprint: str | None = None
         self._lock = first_load.own_lock(self)  # renewed in a forked child
         self._read_config(path)
-        self._tok = untruncated_tokenizer(path / "tokenizer.json")
-        self._splitter = TokenSplitter(self._tok, self.max_tokens)
         self._load_weights(path)
         self._script_layers = [
             [wqkv.t(), bqkv, wo.t(), bo, ln1w, ln1b, wi.t(), bi, bo2, ln2w, ln2b, *wo2]
@@ -391,7 +382,7 @@ class PackedMiniLMEmbedder(SpanPassEmbedder):
             self._bf16_layers = _bf16_layers(self._layers)
 
     def _read_config(self, path: pathlib.Path) -> None:
-        """The encoder's dimensions and the token window, refusing the BERT variants the packed
+        """The encoder's dimensions, the token window and the tokenizer, refusing the BERT variants the packed
         pass does not compute (another activation, relative positions)."""
         cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
         act = cfg.get("hidden_act", "gelu")
@@ -404,8 +395,7 @@ class PackedMiniLMEmbedder(SpanPassEmbedder):
         self.dim = int(cfg["hidden_size"])
         self._head_dim = self.dim // self._heads
         self._eps = float(cfg.get("layer_norm_eps", 1e-12))
-        self._max_seq = model_window(path, cfg)
-        self.max_tokens = self._max_seq - 2
+        self._read_window(path, cfg)
 
     def _load_weights(self, path: pathlib.Path) -> None:
         """The embedding tables and each layer's tensors as contiguous fp32 copies, so the loaded

@@ -150,7 +150,18 @@ class SpanPassEmbedder:
     ``encode_spans`` without spans, so a text's row comes from one code path whichever is called,
     and counting and cutting are the splitter's on the same untruncated tokenizer."""
 
+    _max_seq: int
+    max_tokens: int
+    _tok: Tokenizer
     _splitter: TokenSplitter
+
+    def _read_window(self, model_dir: Path, config: Mapping[str, Any]) -> None:
+        """The model's window and its untruncated tokenizer with a splitter on it, so every backend
+        refuses, counts and cuts the same texts alike."""
+        self._max_seq = model_window(model_dir, config)
+        self.max_tokens = self._max_seq - 2
+        self._tok = untruncated_tokenizer(model_dir / "tokenizer.json")
+        self._splitter = TokenSplitter(self._tok, self.max_tokens)
 
     def encode_spans(
         self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]
