@@ -89,16 +89,8 @@ class ScriptedLLM(BaseLLM):
     native: bool = False
     calls: list = []
 
-    def call(
-        self,
-        messages,
-        tools=None,
-        callbacks=None,
-        available_functions=None,
-        from_task=None,
-        from_agent=None,
-        response_model=None,
-    ):
+    def call(self, messages, tools=None, callbacks=None, available_functions=None, from_task=None,
+             from_agent=None, response_model=None):  # BaseLLM.call's signature
         self.calls.append({"messages": list(messages) if isinstance(messages, list) else messages, "tools": tools})
         if not self.script:
             raise AssertionError("scripted LLM ran out of replies")

@@ -344,30 +344,12 @@ def _big_trace(n: int = 5000) -> Trace:
     for i in range(n):
         node = f"agent-{i % 9}"
         if i % 40 == 0:
-            steps.append(
-                Step(
-                    id=f"s{i}",
-                    index=i,
-                    node=node,
-                    kind="tool_call",
-                    method="skipped",
-                    skip_reason="the model only called tools",
-                )
-            )
+            skipped = {"kind": "tool_call", "method": "skipped", "skip_reason": "the model only called tools"}
+            steps.append(Step(id=f"s{i}", index=i, node=node, **skipped))
             continue
         if i % 151 == 0:
-            steps.append(
-                Step(
-                    id=f"s{i}",
-                    index=i,
-                    node=node,
-                    kind="llm",
-                    method="error",
-                    triage="error",
-                    error="TimeoutError",
-                    question=f"question {i}",
-                )
-            )
+            failed = {"kind": "llm", "method": "error", "triage": "error", "error": "TimeoutError"}
+            steps.append(Step(id=f"s{i}", index=i, node=node, question=f"question {i}", **failed))
             continue
         norm = (i * 7919 % 1000) / 1000
         method = "sgi" if i % 3 else "dgi"
