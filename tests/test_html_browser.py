@@ -118,29 +118,17 @@ def small_report(tmp_path_factory) -> tuple[Path, Trace]:
     ctx = [ContextPiece(CONTEXT, "tool:wiki"), ContextPiece("Opening hours: 9:00 to 23:45.", PAYLOADS[1])]
     q = "How tall is the Eiffel Tower?"
     rec.record(CallRecord("r", "retrieve", kind="retrieval", context=ctx))
+
+    def answer(response: str, **fields) -> CallRecord:
+        return CallRecord("r", "answer", question=q, context=ctx, response=response, model="test-model", **fields)
+
     rec.record(
-        CallRecord(
-            "r",
-            "answer",
-            question=q,
-            context=ctx,
-            response="The Eiffel Tower in Paris is 330 metres tall.",
-            model="test-model",
-            started_at=t,
-            ended_at=t + 0.4,
-            metadata={"grounded": True},
+        answer(
+            "The Eiffel Tower in Paris is 330 metres tall.", started_at=t, ended_at=t + 0.4, metadata={"grounded": True}
         )
     )
     rec.record(
-        CallRecord(
-            "r",
-            "answer",
-            question=q,
-            context=ctx,
-            response="Bananas are an excellent source of potassium and grow in tropical climates.",
-            model="test-model",
-            metadata={"grounded": False},
-        )
+        answer("Bananas are an excellent source of potassium and grow in tropical climates.", metadata={"grounded": False})
     )
     rec.record(
         CallRecord("r", PAYLOADS[1], question=PAYLOADS[0], context=ctx, response=RESPONSE_XSS, model=PAYLOADS[2])
