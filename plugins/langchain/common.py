@@ -74,6 +74,31 @@ def _error_target(self: GroundlensCallbackBase, run_id: Any) -> tuple[str | None
     return (run.root, run.node) if run is not None else (rid, None)
 
 
+def _run_started(callback: str, default: str) -> Callable[..., None]:
+    """The LangChain callback ``callback`` for the start of a tool or retriever run (``default``: its
+    name when the run has none): it queues what the run was given, its step's question
+    (:meth:`GroundlensCallbackBase._queue_io_start`). Nothing reaches LangChain: a failure becomes
+    an error step of the run."""
+
+    def handler(
+        self: GroundlensCallbackBase,
+        serialized: Any,
+        given: Any,
+        *,
+        run_id: Any,
+        parent_run_id: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        try:
+            self._queue_io_start(callback, default, run_id, parent_run_id, serialized, given, kwargs)
+        except Exception as exc:
+            self._callback_failed(callback, exc, run_id)
+
+    handler.__name__ = callback
+    handler.__qualname__ = f"GroundlensCallbackBase.{callback}"
+    return handler
+
+
 def _run_ended(callback: str, translate: str, read: Callable[[Any], Any] | None = None) -> Callable[..., None]:
     """The LangChain callback ``callback`` for the end or failure of a run: it queues what it is given
     for the method named ``translate`` (:meth:`GroundlensCallbackBase._queue_ended`), after ``read``
@@ -385,20 +410,10 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
             self._callback_failed("on_llm_end", exc, run_id)
 
-    def on_tool_start(
-        self, serialized: Any, input_str: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
-    ) -> None:
-        try:
-            self._queue_io_start(
-                "on_tool_start", self._tool_started, run_id, parent_run_id, serialized, input_str, kwargs
-            )
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_tool_start", exc, run_id)
-
     def _queue_io_start(
         self,
         callback: str,
-        translate: Callable[..., Any],
+        default: str,
         run_id: Any,
         parent_run_id: Any,
         serialized: Any,
@@ -408,7 +423,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         """Queue the start of a tool or retriever run (what it was given is its step's question)."""
         at = time.time()
         app = app_span.capture()  # the application's span, should this run be a root
-        self._queue(callback, at, translate, run_id, parent_run_id, serialized, given, _kept(kwargs), at, app)
+        kept = _kept(kwargs)
+        self._queue(callback, at, self._io_started, run_id, parent_run_id, serialized, given, kept, at, app, default)
 
     def _queue_ended(self, callback: str, translate: Callable[..., Any], run_id: Any, value: Any) -> None:
         """Queue the end or failure of a run, ``translate(run_id, value, at, app)``: the time and the
@@ -416,22 +432,14 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         at = time.time()
         self.recorder.defer(self._translate, callback, at, translate, (run_id, value, at, app_span.capture()))
 
-    # the end or failure of a run: one callback each, made by _run_ended (see there)
+    # the start, end or failure of a tool or retriever run: one callback each (see _run_started, _run_ended)
+    on_tool_start = _run_started("on_tool_start", "tool")
+    on_retriever_start = _run_started("on_retriever_start", "retriever")
     on_llm_error = _run_ended("on_llm_error", "_llm_failed")
     on_tool_end = _run_ended("on_tool_end", "_tool_ended")
     on_tool_error = _run_ended("on_tool_error", "_tool_failed")
     on_retriever_end = _run_ended("on_retriever_end", "_retriever_ended", read=documents_now)
     on_retriever_error = _run_ended("on_retriever_error", "_retriever_failed")
-
-    def on_retriever_start(
-        self, serialized: Any, query: Any, *, run_id: Any, parent_run_id: Any = None, **kwargs: Any
-    ) -> None:
-        try:
-            self._queue_io_start(
-                "on_retriever_start", self._retriever_started, run_id, parent_run_id, serialized, query, kwargs
-            )
-        except Exception as exc:  # nothing reaches LangChain: an error step of the run instead
-            self._callback_failed("on_retriever_start", exc, run_id)
 
     # ------------------------------------------------------------ their translation (drain)
 
@@ -610,35 +618,23 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         text = describe_exception(error)
         self._finish(run_id, at, lambda run: [self._step(run, run_id, kind, at, app, error=text, **fields(run))], error)
 
-    def _open_io_run(
+    def _io_started(
         self,
-        serialized: Any,
-        given: Any,
         run_id: Any,
         parent_run_id: Any,
+        serialized: Any,
+        given: Any,
         kwargs: Mapping[str, Any],
-        default: str,
         at: float,
         app: SpanRef | None,
-    ) -> Run:
-        """Open a tool or retriever run, keeping its name and what it was given (its step's question)."""
+        default: str,
+    ) -> None:
+        """Open a tool or retriever run (``default``: its name when the run has none), keeping what it
+        was given (its step's question) and the tool call that asked for it, if any."""
         name = kwargs.get("name") or serialized_name(serialized) or default
         md, tags = kwargs.get("metadata"), kwargs.get("tags")
         run = self._open_run(run_id, parent_run_id, md, name, at, tags=tags, span=app)
         run.input_text = given if isinstance(given, str) else short(given, 2000)
-        return run
-
-    def _tool_started(
-        self,
-        run_id: Any,
-        parent_run_id: Any,
-        serialized: Any,
-        given: Any,
-        kwargs: Mapping[str, Any],
-        at: float,
-        app: SpanRef | None,
-    ) -> None:
-        run = self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "tool", at, app)
         call_id = kwargs.get("tool_call_id")
         run.tool_call_id = str(call_id) if call_id else None
 
@@ -670,18 +666,6 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
     def _tool_failed(self, run_id: Any, error: BaseException, at: float, app: SpanRef | None) -> None:
         text = describe_exception(error)
         self._finish(run_id, at, lambda run: self._tool_step(run, run_id, at, app, error=text), error)
-
-    def _retriever_started(
-        self,
-        run_id: Any,
-        parent_run_id: Any,
-        serialized: Any,
-        given: Any,
-        kwargs: Mapping[str, Any],
-        at: float,
-        app: SpanRef | None,
-    ) -> None:
-        self._open_io_run(serialized, given, run_id, parent_run_id, kwargs, "retriever", at, app)
 
     def _retrieval_step(
         self, run: Run, run_id: Any, documents: Any, at: float, app: SpanRef | None
