@@ -8,8 +8,8 @@ for being a repeat), in this process, one thread, the model loaded once: ``run_e
 and with an HTML report (the default 1,000 riskiest rows), alternately, best of 3, with the
 embedder's cache cleared before each run. Prints both times and the ratio (target: at most 1.35x).
 
-``--rescore`` makes the report score every row it shows again, as it did before the run kept the
-results of the riskiest rows: the cost that keeping them saves.
+``--rescore`` keeps nothing, so the report scores every row it shows a second time: the cost that
+keeping the results of the riskiest rows saves.
 
 Prints as it goes; asserts nothing.
 """
