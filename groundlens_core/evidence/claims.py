@@ -205,7 +205,8 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
             return True
         return w in _NO and (k == 0 or (k + 1 < len(words) and words[k + 1] in _POLAR))
 
-    originals = [w for w, _, _ in _words(piece)]
+    written = _words(piece)
+    originals = [w for w, _, _ in written]
     negations = 0  # every negation, "no" anywhere included: for a copied clause with its negation flipped
     for k, w in enumerate(words):
         if w in _NO:
@@ -221,7 +222,7 @@ def _analyse(piece: str, start: int, end: int, sentence: int, first: bool, condi
         elif w not in _NOT_TOPIC and len(w) > 1:
             topic.add(stem(w))
     caps = frozenset(
-        stem(w.lower()) for k, (w, _, _) in enumerate(_words(piece)) if w[:1].isupper() and not (first and k == 0)
+        stem(w.lower()) for k, (w, _, _) in enumerate(written) if w[:1].isupper() and not (first and k == 0)
     )
     if not topic and not polar:
         return None
@@ -291,6 +292,8 @@ class ContextClaims:
     conditions: tuple[_Condition, ...]
     sentence_texts: tuple[str, ...] = ()
     indexes: dict[object, object] = field(default_factory=dict, compare=False, repr=False)  # built on first use
+    #: the sentences themselves (analysed ones carry the words the copy alignment reads); () for texts alone
+    sentences: tuple[TextSpan, ...] = field(default=(), compare=False, repr=False)
 
     def by_family(self, family: str) -> list[tuple[int, WordIndex, list[int]]]:
         """For each sign of ``family``: the positions of the unrestricted clauses that state it, in
@@ -354,7 +357,9 @@ def context_claims(spans: Sequence[TextSpan]) -> ContextClaims:
         if own and len(main_stems) >= CONDITION_MIN_MAIN:
             conditions.append(_Condition(main_stems, frozenset(own), cond.strip(" ,;"), n))
     stems = frozenset(set().union(*per_sentence)) if per_sentence else frozenset()
-    return ContextClaims(clauses, tuple(topics), stems, tuple(conditions), tuple(s.text for s in spans))
+    return ContextClaims(
+        clauses, tuple(topics), stems, tuple(conditions), tuple(s.text for s in spans), sentences=tuple(spans)
+    )
 
 
 def _near_words(k: _Clause, ctx: ContextClaims) -> dict[str, float]:
@@ -402,11 +407,13 @@ def _polarity(c: _Clause, ctx: ContextClaims) -> _Clause | None:
 
 
 def copies_of(response_spans: Sequence[TextSpan], ctx: ContextClaims) -> list[Copy | None]:
-    """Each response sentence aligned with the context sentence it copies, if any (:mod:`.copied`)."""
+    """Each response sentence aligned with the context sentence it copies, if any (:mod:`.copied`).
+    Analysed sentences (:mod:`.analysed`) on either side are read with the words they carry."""
+    sentences: Sequence[str] | Sequence[TextSpan] = ctx.sentences or ctx.sentence_texts
     words = ctx.indexes.get("copied")
     if words is None:
-        words = ctx.indexes["copied"] = sentence_words(ctx.sentence_texts)
-    return [find_copy(span.text, ctx.sentence_texts, words) for span in response_spans]  # type: ignore[arg-type]
+        words = ctx.indexes["copied"] = sentence_words(sentences)
+    return [find_copy(span, sentences, words) for span in response_spans]  # type: ignore[arg-type]
 
 
 def _finding(c: _Clause, kind: str, status: str, source: str | None) -> FactFinding:

@@ -32,6 +32,8 @@ from functools import cached_property, lru_cache
 from itertools import islice
 from typing import Sequence
 
+from groundlens_core.evidence.analysed import CopyToken, analysed
+from groundlens_core.evidence.sentences import TextSpan
 from groundlens_core.evidence.units import UNITS
 from groundlens_core.evidence.word_index import WordIndex
 
@@ -50,7 +52,6 @@ COPY_RATIO = 0.6  # the share of both sentences' words the alignment must match
 MAX_TOKENS = 150  # sentences longer than this many words are not aligned
 MIN_TOKENS = 4
 
-_TOKEN = re.compile(r"\w+(?:['\u2019]\w+)?(?:[.,:]\d+)*")
 _NUMBER = re.compile(r"\d+(?:[.,:]\d+)*")
 #: a number written as another by one of these factors is a conversion, not a swap
 _FACTORS = (10.0, 12.0, 24.0, 60.0, 100.0, 1000.0, 3600.0)
@@ -63,8 +64,8 @@ class Copy:
 
     index: int  # the context sentence's index
     source: str  # the context sentence
-    mine: tuple[tuple[str, int, int], ...]
-    theirs: tuple[tuple[str, int, int], ...]
+    mine: tuple[CopyToken, ...]
+    theirs: tuple[CopyToken, ...]
     opcodes: tuple[tuple[str, int, int, int, int], ...]
 
     @cached_property
@@ -73,50 +74,49 @@ class Copy:
         return _lowered(self.mine), _lowered(self.theirs)
 
 
-def _lowered(tokens: Sequence[tuple[str, int, int]]) -> list[str]:
+def _lowered(tokens: Sequence[CopyToken]) -> list[str]:
     return [w.lower().replace("\u2019", "'") for w, _, _ in tokens]
 
 
-def _tokens(text: str) -> tuple[tuple[str, int, int], ...]:
-    return tuple((m.group(0), m.start(), m.end()) for m in _TOKEN.finditer(text))
-
-
-def sentence_words(sentences: Sequence[str]) -> WordIndex:
+def sentence_words(sentences: Sequence[str] | Sequence[TextSpan]) -> WordIndex:
     """The context sentences indexed by their lower-cased words (computed once per context): the
-    sentence a response sentence copies is found without comparing it with every sentence."""
-    return WordIndex([dict.fromkeys((w.lower() for w, _, _ in _tokens(s)), 1.0) for s in sentences])
+    sentence a response sentence copies is found without comparing it with every sentence. Analysed
+    sentences (:mod:`.analysed`) give the words they carry; texts are tokenised here."""
+    return WordIndex([dict.fromkeys(analysed(s).copy_words, 1.0) for s in sentences])
 
 
 @lru_cache(maxsize=512)
-def _align(text: str, source: str) -> tuple[float, tuple[tuple[str, int, int, int, int], ...]]:
-    a = [w.lower() for w, _, _ in _tokens(text)]
-    b = [w.lower() for w, _, _ in _tokens(source)]
+def _align(a: tuple[str, ...], b: tuple[str, ...]) -> tuple[float, tuple[tuple[str, int, int, int, int], ...]]:
+    """The alignment of two sentences' lower-cased words (kept: a pair recurs across a batch)."""
     matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
     return matcher.ratio(), tuple(matcher.get_opcodes())
 
 
-def find_copy(text: str, sentences: Sequence[str], words: WordIndex) -> Copy | None:
-    """The context sentence ``text`` copies, aligned with it; None when none does."""
-    mine = _tokens(text)
+def find_copy(text: str | TextSpan, sentences: Sequence[str] | Sequence[TextSpan], words: WordIndex) -> Copy | None:
+    """The context sentence ``text`` copies, aligned with it; None when none does. Analysed sentences
+    (:mod:`.analysed`) are read with the words they carry, so a sentence is tokenised once."""
+    me = analysed(text)
+    mine = me.copy_tokens
     if not (MIN_TOKENS <= len(mine) <= MAX_TOKENS) or not sentences:
         return None
-    own = {w.lower(): 1.0 for w, _, _ in mine}
+    own = dict.fromkeys(me.copy_words, 1.0)
     top = words.top(own)
     if top.best < COPY_RATIO * len(own) / 2:  # cannot reach the ratio
         return None
     scored = []
     for j in islice(top, 3):  # the sentences sharing the most distinct words, the first three
-        theirs = _tokens(sentences[j])
+        source = analysed(sentences[j])
+        theirs = source.copy_tokens
         if not (MIN_TOKENS <= len(theirs) <= MAX_TOKENS):
             continue
-        ratio, opcodes = _align(text, sentences[j])
+        ratio, opcodes = _align(me.copy_words, source.copy_words)
         scored.append((ratio, -j, j, theirs, opcodes))
     if not scored:
         return None
     ratio, _, j, theirs, opcodes = max(scored)
     if ratio < COPY_RATIO:
         return None
-    return Copy(j, sentences[j], mine, theirs, opcodes)
+    return Copy(j, analysed(sentences[j]).text, mine, theirs, opcodes)
 
 
 def _as_number(token: str) -> float | None:
@@ -169,7 +169,7 @@ _NOT_NAMES = frozenset(
 )
 
 
-def _named(tokens: Sequence[tuple[str, int, int]]) -> set[int]:
+def _named(tokens: Sequence[CopyToken]) -> set[int]:
     """Capitalised words of two or more letters, the sentence's first word excepted ("°C" and "Plan
     A" name no one)."""
     return {
