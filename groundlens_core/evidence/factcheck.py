@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Callable, Collection, Iterator, Sequence, cast
 
+from groundlens_core.evidence.analysed import analysed
 from groundlens_core.evidence.claims import ContextClaims, check_claims, context_claims, copies_of
-from groundlens_core.evidence.content import STOP_WORDS, content_tokens
+from groundlens_core.evidence.content import STOP_WORDS, ContentToken, content_tokens
 from groundlens_core.evidence.copied import Copy, swapped_name, swapped_numbers
 from groundlens_core.evidence.derive import CUE, POOL, derivable, derivation
 from groundlens_core.evidence.facts import MONTHS, UNITS, Fact, blank_controls, extract_facts
@@ -60,15 +61,10 @@ _Slot = tuple[dict[str, float], frozenset[str]]
 _MEASURE = re.compile(r"\s+of\s+((?:[^\W\d_]+\s+){0,2}[^\W\d_]+)")
 
 
-def _names_of(sentence: str) -> frozenset[str]:
-    """The keys of the names a sentence writes (capitalised words inside it), once per sentence."""
-    return frozenset(t.key for t in content_tokens(sentence) if t.kind == "name")
-
-
 def _slot_anchor(fact: Fact, anchor: dict[str, float], sentence: str, offset: int, names: frozenset[str]) -> _Slot:
     """The words that say *whose* value a fact is: its anchor less the noun a duration measures
     ("30 days of paid leave": interns' or staff's, not "paid leave"), and which of them are names
-    (``names``: those of the sentence, from :func:`_names_of`)."""
+    (``names``: those of the sentence, :attr:`~.analysed.AnalysedSentence.names`)."""
     names = names & frozenset(anchor)
     if fact.dim not in ("duration", "month"):
         return anchor, names
@@ -135,13 +131,16 @@ def _joins_a_range(sentence: str, m: re.Match[str], spans: Sequence[tuple[int, i
     return before and after
 
 
-def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str, float]]:
+def _anchors(
+    sentence: str, offset: int, facts: Sequence[Fact], tokens: Sequence[ContentToken] | None = None
+) -> list[dict[str, float]]:
     """For each of ``facts`` (the facts of one sentence), the content-word keys of the sentence around
     it, each weighted by nearness: 1 in the fact's own clause, halved for each clause further out
     (up to four). Numbers, amounts and dates are left out; names stay (they say what a value is
     about). A clause ends at a comma, semicolon, colon, bracket or dash, at "but", "unless", "while"
     ..., and at an "and"/"or" with a fact on each side ("21 days and DVDs for 7 days"). Linear in
-    the sentence: the cuts and the words are found once, then each fact reads the clauses near it."""
+    the sentence: the cuts and the words are found once, then each fact reads the clauses near it.
+    ``tokens``: the sentence's content tokens when its analysed sentence has them already."""
     punct = [m.start() for m in _CLAUSE_BREAK.finditer(sentence)]
     starts = sorted(f.start - offset for f in facts if f.dim != "name")
     cuts = list(punct)
@@ -161,7 +160,7 @@ def _anchors(sentence: str, offset: int, facts: Sequence[Fact]) -> list[dict[str
     value_spans = sorted((f.start - offset, f.end - offset) for f in facts if f.dim != "name")
     span_starts = [a for a, _ in value_spans]
     by_clause: dict[int, list[tuple[int, str]]] = {}
-    for t in content_tokens(sentence):
+    for t in content_tokens(sentence) if tokens is None else tokens:
         low = t.text.lower().replace("\u2019", "'")
         if low in _NOT_ANCHOR or low.split("'")[0] in STOP_WORDS:
             continue
@@ -216,25 +215,25 @@ def _initials(sentence: str) -> set[str]:
 def context_facts(context: str, spans: Sequence[TextSpan]) -> ContextFacts:
     mentions: list[_Mention] = []
     called_off: dict[tuple[str, float | str], str] = {}
-    for span in spans:
-        facts = extract_facts(span.text, span.start)
+    sentences = [analysed(span) for span in spans]  # each tokenised once, for the facts and the claims
+    for span in sentences:
+        facts = span.facts
         for key, clause in _calls_off(span, facts).items():
             called_off.setdefault(key, clause)
-        in_sentence = _names_of(span.text)
-        for f, a in zip(facts, _anchors(span.text, span.start, facts)):
-            slot, _ = _slot_anchor(f, a, span.text, span.start, in_sentence)
+        for f, a in zip(facts, _anchors(span.text, span.start, facts, span.content_tokens)):
+            slot, _ = _slot_anchor(f, a, span.text, span.start, span.names)
             mentions.append(_Mention(f, a, slot))
     numbers = {float(x.replace(",", "")) for x in re.findall(r"\d+(?:,\d{3})*(?:\.\d+)?", blank_controls(context))}
     numbers |= {float(m.fact.value) for m in mentions if m.fact.dim == "count"}  # number words
     folded = [w.lower().removesuffix("'s") for w in re.findall(r"[^\W_]+(?:['\u2019][^\W_]+)*", context)]
-    initials = frozenset(i for span in spans for i in _initials(span.text))
+    initials = frozenset(i for span in sentences for i in _initials(span.text))
     acronyms = frozenset(w.lower() for w in re.findall(r"\b[A-Z]{2,6}\b", context))
     return ContextFacts(
         tuple(mentions),
         frozenset(folded),
         f" {' '.join(folded)} ",
         frozenset(numbers),
-        context_claims(spans),
+        context_claims(sentences),
         initials,
         acronyms,
         called_off=called_off,
@@ -979,38 +978,38 @@ def check_facts(
     anchors: list[dict[str, float]] = []
     held: set[int] = set()
     copied: set[int] = set()
-    for i, span in enumerate(response_spans):
-        found = extract_facts(span.text, span.start)
+    sentences = [analysed(span) for span in response_spans]  # each tokenised once, for every check below
+    for i, span in enumerate(sentences):
+        found = span.facts
         ends = _range_ends(found, span.text, span.start)
-        in_sentence = _names_of(span.text)
         copies = _copied(span, found, ctx) if found else set()
-        for k, (f, anchor) in enumerate(zip(found, _anchors(span.text, span.start, found))):
+        for k, (f, anchor) in enumerate(zip(found, _anchors(span.text, span.start, found, span.content_tokens))):
             if k in copies:
                 copied.add(len(facts))
                 checked.append(_finding(f, i, "supported", None))
             else:
-                slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start, in_sentence)
+                slot = None if k in ends else _slot_anchor(f, anchor, span.text, span.start, span.names)
                 delta = _is_delta(f, span.text, span.start)
                 checked.append(_check_one(f, anchor, ctx, i, slot, delta, held))
             facts.append(f)
             anchors.append(anchor)
     if question:
         checked = _from_question(checked, facts, extract_facts(question))
-    checked = _derived(checked, facts, anchors, response_spans, ctx, held)
+    checked = _derived(checked, facts, anchors, sentences, ctx, held)
     off = ctx.called_off
     if off:
         for k, fact in enumerate(facts):
             clause = off.get((fact.dim, fact.value))  # type: ignore[arg-type]
-            span = response_spans[checked[k].sentence]
+            span = sentences[checked[k].sentence]
             # said so in the clause that states it ("the 07:40 will not run"); a "no" elsewhere in the
             # sentence ("No changes: take the 07:40 as usual") is not
             says_so = _SAYS_OFF.search(_clause_at(span.text, fact.start - span.start))
             if clause is not None and k not in copied and not says_so:
                 checked[k] = _finding(fact, checked[k].sentence, "contradicted", clause)
     if ctx.claims is not None:
-        copied_from = copies_of(response_spans, ctx.claims)
-        _swapped(checked, facts, response_spans, copied_from)
-        checked.extend(check_claims(response_spans, ctx.claims, checked, question, copied_from))
+        copied_from = copies_of(sentences, ctx.claims)
+        _swapped(checked, facts, sentences, copied_from)
+        checked.extend(check_claims(sentences, ctx.claims, checked, question, copied_from))
     return tuple(checked)
 
 
