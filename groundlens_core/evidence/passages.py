@@ -25,26 +25,17 @@ full context sentence than fluent wrong ones), while coverage ranked them at 0.9
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
-from groundlens_core.evidence.abstention import abstains
-from groundlens_core.evidence.content import content_tokens, source_keys
+from groundlens_core.evidence.analysed import AnalysedText, analyse, analysed
+from groundlens_core.evidence.content import ContentToken, source_keys
 from groundlens_core.evidence.factcheck import ContextFacts, check_facts, context_facts
-from groundlens_core.evidence.sentences import TextSpan, split_sentences
+from groundlens_core.evidence.sentences import TextSpan
 from groundlens_core.scoring.results import Evidence, SentenceEvidence, UnsupportedToken
 
 __all__ = ["EvidencePlan", "plan_evidence", "build_evidence", "context_keys", "plan_context_facts"]
-
-
-def _spans(text: str) -> list[TextSpan]:
-    spans = split_sentences(text)
-    if spans:
-        return spans
-    stripped = text.strip()  # no piece with a letter or digit (e.g. only emoji): the text is one sentence
-    start = text.find(stripped)
-    return [TextSpan(start, start + len(stripped), stripped)]
 
 
 @dataclass(frozen=True)
@@ -67,17 +58,54 @@ class EvidencePlan:
         return out
 
 
-def plan_evidence(response: str, context: str) -> EvidencePlan:
-    return EvidencePlan(response, context, tuple(_spans(response)), tuple(_spans(context)))
+def plan_evidence(response: str | AnalysedText, context: str | AnalysedText) -> EvidencePlan:
+    """The sentences of the response and of the context. Given analysed texts (:func:`~.analysed.analyse`,
+    made once per text by the scoring path), their sentences are used as they are, so every check
+    reading the plan shares their tokens; given plain texts, they are split here."""
+    r, c = analyse(response), analyse(context)
+    return EvidencePlan(r.text, c.text, r.sentences, c.sentences)
 
 
-def context_keys(context: str) -> frozenset[str]:
-    return source_keys(context)
+def context_keys(context: str | AnalysedText) -> frozenset[str]:
+    """Every key the context supplies (:func:`~.content.source_keys`), read from the whole text rather
+    than from its sentences: what lies between them (a list item's number) supplies keys too."""
+    return source_keys(context.text if isinstance(context, AnalysedText) else context)
 
 
 def plan_context_facts(plan: EvidencePlan) -> ContextFacts:
     """The context's facts (amounts, durations, dates, names ... with their anchors), once per context."""
     return context_facts(plan.context, plan.context_spans)
+
+
+def _sentence_evidence(
+    span: TextSpan,
+    tokens: Sequence[ContentToken],
+    passage: TextSpan,
+    similarity: float,
+    keys: frozenset[str],
+    covered: Sequence[tuple[int, int]],
+) -> SentenceEvidence:
+    """One response sentence's evidence: the content ``tokens`` the context's ``keys`` lack and no
+    supported fact ``covered``, and its best passage. The tokens' offsets are into the sentence (as
+    its analysed sentence keeps them); the evidence's are into the response."""
+    at = span.start
+    absent = tuple(
+        UnsupportedToken(t.text, t.kind, t.start + at, t.end + at)
+        for t in tokens
+        if t.key not in keys and not any(a <= t.start + at and t.end + at <= b for a, b in covered)
+    )
+    return SentenceEvidence(
+        start=span.start,
+        end=span.end,
+        text=span.text,
+        support=1.0 - len(absent) / len(tokens) if tokens else 1.0,
+        content_tokens=len(tokens),
+        unsupported=absent,
+        similarity=similarity,
+        passage_start=passage.start,
+        passage_end=passage.end,
+        passage=passage.text,
+    )
 
 
 def build_evidence(
@@ -94,38 +122,19 @@ def build_evidence(
     facts = plan_context_facts(plan) if facts is None else facts
     ctx = np.stack([np.asarray(vectors[(plan.context, s.start, s.end)], dtype=np.float64) for s in plan.context_spans])
     # a sentence saying the source does not answer names the question's topic, which is no claim
-    abstaining = tuple(i for i, span in enumerate(plan.response_spans) if abstains(span.text))
-    checked = tuple(f for f in check_facts(plan.response_spans, facts, question) if f.sentence not in abstaining)
+    spans = [analysed(span) for span in plan.response_spans]
+    abstaining = tuple(i for i, span in enumerate(spans) if span.abstains)
+    checked = tuple(f for f in check_facts(spans, facts, question) if f.sentence not in abstaining)
     # a word inside a fact the source supports ("two weeks" for "14 days") is not missing from it
     covered = [(f.start, f.end) for f in checked if f.status == "supported"]
     sentences: list[SentenceEvidence] = []
-    total = absent_total = 0
-    for i, span in enumerate(plan.response_spans):
+    for i, span in enumerate(spans):
         sims = ctx @ np.asarray(vectors[(plan.response, span.start, span.end)], dtype=np.float64)
         best = int(np.argmax(sims))
-        passage = plan.context_spans[best]
-        tokens = [] if i in abstaining else content_tokens(span.text, span.start)
-        absent = tuple(
-            UnsupportedToken(t.text, t.kind, t.start, t.end)
-            for t in tokens
-            if t.key not in keys and not any(a <= t.start and t.end <= b for a, b in covered)
-        )
-        total += len(tokens)
-        absent_total += len(absent)
-        sentences.append(
-            SentenceEvidence(
-                start=span.start,
-                end=span.end,
-                text=span.text,
-                support=1.0 - len(absent) / len(tokens) if tokens else 1.0,
-                content_tokens=len(tokens),
-                unsupported=absent,
-                similarity=float(sims[best]),
-                passage_start=passage.start,
-                passage_end=passage.end,
-                passage=passage.text,
-            )
-        )
+        tokens = () if i in abstaining else span.content_tokens
+        sentences.append(_sentence_evidence(span, tokens, plan.context_spans[best], float(sims[best]), keys, covered))
+    total = sum(s.content_tokens for s in sentences)
+    absent_total = sum(len(s.unsupported) for s in sentences)
     candidates = [i for i, s in enumerate(sentences) if s.unsupported]
     weakest = (
         min(candidates, key=lambda i: (-len(sentences[i].unsupported), sentences[i].similarity, i))

@@ -25,6 +25,7 @@ from groundlens_core.embedding.plan import embed_with_spans, get_default_embedde
 from groundlens_core.embedding.plan import text_pieces as _pieces
 from groundlens_core.embedding.plan import unit as _unit
 from groundlens_core.errors import GroundlensError, GroundlensInputError, describe_exception
+from groundlens_core.evidence.analysed import AnalysedText, analyse
 from groundlens_core.evidence.passages import (
     EvidencePlan,
     build_evidence,
@@ -302,6 +303,21 @@ def _verified(
 # ---------------------------------------------------------------- public API
 
 
+def _evidence_plans(items: list[_Item], evidence: bool) -> tuple[dict[int, EvidencePlan], dict[str, AnalysedText]]:
+    """The evidence plan of each item that has one (by its index), and the analysed texts behind
+    them: each distinct response and context is split and tokenised once, and its sentences are
+    shared by the word support, the facts and the claims of every item that has it."""
+    plans: dict[int, EvidencePlan] = {}
+    analysed: dict[str, AnalysedText] = {}
+    for i, it in enumerate(items):
+        if it.context is not None and (evidence or it.question is None):
+            for text in (it.response, it.context):
+                if text not in analysed:
+                    analysed[text] = analyse(text)
+            plans[i] = plan_evidence(analysed[it.response], analysed[it.context])
+    return plans, analysed
+
+
 def _score_items(
     items: list[_Item], emb, calibration, long_context: str, evidence: bool = True
 ) -> list[GroundlensScore]:
@@ -313,10 +329,7 @@ def _score_items(
     # encode, and the evidence's sentences are pooled from the response's and context's own pass
     asked = [it for it in items if it.question is not None]
     ctx_plans = {it.context: _pieces(emb, it.context) for it in asked if it.context is not None}
-    ev_plans: dict[int, EvidencePlan] = {}
-    for i, it in enumerate(items):
-        if it.context is not None and (evidence or it.question is None):
-            ev_plans[i] = plan_evidence(it.response, it.context)
+    ev_plans, analysed = _evidence_plans(items, evidence)
     requests: dict[str, dict[tuple[int, int], None]] = {}
     for it in asked:
         requests.setdefault(it.question, {})  # type: ignore[arg-type]
@@ -334,7 +347,7 @@ def _score_items(
         ev = None
         if i in ev_plans:
             if it.context not in keys_of:  # once per distinct context
-                keys_of[it.context] = (context_keys(it.context), plan_context_facts(ev_plans[i]))  # type: ignore[arg-type,index]
+                keys_of[it.context] = (context_keys(analysed[it.context]), plan_context_facts(ev_plans[i]))  # type: ignore[index]
             ctx_keys, ctx_facts = keys_of[it.context]  # type: ignore[index]
             ev = build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question)
         checked, ev = _verified(verifier, emb, it, ev)
