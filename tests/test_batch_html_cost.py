@@ -128,33 +128,6 @@ def test_a_resumed_run_scores_again_only_the_shown_rows_scored_before_it(tmp_pat
     assert (tmp_path / "r.html").read_bytes() == ref.read_bytes()
 
 
-def test_the_report_pass_scores_with_the_runs_threads(tmp_path, monkeypatch):
-    """The rows the report scores again (none were kept here) run with the run's ``--threads``."""
-    import torch
-
-    from groundlens_core.embedding.lanes import current_lanes, usable_cpus
-    from groundlens_core.stream import run_evaluate
-
-    if usable_cpus() < 2:
-        pytest.skip("one CPU: scoring threads are capped at 1, nothing to tell apart")
-    src = write_csv(tmp_path / "in.csv", _rows(6))
-    score_chunk, seen = chunks.score_chunk, []
-
-    def spy(*args, **kwargs):
-        seen.append((current_lanes(), torch.get_num_threads()))
-        return score_chunk(*args, **kwargs)
-
-    monkeypatch.setattr(chunks, "score_chunk", spy)
-    monkeypatch.setattr(evaluate_job, "riskiest_keeper", lambda job: None)
-    before = torch.get_num_threads()
-    try:
-        job = EvaluateJob(input=src, output=tmp_path / "o.csv", html=tmp_path / "r.html", threads=2, progress=False)
-        run_evaluate(job, log=lambda msg: None)
-    finally:
-        torch.set_num_threads(before)
-    assert len(seen) == 2 and set(seen) == {(2, 1)}, seen  # the run's chunk and the report's pass
-
-
 def _random_keys(rng: np.random.Generator, n: int) -> np.ndarray:
     """Keys with many ties (few bands, few scores) and a NaN score now and then."""
     keys = np.zeros(n, KEY_DTYPE)

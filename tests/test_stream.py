@@ -263,11 +263,13 @@ def test_threads_option_and_environment(tmp_path, capsys, monkeypatch):
 
 
 def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch):
-    """``EvaluateJob(threads=N)`` scores every chunk, the HTML pass's re-scoring too, with N lanes of
-    one torch thread each; a Python caller's own torch thread count is back afterwards."""
+    """``EvaluateJob(threads=N)`` scores every chunk, and the rows the HTML pass scores again (here
+    none were kept from the run), with N lanes of one torch thread each; a Python caller's own torch
+    thread count is back afterwards."""
     import torch
 
     import groundlens_core.batch.chunks as chunks
+    import groundlens_core.batch.evaluate_job as evaluate_job
     import groundlens_core.stream as stream
     from groundlens_core.embedding.lanes import current_lanes, usable_cpus
 
@@ -281,6 +283,7 @@ def test_threads_hold_for_the_html_pass_and_the_python_api(tmp_path, monkeypatch
         return score_chunk(*args, **kwargs)
 
     monkeypatch.setattr(chunks, "score_chunk", spy)
+    monkeypatch.setattr(evaluate_job, "riskiest_keeper", lambda job: None)  # the report scores its rows
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
