@@ -14,7 +14,8 @@ from groundlens_core.errors import GroundlensInputError
 
 #: each entry is ``add(subparsers)``: it adds its commands to the ``groundlens`` parser
 COMMANDS_GROUP = "groundlens_core.commands"
-#: one entry: ``write(job, info, out_kind, paths, keys, schema, *, emb, calibration) -> rows shown``
+#: one entry: ``write(job, info, out_kind, paths, keys, schema, *, emb, calibration, kept=None) -> rows
+#: shown``; ``kept``: the results the run kept for its riskiest rows, so they are not scored again
 BATCH_HTML_GROUP = "groundlens_core.batch_html"
 
 
