@@ -106,7 +106,7 @@ def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
 def test_a_call_is_never_decided_half_read():
     """Two threads reading one call's deferred prompt: the second waits for the first's result
     instead of going on with no question and no context (and scoring the call as context-free)."""
-    from groundlens_core.trace.recorder.calls import decide, read_now
+    from groundlens_core.trace.recorder.calls import method_of, read_now
 
     started, release = threading.Event(), threading.Event()
     lock = threading.Lock()
@@ -125,7 +125,7 @@ def test_a_call_is_never_decided_half_read():
     first.start()
     assert started.wait(5)
     seen: list[tuple[str | None, str]] = []
-    second = threading.Thread(target=lambda: (read_now(call), seen.append((call.question, decide(call)[0]))))
+    second = threading.Thread(target=lambda: (read_now(call), seen.append((call.question, method_of(call)[0]))))
     second.start()
     release.set()
     first.join(5)
@@ -138,11 +138,11 @@ def test_the_recorder_and_the_core_share_one_notion_of_blank():
     blank to the recorder as it is to the core: the call is skipped, not sent on to fail scoring."""
     from groundlens_core import evaluate
     from groundlens_core.errors import GroundlensInputError
-    from groundlens_core.trace.recorder.calls import context_pieces, decide
+    from groundlens_core.trace.recorder.calls import context_pieces, method_of
 
     for invisible in ("\u200b", " \u200d\ufeff ", "..."):
         call = CallRecord(trace_key="k", node="n", question="When?", response=invisible)
-        assert decide(call) == ("skipped", "no response text")
+        assert method_of(call) == ("skipped", "no response text")
         try:
             evaluate(question="When?", response=invisible, context="Founded in 1998.")
         except GroundlensInputError:
@@ -151,4 +151,4 @@ def test_the_recorder_and_the_core_share_one_notion_of_blank():
             raise AssertionError(f"the core scored a blank response {invisible!r}")
     assert [p.text for p in context_pieces(["\u200b", "Founded in 1998.", "..."])] == ["Founded in 1998."]
     no_context = CallRecord(trace_key="k", node="n", response="In 1998.", context=("\u200b",))
-    assert decide(no_context) == ("skipped", "no question and no context found for this call")
+    assert method_of(no_context) == ("skipped", "no question and no context found for this call")

@@ -34,20 +34,21 @@ from typing import Any, Iterable, Mapping, Sequence
 from groundlens_core.evidence.sentences import split_sentences
 from groundlens_core.scoring.decision import Decision, grounded_in_unverified, opening
 
-__all__ = ["MIN_CHARS", "LineageIndex", "link_step", "annotate", "cascade_order", "claims"]
+__all__ = ["MIN_CHARS", "LineageIndex", "link_step", "annotate", "cascade_order", "claims", "folded"]
 
 #: sentences (and whole responses) shorter than this, after normalising, never link two steps
 MIN_CHARS = 24
 
 
-def _norm(text: str) -> str:
+def folded(text: str) -> str:
+    """``text`` with its white space collapsed and its case folded: how lineage compares texts."""
     return " ".join(text.split()).casefold()
 
 
 def claims(text: str) -> set[str]:
     """The normalised sentences of ``text`` long enough to count (and the whole text, if it is)."""
-    out = {n for n in (_norm(span.text) for span in split_sentences(text)) if len(n) >= MIN_CHARS}
-    whole = _norm(text)
+    out = {n for n in (folded(span.text) for span in split_sentences(text)) if len(n) >= MIN_CHARS}
+    whole = folded(text)
     if len(whole) >= MIN_CHARS and not out:
         out.add(whole)
     return out
@@ -102,7 +103,7 @@ class LineageIndex:
             text = getattr(piece, "text", piece)
             if not isinstance(text, str):
                 continue  # redacted or cut: nothing to compare
-            hay = _norm(text)
+            hay = folded(text)
             if len(hay) < MIN_CHARS:
                 continue
             for claim, ids in self.claims.items():
@@ -127,7 +128,7 @@ def _leans_on(index: LineageIndex, step: Any, origins: Sequence[str]) -> list[st
     said = {o: [c for c, ids in index.claims.items() if o in ids] for o in origins}
     out: list[str] = []
     for s in ev.sentences:
-        passage = _norm(s.passage)
+        passage = folded(s.passage)
         if len(passage) < MIN_CHARS:
             continue
         for o, mine in said.items():

@@ -204,7 +204,7 @@ def _score(band: Triage, evidence_value: float, failed: int = 0) -> float:
     return _BAND_START[band] + min(inner, 0.999) / 3.0
 
 
-def _facts(ev: Evidence) -> dict[str, Any]:
+def _failed_findings(ev: Evidence) -> dict[str, Any]:
     return {"findings": tuple(ev.failed_facts())}
 
 
@@ -225,7 +225,7 @@ def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
         return Decision("review", _score("review", normalize("sgi", raw)), "abstains")
     failed = len(ev.failed_facts())
     if failed:
-        return Decision("flagged", _score("flagged", base, failed), "facts", **_facts(ev))
+        return Decision("flagged", _score("flagged", base, failed), "facts", **_failed_findings(ev))
     # it states a value of its source with its unit (an amount, a duration, a date ...); a name or a
     # bare number ("Aurora-7") only echoes the topic
     supported = any(f.status == "supported" and f.kind not in _NOT_VALUES for f in ev.facts)

@@ -498,7 +498,7 @@ class AdapterShell:
         try:
             pieces = _pieces(context)
             call = CallRecord(trace_key="", node="", question=question, response=response, context=pieces)
-            method, reason = Recorder.decide(call)
+            method, reason = Recorder.method_of(call)
             if method != "score":
                 return InlineScore(
                     None, error=reason if method == "error" else None, skipped=reason if method == "skipped" else None

@@ -31,18 +31,18 @@ from groundlens_core.trace.html.rows import (
     _band_css,
     _duration,
     _evidence,
-    _facts,
     _finding_marks,
     _fmt_ms,
     _fmt_num,
     _fmt_time,
-    _norm,
     _num,
     _preview,
     _producers,
     _reason,
     _text_note,
     _tokens,
+    detail_pairs,
+    shown_score,
 )
 from groundlens_core.trace.model import Step, Trace, atomic_write_text, plain_text
 
@@ -193,7 +193,7 @@ def _layout(traces: list[Trace], *, redact: bool, max_text_chars: int | None) ->
     producers: list[dict[str, list[Any]]] = []
     for ti, trace in enumerate(shown):
         for step in trace.steps:
-            entries.append((risk_key(step.band, _norm(step), ti, step.index), ti, step))
+            entries.append((risk_key(step.band, shown_score(step), ti, step.index), ti, step))
         producers.append(_producers(trace.steps))
     entries.sort(key=lambda e: e[0])
     entries = cascade_order(
@@ -237,7 +237,7 @@ class _Tally:
     def add(self, rank: int, ti: int, step: Step) -> None:
         """Count the step at ``rank``; rows come riskiest first, so a trace's first one is its worst."""
         band = step.band
-        norm = _norm(step)
+        norm = shown_score(step)
         self.counts[band] += 1
         self.worst_of.setdefault(ti, rank)
         if step.method in self.methods:
@@ -257,7 +257,7 @@ class _Tally:
 
 def _row(layout: _Layout, rank: int, ti: int, step: Step, question: str, response: str) -> dict[str, Any]:
     """A table row as the page's script lays it out: what is shown and filtered on without expanding."""
-    norm = _norm(step)
+    norm = shown_score(step)
     raw = _num(step.value) if step.method in SCORED_METHODS else None
     position = layout.position
     return {
@@ -312,7 +312,7 @@ def _details(layout: _Layout, ti: int, step: Step, question: str, response: str)
         "ex": str(step.explanation or ""),
         "err": str(step.error or ""),
         "skip": str(step.skip_reason or ""),
-        "facts": _facts(step, layout.traces[ti]),
+        "facts": detail_pairs(step, layout.traces[ti]),
         "ff": [] if ev is None else [[f.status, f.describe(), f.kind] for f in ev.facts],
         "ev": _evidence(step),
         "fm": _finding_marks(step),

@@ -48,7 +48,7 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
     return "" if f is None else f"{f:.{digits}f}"
 
 
-def _norm(step: Step) -> float | None:
+def shown_score(step: Step) -> float | None:
     """The score a row shows: the risk value it is ranked by (never normalized SGI/DGI)."""
     return _num(step.rank) if step.method in SCORED_METHODS else None
 
@@ -181,11 +181,13 @@ def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
     """For each step id, per context piece, the id of the earlier step of the trace that produced it
     (its response is the piece, or is found in it), or None. Exact matches by a dict; containment
     among the last few steps before it only, so a big trace stays linear."""
-    from groundlens_core.trace.lineage import MIN_CHARS
-    from groundlens_core.trace.lineage import _norm as lineage_norm  # the cascade's normalisation
+    from groundlens_core.trace.lineage import (
+        MIN_CHARS,
+        folded,  # the cascade's normalisation
+    )
 
     def norm(t: Any) -> str:
-        return lineage_norm(t) if isinstance(t, str) else ""
+        return folded(t) if isinstance(t, str) else ""
 
     exact: dict[str, str] = {}
     recent: list[tuple[str, str]] = []
@@ -212,7 +214,7 @@ def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
     return out
 
 
-def _facts(step: Step, trace: Trace) -> list[list[str]]:
+def detail_pairs(step: Step, trace: Trace) -> list[list[str]]:
     """(label, value) pairs for a row's details: score internals, model, timings, ids. The embedder
     and version are listed only where they differ from the trace's (the header shows those)."""
     out: list[list[str]] = [["method", step.method], ["kind", step.kind], ["step", f"#{step.index}"]]

@@ -20,7 +20,14 @@ from groundlens_core.embedding.lanes import usable_cpus
 from groundlens_core.trace.model import META_ORIGINAL_STEP_ID, META_UNSAMPLED, Step, Trace, new_id, to_iso, utc_now
 from groundlens_core.trace.recorder import app_span, lifecycle
 from groundlens_core.trace.recorder.backlog import OVERLOAD_WARN_SECONDS, Backlog
-from groundlens_core.trace.recorder.calls import CallRecord, context_pieces, decide, make_step, needs_model, text_bytes
+from groundlens_core.trace.recorder.calls import (
+    CallRecord,
+    context_pieces,
+    make_step,
+    method_of,
+    needs_model,
+    text_bytes,
+)
 from groundlens_core.trace.recorder.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.recorder.ledger import ledger_listeners
 from groundlens_core.trace.recorder.sampling import Sampling
@@ -94,7 +101,7 @@ class Recorder:
     Thread-safe: ``record`` may be called from any thread or asyncio task at once.
     """
 
-    decide = staticmethod(decide)
+    method_of = staticmethod(method_of)
 
     def __init__(
         self,
@@ -492,7 +499,7 @@ def _waiting_step(event: Call) -> Step:
     if event.needs_model or event.reason:
         method, reason = "skipped", event.reason or PENDING
     else:
-        method, reason = decide(event.call)
+        method, reason = method_of(event.call)
         if method == "score":  # scored in line by the adapter: only listing is left
             method, reason = "skipped", PENDING
     return make_step(event.call, event.index, event.step_id, method, reason, None, None)

@@ -108,7 +108,7 @@ def context_pieces(items: Iterable[Any], default_source: str = "context") -> tup
     return tuple(out)
 
 
-def decide(call: CallRecord) -> tuple[str, str | None]:
+def method_of(call: CallRecord) -> tuple[str, str | None]:
     """(method, reason) for a call, the same for every framework: ``score`` or ``skipped``/``error``."""
     if call.kind not in STEP_KINDS:
         return "error", f"unknown step kind {call.kind!r}"
@@ -132,7 +132,7 @@ def decide(call: CallRecord) -> tuple[str, str | None]:
 
 def needs_model(call: CallRecord) -> bool:
     """Whether the worker will have to embed this call (not already scored, not skipped)."""
-    if decide(call)[0] != "score":
+    if method_of(call)[0] != "score":
         return False
     return call.score is None  # else scored in line by the adapter already (kept, or an error step)
 
@@ -148,7 +148,7 @@ def text_bytes(call: CallRecord) -> int:
 
 def score_calls(calls: list[CallRecord], options: Callable[[], dict[str, Any]]) -> list[Outcome]:
     """The outcome of each call; the scorable ones in one batch, with the keywords ``options()`` gives."""
-    decisions = [decide(c) for c in calls]
+    decisions = [method_of(c) for c in calls]
     out: list[Outcome] = [(m, r, None, None) for m, r in decisions]
     todo = []
     for i, (m, _) in enumerate(decisions):
