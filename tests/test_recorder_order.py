@@ -150,5 +150,8 @@ def test_the_recorder_and_the_core_share_one_notion_of_blank():
         else:
             raise AssertionError(f"the core scored a blank response {invisible!r}")
     assert [p.text for p in context_pieces(["\u200b", "Founded in 1998.", "..."])] == ["Founded in 1998."]
+    # one normaliser for a call's context, whatever handed it over: the first place a text was found names it
+    pieces = context_pieces([("Founded in 1998.", "docs"), ("Founded in 1998. ", "tool:search"), b"raw bytes"])
+    assert [(p.text, p.source) for p in pieces] == [("Founded in 1998.", "docs")]
     no_context = CallRecord(trace_key="k", node="n", response="In 1998.", context=("\u200b",))
     assert method_of(no_context) == ("skipped", "no question and no context found for this call")

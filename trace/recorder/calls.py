@@ -25,6 +25,7 @@ from groundlens_core.trace.model import (
     to_iso,
 )
 from groundlens_core.trace.recorder.app_span import AbsentSpan, SpanRef, as_metadata
+from groundlens_core.trace.recorder.inputs import context_from
 
 log = logging.getLogger("groundlens.recorder")
 
@@ -89,23 +90,10 @@ def read_now(call: CallRecord) -> None:
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
-    """Normalise strings, ``(text, source)`` pairs and pieces into ContextPieces, dropping blanks and repeats."""
-    out: list[ContextPiece] = []
-    seen: set[tuple[str, str]] = set()
-    for item in items:
-        if isinstance(item, ContextPiece):
-            piece = item
-        elif isinstance(item, tuple) and len(item) == 2:
-            piece = ContextPiece(text=str(item[0]), source=str(item[1]))
-        else:
-            piece = ContextPiece(text=str(item), source=default_source)
-        if not isinstance(piece.text, str) or is_blank(piece.text):
-            continue
-        key = (piece.text, piece.source)
-        if key not in seen:
-            seen.add(key)
-            out.append(piece)
-    return tuple(out)
+    """Strings, ``(text, source)`` pairs and pieces as ContextPieces, by the one context normaliser
+    (:func:`~groundlens_core.trace.recorder.inputs.context_from`): blanks and repeats dropped, the
+    first place a text was found naming it."""
+    return tuple(context_from(list(items), source=default_source))
 
 
 def method_of(call: CallRecord) -> tuple[str, str | None]:

@@ -10,6 +10,7 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.text import is_blank
 from groundlens_core.trace.model import ContextPiece, new_id
 
 T = TypeVar("T")
@@ -79,14 +80,15 @@ def _piece(item: Any, source: str) -> ContextPiece | None:
 
 def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
     """The one context normaliser: context pieces from any number of values, in order; pieces made
-    here take ``source``. Dedupe rule: a blank piece, or one whose stripped text equals an earlier
-    piece's, is dropped, so the first place a text was found names it."""
+    here take ``source``. Dedupe rule: a blank piece (the core's notion of blank:
+    :func:`groundlens_core.text.is_blank`), or one whose stripped text equals an earlier piece's, is
+    dropped, so the first place a text was found names it."""
     seen: set[str] = set()
     out: list[ContextPiece] = []
     for group in groups:
         items = group if isinstance(group, (list, tuple)) else [group]
         for piece in filter(None, (_piece(item, source) for item in items)):
-            key = piece.text.strip() if isinstance(piece.text, str) else ""
+            key = piece.text.strip() if isinstance(piece.text, str) and not is_blank(piece.text) else ""
             if key and key not in seen:
                 seen.add(key)
                 out.append(piece)
