@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_WAIT_SECONDS",
     "GUARD_MODES",
     "AdapterShell",
+    "CarriesScore",
     "GroundlensFlaggedError",
     "InlineScore",
     "MissingFrameworkError",
@@ -138,8 +139,26 @@ def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
     return Usage(inp, out, total)
 
 
+class CarriesScore:
+    """``flagged`` and ``triage`` of a value that carries a score, or none (not scored): the inline
+    outcome and a provider guard's response read them the same way."""
+
+    def carried_score(self) -> GroundlensScore | None:
+        raise NotImplementedError
+
+    @property
+    def flagged(self) -> bool:
+        score = self.carried_score()
+        return score is not None and score.flagged
+
+    @property
+    def triage(self) -> str | None:
+        score = self.carried_score()
+        return None if score is None else score.triage
+
+
 @dataclass(frozen=True)
-class InlineScore:
+class InlineScore(CarriesScore):
     """The outcome of :meth:`AdapterShell.score_inline`: the score, or None with ``error`` (scoring
     failed) or ``skipped`` (the call is not scorable)."""
 
@@ -148,13 +167,8 @@ class InlineScore:
     latency_ms: float = 0.0
     skipped: str | None = None
 
-    @property
-    def flagged(self) -> bool:
-        return self.score is not None and self.score.flagged
-
-    @property
-    def triage(self) -> str | None:
-        return None if self.score is None else self.score.triage
+    def carried_score(self) -> GroundlensScore | None:
+        return self.score
 
     def record_fields(self) -> dict[str, Any]:
         """The ``CallRecord`` fields that hand this outcome to the recorder (so it is not scored twice)."""

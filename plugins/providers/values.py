@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from groundlens_core.plugins.kit.shell import get_field
+from groundlens_core.plugins.kit.shell import CarriesScore, get_field
 from groundlens_core.scoring.results import GroundlensScore
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
@@ -109,7 +109,7 @@ class StreamReader:
 
 
 @dataclass(frozen=True)
-class ProviderResponse:
+class ProviderResponse(CarriesScore):
     """The answer of a guard call with its score (SGI with context, DGI without; None when scoring
     failed, see ``scoring_error``, or the turn only asked for tools). A triage signal, not a verdict."""
 
@@ -125,13 +125,8 @@ class ProviderResponse:
     tool_calls: tuple[str, ...] = ()
     step_id: str | None = None
 
-    @property
-    def flagged(self) -> bool:
-        return self.groundlens_score is not None and self.groundlens_score.flagged
-
-    @property
-    def triage(self) -> str | None:
-        return None if self.groundlens_score is None else self.groundlens_score.triage
+    def carried_score(self) -> GroundlensScore | None:
+        return self.groundlens_score
 
     def __str__(self) -> str:
         return self.text
