@@ -7,7 +7,7 @@ import contextvars
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, AsyncIterator, Awaitable, Callable, ContextManager, Sequence
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.kit.shell import (
@@ -34,6 +34,8 @@ from groundlens_core.trace.recorder.inputs import (
 )
 
 if TYPE_CHECKING:  # pragma: no cover
+    from typing import Unpack  # Python 3.11; annotations only
+
     from semantic_kernel.filters.functions.function_invocation_context import FunctionInvocationContext
 
 log = logging.getLogger("groundlens.semantic_kernel")

@@ -86,8 +86,8 @@ def test_the_options_still_reach_the_shell():
     recorder = Recorder("mine")
     cb = cls("named", recorder=recorder, listeners=[spy := _Spy()], max_traces=7)
     assert cb.name == "named" and cb.recorder is recorder and spy in recorder._listeners
-    with pytest.raises(TypeError):
-        cls(tracer_provder=None)  # a misspelt option is still refused
+    with pytest.raises(TypeError, match=r"GroundlensLangGraphCallback\(\) got an unexpected keyword argument 'tracer_provder'; did you mean 'tracer_provider'\?"):
+        cls(tracer_provder=None)  # a misspelt option is refused in the adapter's name
     own = cls(max_traces=3, long_context="nearest")
     assert own.recorder._store.max_traces == 3 and own.long_context == "nearest"
 

@@ -45,7 +45,7 @@ def test_wheel_has_one_namespace(wheel):
     assert "trace" not in top and "plugins" not in top and "templates" not in top
     assert any(n.startswith("groundlens_core/trace/") for n in names)
     assert any(n.startswith("groundlens_core/plugins/") for n in names)
-    assert "groundlens_core/providers/openai.py" in names and "groundlens_core/plugins/_provider.py" in names
+    assert "groundlens_core/providers/openai.py" in names and "groundlens_core/plugins/providers/__init__.py" in names
     assert any(n.startswith("groundlens_core/templates/") and n.endswith(".j2") for n in names)
     assert "groundlens_core/data/dgi_direction_halueval_general.json" in names
     assert "groundlens_core/trace/schema.json" in names

@@ -153,5 +153,8 @@ def test_the_recorder_and_the_core_share_one_notion_of_blank():
     # one normaliser for a call's context, whatever handed it over: the first place a text was found names it
     pieces = context_pieces([("Founded in 1998.", "docs"), ("Founded in 1998. ", "tool:search"), b"raw bytes"])
     assert [(p.text, p.source) for p in pieces] == [("Founded in 1998.", "docs")]
+    # a (value, source) pair keeps its source whatever the value: a tool's number, a document's text
+    pairs = context_pieces([(42, "tool:calc"), ({"page_content": "Paris is the capital."}, "retriever"), (None, "x")])
+    assert [(p.text, p.source) for p in pairs] == [("42", "tool:calc"), ("Paris is the capital.", "retriever")]
     no_context = CallRecord(trace_key="k", node="n", response="In 1998.", context=("\u200b",))
     assert method_of(no_context) == ("skipped", "no question and no context found for this call")

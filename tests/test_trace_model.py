@@ -250,3 +250,19 @@ def test_start_trace_never_rewrites_an_open_trace():
     assert rec.start_trace("k", name="second", metadata={"user": "b", "extra": 1}) is False
     trace = rec.get_trace("k")
     assert trace.name == "first" and trace.metadata == {"user": "a"}
+
+
+def test_to_html_survives_a_reload_of_the_model():
+    """The HTML report reaches the model through a hook the trace package sets once; reloading the
+    model module (a notebook's autoreload) keeps it. In a child process: a reload replaces the
+    model's classes for everything imported after it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import importlib, groundlens_core.trace.model as m; r = importlib.reload(m); "
+        "t = r.Trace(id='t', name='reloaded', framework='test', started_at='2026-01-01T00:00:00Z'); "
+        "print('<html' in t.to_html().lower())"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]

@@ -333,7 +333,7 @@ class Step:
 #: what :meth:`Trace.to_html` calls, ``(trace, path, **options) -> html``. The HTML report stands on
 #: this module, so the trace package hands it in (``groundlens_core/trace/__init__.py``) rather than
 #: the model importing it.
-_html_report: Callable[..., str] | None = None
+_html_report: Callable[..., str] | None = globals().get("_html_report")  # kept across a reload
 
 
 def set_html_report(render: Callable[..., str]) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, AsyncIterator, Iterable, Sequence
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.autogen.reading import (
@@ -16,6 +16,9 @@ from groundlens_core.plugins.autogen.reading import (
 from groundlens_core.plugins.kit.shell import ShellOptions, handle_internal_errors, names_shell_options
 from groundlens_core.trace.model import Trace, new_id
 from groundlens_core.trace.recorder import CallRecord
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 
 class GroundlensChecker(_AutoGenShell):

@@ -4,7 +4,7 @@ hot path. AutoGen does not tell a client which agent calls it: wrap one client p
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, AsyncIterator, Sequence
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.autogen.reading import (
@@ -27,6 +27,9 @@ from groundlens_core.plugins.kit.shell import (
 )
 from groundlens_core.trace.model import new_id
 from groundlens_core.trace.recorder import CallRecord
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 
 class _ClientTranslation(_AutoGenShell):

@@ -6,12 +6,15 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from dataclasses import dataclass
-from typing import Any, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, Sequence
 
 from groundlens_core.plugins.kit.shell import AdapterShell, ShellOptions, names_shell_options, parse_usage, require
 from groundlens_core.trace.model import ContextPiece
 from groundlens_core.trace.recorder import CallRecord, Recorder
 from groundlens_core.trace.recorder.inputs import as_text, context_from, short, trace_scope
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 FRAMEWORK = "autogen"
 EXTRA = "autogen"

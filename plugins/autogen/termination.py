@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence, Unpack
+from typing import TYPE_CHECKING, Any, Sequence
 
 from groundlens_core.plugins.autogen.reading import DEFAULT_QUESTION_SOURCES, EXTRA, _agentchat, _AutoGenShell
 from groundlens_core.plugins.kit.shell import (
@@ -13,6 +13,9 @@ from groundlens_core.plugins.kit.shell import (
     require,
 )
 from groundlens_core.trace.model import new_id
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 
 class _TerminationTranslation(_AutoGenShell):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 import weakref
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.crewai.names import (
@@ -37,6 +37,9 @@ from groundlens_core.plugins.kit.shell import (
 from groundlens_core.trace.model import META_SINGLE_AGENT, META_TOOL, ContextPiece, new_id
 from groundlens_core.trace.recorder import CallRecord
 from groundlens_core.trace.recorder.inputs import AI_ROLES, as_json, first_user_question, message_role
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 #: what crewai puts in a tool result when the tool raised (ReAct and native paths)
 _TOOL_ERROR_MARKERS = ("I encountered an error while trying to use the tool", "Error executing tool:")

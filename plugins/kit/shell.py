@@ -5,6 +5,7 @@ import, one constructor and ``get_trace``, inline scoring, the guard modes and t
 from __future__ import annotations
 
 import asyncio
+import difflib
 import functools
 import importlib
 import inspect
@@ -570,15 +571,29 @@ def names_shell_options(init: F) -> F:
     """An adapter constructor written ``__init__(self, ..., **options: Unpack[ShellOptions])`` gets
     the signature that names every shell option with its default (after its own keywords, before an
     SDK client's ``**kwargs``), so ``help()`` and ``inspect.signature`` show them as if written out.
-    The list is written once, on :class:`AdapterShell`; a misspelt option is still refused there."""
+    The list is written once, on :class:`AdapterShell`. A misspelt option is refused in the adapter's
+    own name, with the closest option it takes."""
     own = inspect.signature(init)
     shell = inspect.signature(AdapterShell.__init__).parameters
     params = [p for p in own.parameters.values() if p.name != "options"]
     tail = [p for p in params if p.kind is inspect.Parameter.VAR_KEYWORD]
     head = [p for p in params if p.kind is not inspect.Parameter.VAR_KEYWORD]
     named = [shell[k] for k in SHELL_KEYWORDS if k not in own.parameters]
-    init.__signature__ = own.replace(parameters=[*head, *named, *tail])  # type: ignore[attr-defined]
-    return init
+    signature = own.replace(parameters=[*head, *named, *tail])
+    known = [name for name in signature.parameters if name != "self"]
+
+    @functools.wraps(init)
+    def checked(self: Any, *args: Any, **kwargs: Any) -> None:
+        if not tail:  # without an SDK client's **kwargs, every keyword must be one of ours
+            for key in kwargs:
+                if key not in known:
+                    close = difflib.get_close_matches(key, known, n=1)
+                    hint = f"; did you mean {close[0]!r}?" if close else ""
+                    raise TypeError(f"{type(self).__name__}() got an unexpected keyword argument {key!r}{hint}")
+        init(self, *args, **kwargs)
+
+    checked.__signature__ = signature  # type: ignore[attr-defined]
+    return checked  # type: ignore[return-value]
 
 
 def _pieces(context: Any) -> list[ContextPiece]:

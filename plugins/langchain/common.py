@@ -14,7 +14,7 @@ import functools
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Any
 
 from groundlens_core.errors import describe_exception
 from groundlens_core.plugins.kit.revise import REVISION_KEY, revision_mark
@@ -49,6 +49,9 @@ from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META
 from groundlens_core.trace.recorder import CallRecord, app_span
 from groundlens_core.trace.recorder.app_span import ABSENT, SpanRef
 from groundlens_core.trace.recorder.inputs import context_from, message_text, short
+
+if TYPE_CHECKING:
+    from typing import Unpack  # Python 3.11; annotations only
 
 # the base class only; nothing else from LangChain is needed at import time
 _HandlerBase: Any = optional_base("langchain_core.callbacks", "BaseCallbackHandler")

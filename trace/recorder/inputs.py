@@ -62,18 +62,19 @@ def first_text(mapping: Mapping[str, Any] | None, names: Sequence[str]) -> tuple
     return None
 
 
-def _is_pair(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 2 and all(isinstance(x, str) for x in value)
-
-
 def _piece(item: Any, source: str) -> ContextPiece | None:
-    """One context item as a piece: a piece, a ``(text, source)`` pair, or a value's text."""
+    """One context item as a piece: a piece, a ``(value, source)`` pair (the value's text: a tool's
+    number, a retriever's document), or a value's text."""
     if item is None or isinstance(item, (bytes, bytearray)):
         return None
     if isinstance(item, ContextPiece):
         return item
-    if _is_pair(item):
-        return ContextPiece(text=item[0], source=item[1])
+    if isinstance(item, tuple) and len(item) == 2 and isinstance(item[1], str):
+        value = item[0]
+        text = value if isinstance(value, str) else as_text(value)
+        if text is None and value is not None and not isinstance(value, (bytes, bytearray, list, tuple, Mapping)):
+            text = str(value)  # a number, a date: its text
+        return None if text is None else ContextPiece(text=text, source=item[1])
     text = as_text(item)
     return ContextPiece(text=str(item) if text is None else text, source=source)
 
