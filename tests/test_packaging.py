@@ -69,7 +69,7 @@ def test_wheel_installs_and_imports_in_a_fresh_venv(wheel, tmp_path):
         "import sys, importlib, importlib.resources as r\n"
         "import groundlens_core, groundlens_core.trace, groundlens_core.plugins, groundlens_core.cli\n"
         "import groundlens_core.trace.html, groundlens_core.trace.otel, groundlens_core.trace.html.batch_trace\n"
-        "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen','openai','anthropic','google'):\n"
+        "for m in ('langgraph','langchain','crewai','semantic_kernel','autogen','providers.openai','providers.anthropic','providers.google','sources.phoenix','sources.langfuse'):\n"
         "    importlib.import_module('groundlens_core.plugins.' + m)\n"
         "import groundlens_core.providers, groundlens_core.providers.openai\n"
         "assert groundlens_core.providers.openai.OpenAIProvider.provider == 'openai'\n"
