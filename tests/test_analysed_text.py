@@ -81,6 +81,10 @@ def test_the_analysed_text_has_the_splitters_sentences_and_offsets(text: str) ->
     ]
     assert all(text[s.start : s.end] == s.text for s in done.sentences)
     assert analyse(done) is done
+    # an analysed sentence equals, and hashes as, the plain span it analyses
+    if done.sentences and split_sentences(text):
+        assert list(done.sentences) == list(split_sentences(text))
+        assert {*done.sentences, *split_sentences(text)} == set(done.sentences)
 
 
 def test_a_text_without_a_sentence_is_one_sentence() -> None:

@@ -237,3 +237,19 @@ def test_bad_batch_size_and_lone_surrogates(tmp_path, capsys):
     assert exc.value.code == 2
     assert main(["check", "-q", "Where\udcff?", "-r", "x"]) == 2
     assert "not valid Unicode text" in capsys.readouterr().err
+
+
+def test_a_lone_surrogate_in_a_jsonl_row_is_written_escaped_to_parquet(tmp_path):
+    """JSON can carry an undecodable byte as a lone surrogate; Parquet holds UTF-8 only, so the cell
+    is written escaped, as the CSV and JSONL writers write it, and no row is lost."""
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.jsonl"
+    rows = [
+        {"question": "What is it?", "context": "It is a cat.", "response": "It is a cat \ud800."},
+        {"question": "What is it?", "context": "It is a cat.", "response": "It is a cat."},
+    ]
+    src.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    assert main(["evaluate", str(src), "-o", str(tmp_path / "o.parquet")]) == 0
+    written = pq.read_table(tmp_path / "o.parquet").to_pylist()
+    assert [r["response"] for r in written] == ["It is a cat \\ud800.", "It is a cat."]

@@ -392,8 +392,9 @@ def _finish(
         )
     _count(summary, keys)
     if write_report is not None:
+        extra = {} if keeper is None else {"kept": keeper}  # a writer of the older signature takes no kept=
         summary.html_rows = write_report(
-            job, info, run.out_kind, paths, keys, run.schema, emb=emb, calibration=run.cal, kept=keeper
+            job, info, run.out_kind, paths, keys, run.schema, emb=emb, calibration=run.cal, **extra
         )
     order = risk_order(keys) if job.sort else None
     finalize(run.out_kind, paths, job.output, run.columns, run.schema, keys, order)

@@ -397,4 +397,14 @@ def arrow_table(rows: Sequence[Mapping[str, Any]], schema):
                     None if isinstance(v, float) and math.isnan(v) else json.dumps(v, ensure_ascii=False, default=str)
                 )
         fixed.append(d)
-    return pa.Table.from_pylist(fixed, schema=schema)
+    try:
+        return pa.Table.from_pylist(fixed, schema=schema)
+    except UnicodeEncodeError:  # a lone surrogate (an undecodable byte of the input): written escaped,
+        # as the CSV and JSONL writers write it, not refused; only a chunk that holds one pays for this
+        strings = [f.name for f in schema if pa.types.is_string(f.type)]
+        for d in fixed:
+            for c in strings:
+                value = d[c]
+                if isinstance(value, str):
+                    d[c] = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        return pa.Table.from_pylist(fixed, schema=schema)

@@ -41,12 +41,21 @@ def copy_tokens_of(text: str) -> tuple[CopyToken, ...]:
     return tuple((m.group(0), m.start(), m.end()) for m in _COPY_WORD.finditer(text))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class AnalysedSentence(TextSpan):
     """A sentence of an analysed text: its span, and what each tokeniser makes of it, on first use.
 
     The tokens' offsets are into the sentence, as each tokeniser gives them for the sentence alone;
-    the facts' are into the whole text (``start`` added), as the fact checks report them."""
+    the facts' are into the whole text (``start`` added), as the fact checks report them. It equals
+    (and hashes as) the plain span it analyses: what it adds is derived from the span."""
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TextSpan):
+            return (self.start, self.end, self.text) == (other.start, other.end, other.text)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.start, self.end, self.text))
 
     @cached_property
     def content_tokens(self) -> tuple[ContentToken, ...]:
