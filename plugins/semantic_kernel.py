@@ -257,14 +257,16 @@ class GroundlensFilter(AdapterShell):
         )
 
     def _record_native(self, context: Any, step: _Step, ended: float) -> None:
+        """A native function's step; its result is context for the later prompt functions of the
+        run, naming this step as its producer."""
         text = _result_text(context.result)
-        if text and text.strip():
-            step.run.context.append(ContextPiece(text=text, source=f"tool:{step.node}"))
         args = {
             k: short(v) for k, v in (context.arguments or {}).items() if not isinstance(v, (list, dict)) or len(v) < 20
         }
         metadata = {"function_kind": "native", "arguments": args}
-        self.recorder.record(step.record("tool", response=text, ended_at=ended, metadata=metadata))
+        step_id = self.recorder.record(step.record("tool", response=text, ended_at=ended, metadata=metadata))
+        if text and text.strip():
+            step.run.context.append(ContextPiece(text=text, source=f"tool:{step.node}", producer=step_id or None))
 
     def _wrap_stream(self, context: Any, step: _Step, base: dict[str, Any]) -> None:
         """Pass the stream through untouched; record (and score in the background) once it ends."""

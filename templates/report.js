@@ -341,6 +341,12 @@
     }
   }
 
+  // the context piece ([source, text, note, producer row]) a sentence's best passage lies in, or null
+  function pieceOf(s, e) {
+    var k = e[7];
+    return (k === null || k === undefined || !s.ctx || !s.ctx[k]) ? null : s.ctx[k];
+  }
+
   function evidenceBlock(s) {
     var text = s.r || "";
     var fm = s.fm || [];
@@ -359,8 +365,10 @@
       if (e[0] > pos) markedText(pre, text, pos, e[0], [], fm);
       var span = el("span", "gl-sent " + supportClass(e[2]) + (e[6] ? " gl-weakest" : ""));
       span.dataset.support = String(e[2]);
+      var from = pieceOf(s, e);
       span.title = "support " + e[2].toFixed(2) + (e[6] ? " (weakest sentence)" : "") +
-        "\nbest passage (similarity " + e[3].toFixed(2) + "): " + e[4];
+        "\nbest passage (similarity " + e[3].toFixed(2) + "): " + e[4] +
+        (from ? "\nin context piece " + (e[7] + 1) + " (" + (from[0] || "context") + ")" : "");
       markedText(span, text, e[0], e[1], e[5], fm);
       pre.appendChild(span);
       pos = e[1];
@@ -368,6 +376,12 @@
       li.appendChild(el("span", "gl-ev-sup", "support " + e[2].toFixed(2) + (e[6] ? " \u2190 weakest" : "")));
       li.appendChild(el("span", "gl-ev-sent", text.slice(e[0], e[1])));
       li.appendChild(el("span", "gl-ev-pass", "best passage (similarity " + e[3].toFixed(2) + "): " + e[4]));
+      var c = pieceOf(s, e);
+      if (c) {  // the context piece the passage lies in, and the step that produced it
+        var where = el("span", "gl-ev-piece", "in context piece " + (e[7] + 1) + " (" + (c[0] || "context") + ")");
+        if (c[3] !== null && c[3] !== undefined) { where.appendChild(document.createTextNode(" ")); where.appendChild(goButton(c[3], "from")); }
+        li.appendChild(where);
+      }
       list.appendChild(li);
     });
     if (pos < text.length) markedText(pre, text, pos, text.length, [], fm);

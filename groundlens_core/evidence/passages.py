@@ -24,7 +24,8 @@ full context sentence than fluent wrong ones), while coverage ranked them at 0.9
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from bisect import bisect_right
+from dataclasses import dataclass, replace
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ from groundlens_core.evidence.factcheck import ContextFacts, check_facts, contex
 from groundlens_core.evidence.sentences import TextSpan
 from groundlens_core.scoring.results import Evidence, SentenceEvidence, UnsupportedToken
 
-__all__ = ["EvidencePlan", "plan_evidence", "build_evidence", "context_keys", "plan_context_facts"]
+__all__ = ["EvidencePlan", "plan_evidence", "build_evidence", "context_keys", "plan_context_facts", "locate_passages"]
 
 
 @dataclass(frozen=True)
@@ -151,3 +152,20 @@ def build_evidence(
         facts=checked,
         abstentions=abstaining,
     )
+
+
+def locate_passages(evidence: Evidence, pieces: Sequence[tuple[int, int, int]] | None) -> Evidence:
+    """``evidence`` with each sentence's ``passage_piece``: the caller's index of the context piece
+    its best passage starts in, given where each kept piece lies in the joined context (``pieces``:
+    (index, start, end), in order; see ``groundlens_core.scoring.join_context_pieces``). Unchanged
+    without pieces (a context given as one text), so such a score reads as before. Why: the passage
+    offsets index the joined text, which no caller keeps; the piece is what names the tool or
+    document the passage came from."""
+    if not pieces:
+        return evidence
+    starts = [start for _, start, _ in pieces]
+    sentences = tuple(
+        replace(s, passage_piece=pieces[max(0, bisect_right(starts, s.passage_start) - 1)][0])
+        for s in evidence.sentences
+    )
+    return replace(evidence, sentences=sentences)

@@ -133,6 +133,10 @@ class SentenceEvidence:
     ``start``/``end`` index the response, ``passage_start``/``passage_end`` the context (a list of
     context pieces is indexed as joined with blank lines, see ``join_context``). ``support`` is the
     share of the sentence's content tokens the context contains (1.0 when it has none to check).
+    ``passage_piece`` is the index, in the list of context pieces the caller gave, of the piece the
+    passage lies in: the joined offsets alone cannot say which tool or document it came from. None
+    when the context was given as one text (and then left out of the dict form, so such a score's
+    JSON is the same as before).
     """
 
     start: int
@@ -145,6 +149,7 @@ class SentenceEvidence:
     passage_start: int
     passage_end: int
     passage: str
+    passage_piece: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], *, checked: bool = False) -> SentenceEvidence:
@@ -367,6 +372,11 @@ class GroundlensScore:
         out = _plain(dataclasses.asdict(self))
         if self.decision is not None:  # the rendered reason too, for readers of the JSON
             out["decision"]["reason"] = self.decision.reason
+        evidence = out.get("evidence")
+        if isinstance(evidence, dict):  # a passage's piece only when known: else the bytes of before
+            for sentence in evidence.get("sentences", ()):
+                if sentence.get("passage_piece", 0) is None:
+                    del sentence["passage_piece"]
         return out
 
     def to_json(self) -> str:

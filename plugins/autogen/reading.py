@@ -125,15 +125,18 @@ class _Conversation:
     def context_for(self, source: str | None) -> list[ContextPiece]:
         return context_from([p.piece for p in self.pieces if p.agent is None or p.agent != source])
 
-    def _add(self, text: Any, source: str, agent: str | None = None) -> None:
+    def _add(self, text: Any, source: str, agent: str | None = None, producer: str | None = None) -> None:
+        """Keep ``text`` as context for later steps; ``producer`` is the id of the step it is the
+        result or answer of (the id given to that step's record)."""
         if isinstance(text, str) and text.strip():
-            self.pieces.append(_Piece(ContextPiece(text=text, source=source), agent))
+            self.pieces.append(_Piece(ContextPiece(text=text, source=source, producer=producer), agent))
 
     def feed(self, msg: Any, trace_key: str) -> list[CallRecord]:
         m = _agentchat()
         src = str(getattr(msg, "source", "") or "agent")
         meta: dict[str, Any] = {"message_type": type(msg).__name__}
         usage = parse_usage(getattr(msg, "models_usage", None))
+        own_id = str(getattr(msg, "id", "") or "") or None  # the id of the step the message becomes
 
         def rec(**kw: Any) -> CallRecord:
             base: dict[str, Any] = dict(
@@ -142,7 +145,7 @@ class _Conversation:
                 question=self.question,
                 usage=usage,
                 metadata=meta,
-                step_id=str(getattr(msg, "id", "") or "") or None,
+                step_id=own_id,
                 parent_id=self._turn_of(msg, src),
             )
             base.update(kw)
@@ -157,13 +160,14 @@ class _Conversation:
         if isinstance(msg, m.ToolCallExecutionEvent):
             out = []
             for i, r in enumerate(msg.content):
-                self._add(r.content, f"tool:{r.name or 'tool'}")
+                tool_step = f"{own_id}:{i}" if own_id else None
+                self._add(r.content, f"tool:{r.name or 'tool'}", producer=tool_step)
                 out.append(
                     rec(
                         kind="tool",
                         node=r.name or src,
                         response=r.content,
-                        step_id=f"{msg.id}:{i}" if getattr(msg, "id", None) else None,
+                        step_id=tool_step,
                         metadata=dict(meta, agent=src, is_error=bool(r.is_error)),
                     )
                 )
@@ -171,17 +175,17 @@ class _Conversation:
         if isinstance(msg, m.ToolCallSummaryMessage):
             results = getattr(msg, "results", None) or []
             for r in results:
-                self._add(r.content, f"tool:{r.name or 'tool'}")
+                self._add(r.content, f"tool:{r.name or 'tool'}", producer=own_id)
             if not results:
-                self._add(msg.content, f"tool:{src}")
+                self._add(msg.content, f"tool:{src}", producer=own_id)
             return [rec(kind="tool", response=msg.content)]
         if isinstance(msg, m.MemoryQueryEvent):
             for item in msg.content:
-                self._add(as_text(getattr(item, "content", None)), "memory")
+                self._add(as_text(getattr(item, "content", None)), "memory", producer=own_id)
             return [rec(kind="retrieval", response=as_text([getattr(i, "content", None) for i in msg.content]))]
         if isinstance(msg, m.CodeExecutionEvent):
             output = getattr(getattr(msg, "result", None), "output", None)
-            self._add(output, "tool:code_execution")
+            self._add(output, "tool:code_execution", producer=own_id)
             return [rec(kind="tool", response=output if isinstance(output, str) else None)]
         if isinstance(msg, m.HandoffMessage):
             meta["target"] = msg.target
@@ -214,7 +218,7 @@ class _Conversation:
         if text is None:
             meta["skip_note"] = f"{type(msg).__name__} has no scorable text"
         elif self.agent_messages_as_context:
-            self._add(text, f"agent:{src}", agent=src)
+            self._add(text, f"agent:{src}", agent=src, producer=record.step_id)
         return [record]
 
 

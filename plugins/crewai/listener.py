@@ -295,9 +295,10 @@ class GroundlensCrewListener(AdapterShell):
         for task in getattr(crew, "tasks", None) or []:
             self.context_store.clear(task=task)
 
-    def _record(self, ctx: Any, kind: str, **fields: Any) -> None:
-        """Record a step of the hook context's agent in its task. A model turn (``llm``, ``tool_call``)
-        started with the agent's LLM call; a ``tool_call`` turn is the parent of the tool steps it asks for."""
+    def _record(self, ctx: Any, kind: str, **fields: Any) -> str:
+        """Record a step of the hook context's agent in its task; returns its step id ("" when not
+        recorded). A model turn (``llm``, ``tool_call``) started with the agent's LLM call; a
+        ``tool_call`` turn is the parent of the tool steps it asks for."""
         agent, task = getattr(ctx, "agent", None), getattr(ctx, "task", None)
         fields.setdefault("node", node_name(agent, task))
         fields.setdefault("parent_id", agent_scope(agent, task))
@@ -313,6 +314,7 @@ class GroundlensCrewListener(AdapterShell):
             self.context_store.swap(agent, task, call_step=step_id)
         elif kind == "llm":
             self.revisions.answered(agent, task, fields.get("response"), step_id)
+        return step_id
 
     @_hook
     def _on_before_llm(self, ctx: Any) -> None:
@@ -404,9 +406,7 @@ class GroundlensCrewListener(AdapterShell):
             metadata["self_check"] = True  # our own verdict is never context for the agent
         elif _is_tool_error(text, raw):
             error = f"tool {name} failed: {text.strip()[:500]}"
-        else:
-            self.context_store.add(agent, task, text, f"tool:{name}")
-        self._record(
+        step_id = self._record(
             ctx,
             "tool",
             node=f"{node_name(agent, task)} / {name}",
@@ -416,4 +416,6 @@ class GroundlensCrewListener(AdapterShell):
             parent_id=self.context_store.swap(agent, task).call_step or agent_scope(agent, task),
             metadata=metadata,
         )
+        if name != SELF_CHECK_TOOL_NAME and error is None:  # recorded first: the piece names its tool step
+            self.context_store.add(agent, task, text, f"tool:{name}", producer=step_id or None)
         return None  # never rewrite the tool result

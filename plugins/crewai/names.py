@@ -96,11 +96,13 @@ class ContextStore:
     def _scope(self, agent: Any, task: Any) -> _Scope:
         return self._scopes.setdefault(self.key(agent, task), _Scope())
 
-    def add(self, agent: Any, task: Any, text: str, source: str) -> None:
+    def add(self, agent: Any, task: Any, text: str, source: str, producer: str | None = None) -> None:
+        """Keep a tool output ``text`` the agent received in ``task``; ``producer`` is the id of the
+        tool step that returned it."""
         if not isinstance(text, str) or not text.strip():
             return
         with self._lock:
-            self._scope(agent, task).pieces.append(ContextPiece(text=text, source=source))
+            self._scope(agent, task).pieces.append(ContextPiece(text=text, source=source, producer=producer))
 
     def pieces(self, agent: Any, task: Any) -> tuple[ContextPiece, ...]:
         with self._lock:

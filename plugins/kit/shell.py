@@ -520,7 +520,9 @@ class AdapterShell:
                 )
             from groundlens_core.scoring import evaluate
 
-            texts = [p.text for p in pieces if isinstance(p.text, str)]
+            # one entry per piece (None for one without text), so an evidence sentence's
+            # passage_piece indexes the step's context
+            texts = [p.text if isinstance(p.text, str) else None for p in pieces]
             score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
             return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:

@@ -111,12 +111,15 @@ def _fmt_ms(value: Any) -> str:
 
 def _evidence(step: Step) -> list[list[Any]]:
     """Each response sentence for the report: ``[start, end, support, similarity, passage,
-    [[start, end], ...] of unsupported tokens, is_weakest]``, offsets into the response as shown.
-    Empty when the response is not shown whole (redacted or cut): offsets would point nowhere."""
+    [[start, end], ...] of unsupported tokens, is_weakest, piece]``, offsets into the response as
+    shown, ``piece`` the index in the step's context of the piece the passage lies in (None when the
+    score does not say, or names no piece of this context). Empty when the response is not shown
+    whole (redacted or cut): offsets would point nowhere."""
     ev = getattr(step.score, "evidence", None)
     if ev is None or not isinstance(step.response, str):
         return []
     n = len(step.response)
+    pieces = len(step.context)
     return [
         [
             s.start,
@@ -126,10 +129,15 @@ def _evidence(step: Step) -> list[list[Any]]:
             s.passage,
             [[u.start, u.end] for u in s.unsupported if u.end <= n],
             i == ev.weakest,
+            s.passage_piece if _is_index(s.passage_piece, pieces) else None,
         ]
         for i, s in enumerate(ev.sentences)
         if s.end <= n
     ]
+
+
+def _is_index(value: Any, n: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < n
 
 
 def _finding_marks(step: Step) -> list[list[Any]]:
@@ -178,9 +186,13 @@ def _tokens(step: Step) -> str:
 
 
 def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
-    """For each step id, per context piece, the id of the earlier step of the trace that produced it
-    (its response is the piece, or is found in it), or None. Exact matches by a dict; containment
-    among the last few steps before it only, so a big trace stays linear."""
+    """For each step id, per context piece, the id of the step of the trace that produced it, or None.
+
+    A piece's recorded ``producer`` decides when it names another step of this trace: the adapter
+    saw which step the piece came from, however the text was since reworded or cut. Only a piece
+    without one (a file from an older version, a source that does not know) is matched by its text,
+    to an earlier step whose response is the piece or is found in it: exact matches by a dict,
+    containment among the last few steps before it only, so a big trace stays linear."""
     from groundlens_core.trace.lineage import (
         MIN_CHARS,
         folded,  # the cascade's normalisation
@@ -189,12 +201,17 @@ def _producers(steps: Sequence[Step]) -> dict[str, list[Any]]:
     def norm(t: Any) -> str:
         return folded(t) if isinstance(t, str) else ""
 
+    ids = {str(s.id) for s in steps}
     exact: dict[str, str] = {}
     recent: list[tuple[str, str]] = []
     out: dict[str, list[Any]] = {}
     for step in sorted(steps, key=lambda s: s.index):
         links: list[Any] = []
         for piece in step.context:
+            recorded = piece.producer
+            if isinstance(recorded, str) and recorded in ids and recorded != str(step.id):
+                links.append(recorded)
+                continue
             text = norm(piece.text)
             found = exact.get(text) if text else None
             if found is None and len(text) >= MIN_CHARS:

@@ -4,6 +4,7 @@ one context normaliser, the one trace scope and chat-message readers. Imports no
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence  # (the ABCs: isinstance on typing aliases is slower)
 from contextvars import ContextVar
@@ -63,8 +64,8 @@ def first_text(mapping: Mapping[str, Any] | None, names: Sequence[str]) -> tuple
 
 
 def _piece(item: Any, source: str) -> ContextPiece | None:
-    """One context item as a piece: a piece, a ``(value, source)`` pair (the value's text: a tool's
-    number, a retriever's document), or a value's text."""
+    """One context item as a piece: a piece (its producer kept), a ``(value, source)`` pair (the
+    value's text: a tool's number, a retriever's document), or a value's text."""
     if item is None or isinstance(item, (bytes, bytearray)):
         return None
     if isinstance(item, ContextPiece):
@@ -83,16 +84,23 @@ def context_from(*groups: Any, source: str = "context") -> list[ContextPiece]:
     """The one context normaliser: context pieces from any number of values, in order; pieces made
     here take ``source``. Dedupe rule: a blank piece (the core's notion of blank:
     :func:`groundlens_core.text.is_blank`), or one whose stripped text equals an earlier piece's, is
-    dropped, so the first place a text was found names it."""
-    seen: set[str] = set()
+    dropped, so the first place a text was found names it. A piece's ``producer`` is kept; a kept
+    piece without one takes that of a dropped repeat, since the same text is the same step's result
+    (a state key holding what a tool message also carries)."""
+    seen: dict[str, int] = {}
     out: list[ContextPiece] = []
     for group in groups:
         items = group if isinstance(group, (list, tuple)) else [group]
         for piece in filter(None, (_piece(item, source) for item in items)):
             key = piece.text.strip() if isinstance(piece.text, str) and not is_blank(piece.text) else ""
-            if key and key not in seen:
-                seen.add(key)
+            if not key:
+                continue
+            at = seen.get(key)
+            if at is None:
+                seen[key] = len(out)
                 out.append(piece)
+            elif piece.producer is not None and out[at].producer is None:
+                out[at] = dataclasses.replace(out[at], producer=piece.producer)
     return out
 
 
@@ -221,14 +229,28 @@ def _tool_name_for(messages: Sequence[Any], index: int) -> str:
     return "tool"
 
 
-def tool_message_pieces(messages: Sequence[Any]) -> list[ContextPiece]:
+def tool_call_id(message: Any) -> str | None:
+    """The ``tool_call_id`` of a tool message (object or dict), or None."""
+    call_id = message.get("tool_call_id") if isinstance(message, Mapping) else getattr(message, "tool_call_id", None)
+    return str(call_id) if call_id else None
+
+
+def tool_message_pieces(
+    messages: Sequence[Any], producers: Callable[[str], str | None] | None = None
+) -> list[ContextPiece]:
     """Tool outputs the model saw for its current question: tool messages after the last user message,
-    each named after the tool that produced it (a live call's messages and a stored span's alike)."""
+    each named after the tool that produced it (a live call's messages and a stored span's alike).
+
+    ``producers`` maps a message's ``tool_call_id`` to the id of the tool step that ran the call,
+    for an adapter that knows it (the id a framework gives a tool call is rarely the id its tool
+    run is recorded under, so none is guessed here): the piece's ``producer``."""
     start = last_user_index(messages)
     out = []
     for i in range(0 if start is None else start + 1, len(messages)):
         if message_role(messages[i]) in ("tool", "function"):
             text = message_text(messages[i]).strip()
             if text:
-                out.append(ContextPiece(text=text, source=f"tool:{_tool_name_for(messages, i)}"))
+                call_id = tool_call_id(messages[i]) if producers is not None else None
+                producer = producers(call_id) if producers is not None and call_id else None
+                out.append(ContextPiece(text=text, source=f"tool:{_tool_name_for(messages, i)}", producer=producer))
     return out
