@@ -32,11 +32,11 @@ def interrupt(monkeypatch, argv: list[str], *, chunks: int) -> None:
 
     write, done = partial_output.Sink.write, []
 
-    def killed_after(self, rows, first_row):
+    def killed_after(self, rows, first_row, keys=None):
         if len(done) == chunks:
             raise SystemExit(137)
         done.append(first_row)
-        write(self, rows, first_row)
+        write(self, rows, first_row, keys)
 
     with monkeypatch.context() as m:
         m.setattr(partial_output.Sink, "write", killed_after)

@@ -161,7 +161,7 @@ def test_the_keeper_keeps_exactly_the_rows_risk_order_ranks_first(seed):
         part = keys[start : start + size]
         items = [{"response": f"r{start + k}"} for k in range(len(part))]
         results = [SimpleNamespace(method="sgi", row=start + k) for k in range(len(part))]
-        keeper.offer(start, [_cells(k) for k in part], items, results)
+        keeper.offer(start, part, items, results)
         assert len(keeper) <= limit  # never more results held than the report shows
         start += len(part)
     expected = risk_order(keys)[:limit].tolist()

@@ -437,7 +437,7 @@ def test_resume_whose_partial_is_gone_is_refused_in_one_line(tmp_path, capsys, m
     src = write_csv(tmp_path / "in.csv", _rows(6))
     out = tmp_path / "out.csv"
 
-    def killed(self, rows, first_row):
+    def killed(self, rows, first_row, keys=None):
         raise SystemExit(137)
 
     with monkeypatch.context() as m:

@@ -32,7 +32,7 @@ from groundlens_core.batch.columns import METHOD_CODES, RISK_RANK, result_column
 from groundlens_core.batch.final_output import finalize, risk_order
 from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.batch.outputs import OutputLock, check_html_target, check_target, same_file, with_path
-from groundlens_core.batch.partial_output import KEY_DTYPE, PartialPaths, Sink
+from groundlens_core.batch.partial_output import KEY_DTYPE, PartialPaths, Sink, row_keys
 from groundlens_core.batch.riskiest import RiskiestKeeper
 from groundlens_core.errors import GroundlensInputError, printable
 from groundlens_core.scoring.results import ScoreError
@@ -430,12 +430,13 @@ def _score_rows(
             o = {renamed.get(k, k): v for k, v in r.items()}  # an input column named as ours is kept
             o.update(res if isinstance(res, dict) else result_columns(res))  # Ray sends the cells
             out.append(o)
+        keys = row_keys(out)  # made once: the keys file and the report's riskiest rows rank by them
         if keeper is not None:
-            keeper.offer(rows_done, out, items, results)
+            keeper.offer(rows_done, keys, items, results)
         # write in checkpoint-sized pieces so a resume never has to redo more than one chunk
         for s in range(0, len(out), job.batch_size):
             piece = out[s : s + job.batch_size]
-            sink.write(piece, rows_done)
+            sink.write(piece, rows_done, keys[s : s + job.batch_size])
             rows_done += len(piece)
             write_checkpoint(run.paths.checkpoint, signature, rows_done, sink.state())
         bar.update(len(rows))

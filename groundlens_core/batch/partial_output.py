@@ -145,10 +145,12 @@ class Sink:
         self.keys.truncate(rows_done * KEY_DTYPE.itemsize)
         self.keys.seek(0, os.SEEK_END)
 
-    def write(self, rows: list[dict], first_row: int) -> None:
+    def write(self, rows: list[dict], first_row: int, keys: np.ndarray | None = None) -> None:
+        """Append ``rows`` (row ``first_row`` on) and their keys records (``keys``: :func:`row_keys` of
+        the rows, when the caller made them already; a copy is written, its offsets filled in)."""
         from groundlens_core.batch.io_formats import arrow_table, encode_rows
 
-        keys = row_keys(rows)
+        keys = row_keys(rows) if keys is None else keys.copy()
         if self.kind == "parquet":
             import pyarrow as pa
 

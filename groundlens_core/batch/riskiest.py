@@ -21,8 +21,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from groundlens_core.batch.partial_output import row_keys
-
 #: what is held per candidate row: the two fields of its record in the keys file, and its row number
 _CANDIDATE = np.dtype([("rank", "i1"), ("norm", "<f8"), ("row", "<i8")])
 
@@ -46,17 +44,15 @@ class RiskiestKeeper:
     def __len__(self) -> int:
         return len(self._kept)
 
-    def offer(
-        self, first_row: int, cells: Sequence[Mapping[str, Any]], items: Sequence[Any], results: Sequence[Any]
-    ) -> None:
-        """Rows ``first_row`` on, as written (``cells``: the rows the keys file records), with the
-        items they were scored on and their results; keeps those still among the riskiest."""
-        if not self.limit or not cells:
+    def offer(self, first_row: int, keys: np.ndarray, items: Sequence[Any], results: Sequence[Any]) -> None:
+        """Rows ``first_row`` on, by their keys records (:func:`~groundlens_core.batch.partial_output.row_keys`
+        of the rows as written: what the keys file records), with the items they were scored on and
+        their results; keeps those still among the riskiest."""
+        if not self.limit or not len(keys):
             return
-        keys = row_keys(cells)
-        new = np.zeros(len(cells), _CANDIDATE)
+        new = np.zeros(len(keys), _CANDIDATE)
         new["rank"], new["norm"] = keys["rank"], keys["norm"]
-        new["row"] = np.arange(first_row, first_row + len(cells))
+        new["row"] = np.arange(first_row, first_row + len(keys))
         pool = np.concatenate([self._candidates, new])
         self._candidates = pool[np.lexsort((pool["row"], pool["norm"], pool["rank"]))[: self.limit]]
         staying = set(self._candidates["row"].tolist())
