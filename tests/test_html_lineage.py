@@ -4,6 +4,7 @@ from a flagged (or error) output is at most review."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import TypedDict
 
@@ -334,15 +335,23 @@ def test_the_cap_survives_the_json_round_trip_and_reaches_otel(fee_run):
 
 def test_an_error_step_output_caps_a_step_grounded_in_it():
     from groundlens_core import evaluate
+    from groundlens_core.scoring.decision import Upstream, output_sentences
+    from groundlens_core.trace.lineage import upstream_of
 
-    res = evaluate(FEE_QUESTION, FEE_REPLIES["check"], CONTRACT)
-    assert res.triage == "trusted"
+    alone = evaluate(FEE_QUESTION, FEE_REPLIES["check"], CONTRACT)
+    assert alone.triage == "trusted"
     t = Trace(id="t", name="n", framework="test", started_at="2025-01-01T00:00:00Z")
     t.add_step(Step(id="e0", index=0, node="draft", kind="llm", method="error", triage="error",
                     response=CONTRACT, error="groundlens could not score this call: EmbeddingError: x"))  # fmt: skip
+    context = (ContextPiece(CONTRACT, "state:draft"),)
+    upstream = upstream_of(t, context, "s1")
+    assert upstream == (Upstream(0, "error", (), output_sentences(CONTRACT)),)
+    res = evaluate(FEE_QUESTION, FEE_REPLIES["check"], CONTRACT, upstream=upstream)
     later = t.add_step(Step(id="s1", index=1, node="final", kind="llm", method="sgi", score=res, triage=res.triage,
-                            question=FEE_QUESTION, response=FEE_REPLIES["check"],
-                            context=(ContextPiece(CONTRACT, "state:draft"),)))  # fmt: skip
+                            question=FEE_QUESTION, response=FEE_REPLIES["check"], context=context))  # fmt: skip
     assert later.cascade_from == ("e0",) and later.triage == "review"
     assert later.decision.rule == "grounded_in_error" and later.decision.findings == ()
     assert "grounded in the output of #0, which could not be scored" in later.explanation
+    # appending never decides a second time: a step scored without its upstream keeps its band
+    kept = t.add_step(dataclasses.replace(later, id="s2", index=2, score=alone, triage=alone.triage, cascade_from=()))
+    assert kept.cascade_from == ("e0",) and kept.triage == "trusted" and kept.score is alone

@@ -239,13 +239,13 @@ def test_a_verdict_of_the_wrong_shape_in_a_saved_score_is_a_clear_error(verifier
 
 
 def test_scores_stay_inside_their_band_at_the_ends_and_under_lineage():
-    from groundlens_core.scoring.decision import grounded_in_unverified
+    from groundlens_core.scoring.decision import Upstream
 
     for p in (0.0, 0.349999, 0.35, 0.799999, 0.8, 1.0):
         verdict = Verdict(p, 0, (SentenceVerdict(0, 5, p),), "v")
         d = decide_verified(verdict, None, 0.35, 0.8)
         assert band_of_score(d.score) == d.band and d.score < 1.0
-        capped = grounded_in_unverified(d, origin=1, origin_band="flagged")
+        capped = decide_verified(verdict, None, 0.35, 0.8, upstream=[Upstream(1, "flagged")])
         assert band_of_score(capped.score) == capped.band
         restated = decide_verified(verdict, None, 0.35, 0.8, restates_question=True)
         assert restated.band == "flagged" and band_of_score(restated.score) == "flagged"
@@ -269,7 +269,7 @@ def test_weights_fitted_on_another_base_model_are_refused():
 def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verifier_doubts(verifier_on):
     from dataclasses import replace
 
-    from groundlens_core.scoring.decision import grounded_in_unverified
+    from groundlens_core.scoring.decision import Upstream
     from groundlens_core.trace.otel.finding_spans import failed_findings
 
     v = get_verifier()
@@ -283,7 +283,7 @@ def test_a_step_grounded_in_a_flagged_output_exports_only_the_findings_the_verif
         evaluate("Fee?", "Fee is 25 euros. Delivery 3 days.", "The fee is 25 euros."),
         evidence=ev,
         verdict=verdict,
-        decision=grounded_in_unverified(own, origin=0, origin_band="flagged"),
+        decision=decide_verified(verdict, ev, v.flag_below, v.trust_from, upstream=[Upstream(0, "flagged")]),
     )
     assert [f.text for f in failed_findings(score)] == ["3 days"]
     # a verdict saved without its edge: every own finding, as before

@@ -1,29 +1,35 @@
-"""Cascade lineage: a later step whose context carries the output of an earlier flagged step, and the
-trust it may not inherit.
+"""Cascade lineage: which earlier outputs of a trace a step's context carries, for the core's
+decision and for the reader.
 
 In a multi-step agent an unsupported claim travels: a planner's invented fact becomes the next
 step's context, and that step can look grounded against a context that already carries the error.
-The rule: a step gets ``cascade_from = [origin step ids]`` when one of its context pieces contains
-the whole response of an earlier *flagged* step of the same trace, or one of that response's
-sentences (:func:`groundlens_core.evidence.sentences.split_sentences`), compared after collapsing whitespace
-and case; sentences shorter than :data:`MIN_CHARS` characters are ignored (``Yes.`` proves nothing).
-Reviewers see the later step right after its origin (:func:`cascade_order`).
+A step's context *carries* an earlier step's output when one of its pieces contains that whole
+response, or one of its sentences (:func:`groundlens_core.evidence.sentences.split_sentences`),
+compared after collapsing whitespace and case (:func:`folded`); sentences shorter than
+:data:`MIN_CHARS` characters are ignored (``Yes.`` proves nothing), and redacted or cut texts never
+link. Only *unverified* outputs count: a flagged step's, an ``error`` step's, and the output of a
+step that was itself grounded in one (it names the first origin).
 
-Trust flows through the lineage: being grounded in a flagged output is not being grounded. A step
-whose support comes from the output of a flagged step, or of a step that could not be scored
-(``error``), is at most ``review``: its decision becomes ``grounded_in_flagged`` ("grounded in the
-flagged output of #N", with the origin's failed facts and what the source says) or
-``grounded_in_error``, and a trusted score moves down into the review third. Its support comes from
-such an output when one of its sentences finds its best-supporting passage in that output (a
-sentence of it), or when it has no sentence evidence to tell. So a step with both a real source
-and a flagged output in its context keeps its own band only when every sentence leans on the real
-source; a flagged step stays flagged. The capped step is an origin in its turn: a step
-grounded in it is capped the same way, naming the first origin.
+Lineage gives two things, at two times:
 
-Cost: per trace, an index of the flagged responses' normalised sentences (built once per flagged
-step); a new step costs one normalisation of each context piece and one substring search of it per
-indexed sentence, and nothing at all while its trace has no flagged step (the common case).
-``benchmarks/bench_lineage.py`` measures it against scoring.
+- **Before a step is decided**, :func:`upstream_of` gives the unverified outputs its context carries
+  as :class:`~groundlens_core.scoring.decision.Upstream` inputs, and the core decides the band once
+  with them (``evaluate(..., upstream=...)``): a step whose support comes from such an output is at
+  most ``review`` (``grounded_in_flagged`` / ``grounded_in_error``; the rule is in
+  :mod:`groundlens_core.scoring.decision`). The recorder's worker and the spans job score a batch
+  of calls before its steps are on their trace, so :class:`BatchLineage` adds the batch's earlier
+  calls once they are decided.
+- **When a step is appended**, :func:`link_step` (``Trace.add_step``) sets ``cascade_from = [origin
+  step ids]``, for the report's mark, the ranking (:func:`cascade_order`: a step right after its
+  origin) and OpenTelemetry links (:func:`otel_links`). It never decides again: a trace built or
+  loaded whole (:func:`annotate`) keeps the decisions its steps were saved with.
+
+Cost: per trace, an index of the unverified responses' normalised sentences (built once per such
+step); a new step costs, when it is decided and again when it is appended, one normalisation of
+each context piece and one substring search of it per indexed sentence, and nothing at all while
+its trace has no unverified step (the common case). A call of a batch that carries the output of an
+earlier call of the batch which turned out unverified is scored a second time (see
+:class:`BatchLineage`). ``benchmarks/bench_lineage.py`` measures the append against scoring.
 """
 
 from __future__ import annotations
@@ -31,27 +37,24 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Iterable, Mapping, Sequence
 
-from groundlens_core.evidence.sentences import split_sentences
-from groundlens_core.scoring.decision import Decision, grounded_in_unverified, opening
+from groundlens_core.scoring.decision import MIN_CHARS, Upstream, folded, output_sentences
 
-__all__ = ["MIN_CHARS", "LineageIndex", "link_step", "annotate", "cascade_order", "claims", "folded"]
-
-#: sentences (and whole responses) shorter than this, after normalising, never link two steps
-MIN_CHARS = 24
-
-
-def folded(text: str) -> str:
-    """``text`` with its white space collapsed and its case folded: how lineage compares texts."""
-    return " ".join(text.split()).casefold()
+__all__ = [
+    "MIN_CHARS",
+    "BatchLineage",
+    "LineageIndex",
+    "upstream_of",
+    "link_step",
+    "annotate",
+    "cascade_order",
+    "claims",
+    "folded",
+]
 
 
 def claims(text: str) -> set[str]:
     """The normalised sentences of ``text`` long enough to count (and the whole text, if it is)."""
-    out = {n for n in (folded(span.text) for span in split_sentences(text)) if len(n) >= MIN_CHARS}
-    whole = folded(text)
-    if len(whole) >= MIN_CHARS and not out:
-        out.add(whole)
-    return out
+    return set(output_sentences(text))
 
 
 def _unverified(step: Any) -> tuple[int, str, tuple] | None:
@@ -70,14 +73,14 @@ def _unverified(step: Any) -> tuple[int, str, tuple] | None:
 
 class LineageIndex:
     """The sentences of the unverified responses of one trace (flagged, error, or grounded in one),
-    and which step said each."""
+    which step said each, and each such step as the core's upstream input."""
 
     __slots__ = ("claims", "rank", "seen", "origin")
 
     def __init__(self) -> None:
         self.claims: dict[str, list[str]] = {}  # normalised sentence -> ids of the steps that said it
         self.rank: dict[str, int] = {}  # step id -> order indexed
-        self.origin: dict[str, tuple[int, str, tuple]] = {}  # step id -> what :func:`_unverified` says
+        self.origin: dict[str, Upstream] = {}  # step id -> its output as an upstream input
         self.seen = 0  # steps of the trace looked at so far
 
     def add(self, step: Any) -> None:
@@ -87,9 +90,11 @@ class LineageIndex:
         origin = _unverified(step)
         if origin is None:
             return
+        said = output_sentences(step.response)
         self.rank.setdefault(step.id, len(self.rank))
-        self.origin[step.id] = origin
-        for claim in claims(step.response):
+        index, band, findings = origin
+        self.origin[step.id] = Upstream(index, "error" if band == "error" else "flagged", tuple(findings), said)
+        for claim in said:
             ids = self.claims.setdefault(claim, [])
             if step.id not in ids:
                 ids.append(step.id)
@@ -100,11 +105,8 @@ class LineageIndex:
         if not self.claims:
             return out
         for k, piece in enumerate(pieces):
-            text = getattr(piece, "text", piece)
-            if not isinstance(text, str):
-                continue  # redacted or cut: nothing to compare
-            hay = folded(text)
-            if len(hay) < MIN_CHARS:
+            hay = _hay(piece)
+            if hay is None:
                 continue
             for claim, ids in self.claims.items():
                 if claim in hay:
@@ -117,55 +119,22 @@ class LineageIndex:
         found = {i for ids in self.carriers(list(pieces), own_id).values() for i in ids}
         return sorted(found, key=self.rank.__getitem__)
 
-
-def _leans_on(index: LineageIndex, step: Any, origins: Sequence[str]) -> list[str]:
-    """The origins the step's support comes from: those one of whose sentences is the best-supporting
-    passage of one of the step's sentences (or contains it, or is contained in it); all of them when
-    the step has no sentence evidence to tell."""
-    ev = getattr(step.score, "evidence", None)
-    if ev is None or not ev.sentences or not all(isinstance(s.passage, str) for s in ev.sentences):
-        return list(origins)
-    said = {o: [c for c, ids in index.claims.items() if o in ids] for o in origins}
-    out: list[str] = []
-    for s in ev.sentences:
-        passage = folded(s.passage)
-        if len(passage) < MIN_CHARS:
-            continue
-        for o, mine in said.items():
-            if o not in out and any(passage in c or c in passage for c in mine):
-                out.append(o)
-    return out
+    def upstream(self, pieces: Sequence[Any], own_id: str) -> tuple[Upstream, ...]:
+        """The upstream inputs of a step with context ``pieces``: the indexed outputs they carry, first
+        origin first (the one a capped decision names when it leans on several)."""
+        if not self.claims or not pieces:
+            return ()
+        return tuple(self.origin[i] for i in self.origins(pieces, own_id))
 
 
-def _capped(step: Any, origin: tuple[int, str, tuple]) -> Any:
-    """``step`` at most ``review``, its decision and explanation saying which output it is grounded in."""
-    score = step.score
-    old: Decision = score.decision
-    new = grounded_in_unverified(old, *origin)
-    if new is old:
-        return step
-    head = opening(old)
-    rest = score.explanation[len(head) :] if score.explanation.startswith(head) else f" {score.explanation}"
-    score = dataclasses.replace(
-        score, triage=new.band, flagged=False, score=new.score, decision=new, explanation=opening(new) + rest
-    )
-    return dataclasses.replace(step, score=score, triage=new.band)
-
-
-def _linked(index: LineageIndex, step: Any) -> Any:
-    """``step`` with its ``cascade_from`` and, when its support comes from an unverified output, capped."""
-    carried = index.carriers(step.context, step.id) if step.context else {}
-    origins = sorted({i for ids in carried.values() for i in ids}, key=index.rank.__getitem__)
-    if tuple(origins) != tuple(getattr(step, "cascade_from", ())):
-        step = dataclasses.replace(step, cascade_from=tuple(origins))
-    decision = getattr(step.score, "decision", None) if step.score is not None else None
-    if not origins or decision is None or step.triage not in ("trusted", "review"):
-        return step
-    leaned = _leans_on(index, step, origins)
-    if not leaned:
-        return step
-    first = min(leaned, key=index.rank.__getitem__)
-    return _capped(step, index.origin[first])
+def _hay(piece: Any) -> str | None:
+    """A context piece's text as lineage compares it; None when it is not readable text (redacted or
+    cut) or too short to carry a sentence."""
+    text = getattr(piece, "text", piece)
+    if not isinstance(text, str):
+        return None
+    hay = folded(text)
+    return hay if len(hay) >= MIN_CHARS else None
 
 
 def _index_of(trace: Any) -> LineageIndex:
@@ -181,15 +150,30 @@ def _index_of(trace: Any) -> LineageIndex:
     return index
 
 
+def upstream_of(trace: Any, pieces: Sequence[Any], own_id: str) -> tuple[Upstream, ...]:
+    """The unverified outputs of ``trace``'s steps that context ``pieces`` carry, as the core's
+    upstream inputs for the step ``own_id`` about to be decided (``evaluate(..., upstream=...)``)."""
+    return _index_of(trace).upstream(pieces, own_id)
+
+
+def _linked(index: LineageIndex, step: Any) -> Any:
+    """``step`` with its ``cascade_from``: the indexed steps its context carries a sentence of."""
+    origins = tuple(index.origins(step.context, step.id)) if step.context else ()
+    if origins != tuple(getattr(step, "cascade_from", ())):
+        step = dataclasses.replace(step, cascade_from=origins)
+    return step
+
+
 def link_step(trace: Any, step: Any) -> Any:
-    """``step`` with ``cascade_from`` set from the unverified steps already in ``trace``, and capped at
-    ``review`` when its support comes from one (the same step when neither applies). Call it before
-    appending the step; it indexes the trace's earlier steps."""
+    """``step`` with ``cascade_from`` set from the unverified steps already in ``trace`` (the same
+    step when it has none). Its decision is left as it is: the core made it, with the upstream
+    :func:`upstream_of` gave. Call it before appending the step; it indexes the trace's earlier steps."""
     return _linked(_index_of(trace), step)
 
 
 def annotate(trace: Any) -> Any:
-    """Set ``cascade_from`` on every step of a trace built or loaded whole (steps in trace order)."""
+    """Set ``cascade_from`` on every step of a trace built or loaded whole (steps in trace order);
+    the steps keep the decisions they were saved with."""
     index = LineageIndex()
     out = []
     for step in trace.steps:
@@ -200,6 +184,62 @@ def annotate(trace: Any) -> Any:
     index.seen = len(out)
     trace._lineage = index
     return trace
+
+
+class BatchLineage:
+    """The upstream inputs of a batch of calls decided before their steps are on their traces (the
+    recorder's worker, the spans job): each call's context is compared with its trace's steps and
+    with the batch's earlier calls on the same trace that are decided (:meth:`decided`).
+
+    An earlier call of the batch is an origin only once its band is known, so the caller decides the
+    batch in rounds: first every call, with what is known (:meth:`inputs`); then again only the calls
+    whose upstream changed meanwhile (:meth:`settle` names them), which happens
+    only when a call of the batch carries the output of an earlier one that turned out flagged or an
+    error. Usually there is one round, and the batch costs what it cost without lineage: a chain of
+    steps each carrying the last one's output is not held back for bands that are almost always fine.
+
+    ``placed[i]`` is ``(trace, step id)`` of call ``i`` (None: on no trace, no lineage);
+    ``contexts[i]`` its context pieces (only the calls to decide need one)."""
+
+    def __init__(self, placed: Sequence[tuple[Any, str] | None], contexts: Mapping[int, Sequence[Any]]):
+        self.placed = placed
+        self.contexts = contexts
+        self.decided_steps: dict[int, Any] = {}  # call -> its step, decided, when its output is unverified
+        self.given: dict[int, tuple[Upstream, ...]] = {}  # call -> the upstream it was last decided with
+
+    def settle(self, steps: Mapping[int, Any]) -> list[int]:
+        """Take the calls' steps as decided now (a decision made again replaces the last); returns the
+        calls to decide again, in batch order: those whose upstream is no longer the one they were
+        decided with (:meth:`inputs`)."""
+        for i, step in steps.items():
+            if self.placed[i] is None:
+                continue
+            if _unverified(step) is not None:
+                self.decided_steps[i] = step
+            else:
+                self.decided_steps.pop(i, None)
+        return [i for i in sorted(self.given) if self.upstream(i) != self.given[i]]
+
+    def inputs(self, i: int) -> tuple[Upstream, ...]:
+        """Call ``i``'s upstream, remembered as the one it is decided with."""
+        self.given[i] = self.upstream(i)
+        return self.given[i]
+
+    def upstream(self, i: int) -> tuple[Upstream, ...]:
+        """Call ``i``'s upstream inputs: its trace's steps' first, then the batch's earlier calls'."""
+        p = self.placed[i]
+        pieces = self.contexts.get(i, ())
+        if p is None or not pieces:
+            return ()
+        trace, own = p
+        out = upstream_of(trace, pieces, own)
+        earlier = [j for j in sorted(self.decided_steps) if j < i and self.placed[j][0] is trace]  # type: ignore[index]
+        if earlier:
+            index = LineageIndex()
+            for j in earlier:
+                index.add(self.decided_steps[j])
+            out += index.upstream(pieces, own)
+        return out
 
 
 def cascade_order(ordered: Sequence[Any], key: Any = None, origins_of: Any = None) -> list[Any]:

@@ -28,14 +28,28 @@ higher score than a trusted one, and sorting by the score is sorting by the band
 A decision is data (:class:`Decision`: band, score, the rule that gave the band, the failed facts
 with what the source says), because many readers need it: the explanation, the report row, the
 ledger record, the OTel attributes and an agent asked to revise all render their text from it, so
-none of them has to read text back. In a trace, a step whose support comes from a flagged output
-is at most review (:func:`grounded_in_unverified`, applied by the trace's lineage).
+none of them has to read text back.
+
+**Upstream.** In a multi-step agent an unsupported claim travels: a planner's invented fact becomes
+the next step's context, and that step looks grounded against a context that already carries the
+error. So every decision takes, besides the evidence, the unverified outputs its context carries
+(:class:`Upstream`: the output of an earlier step of the same trace that was flagged, or could not
+be scored; a trace's lineage finds them) and decides the band once, with them: being grounded in a
+flagged output is not being grounded. A response whose support comes from such an output is at most
+review, with the rule ``grounded_in_flagged`` (the origin's findings, with what its source says) or
+``grounded_in_error``, and a trusted score moves down into the review third, keeping its place
+within it; a flagged response stays flagged (its own facts fail). Its support comes from that output
+when one of its sentences finds its best-supporting passage there (the passage contains one of the
+output's sentences, or lies inside one), or when it has no sentence evidence to tell. So a response
+with both a real source and a flagged output in its context keeps its own band only when every
+sentence leans on the real source. The explanation is rendered from the one decision, so its
+opening and the band always agree.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping, Sequence
 
 from groundlens_core.scoring.bands import Triage, normalize, triage
 
@@ -45,12 +59,16 @@ if TYPE_CHECKING:  # results.py holds a Decision in every score, so this module 
 __all__ = [
     "Decision",
     "RULES",
+    "Upstream",
     "decide_sgi",
     "decide_support",
     "decide_dgi",
+    "decide_verified",
     "band_of_score",
-    "grounded_in_unverified",
+    "folded",
+    "output_sentences",
     "opening",
+    "MIN_CHARS",
     "SCORE_EDGES",
 ]
 
@@ -172,22 +190,81 @@ def opening(decision: Decision) -> str:
     return f"Score {decision.score:.2f}, {decision.band}: {decision.reason}."
 
 
-def grounded_in_unverified(
-    decision: Decision, origin: int, origin_band: str, findings: tuple[FactFinding, ...] = ()
-) -> Decision:
-    """``decision`` for a response whose support comes from the output of step ``#origin``, which was
-    flagged (or could not be scored): at most ``review``. A trusted score moves down into the review
-    third, keeping its place within the band; a flagged decision stays as it is (its own facts fail)."""
-    if decision.band == "flagged":
+#: sentences (and whole outputs) shorter than this, once :func:`folded`, never tie a response to an
+#: upstream output: "Yes." proves nothing
+MIN_CHARS = 24
+
+
+def folded(text: str) -> str:
+    """``text`` with its white space collapsed and its case folded: how a context, a passage and an
+    upstream output are compared, so a copy that was re-wrapped or re-cased still matches."""
+    return " ".join(text.split()).casefold()
+
+
+def output_sentences(text: str) -> frozenset[str]:
+    """The :func:`folded` sentences of an output long enough to count (:data:`MIN_CHARS`), or the
+    whole output when it is long enough and none of its sentences is."""
+    from groundlens_core.evidence.sentences import split_sentences  # the sentence splitter of the evidence
+
+    out = {n for n in (folded(span.text) for span in split_sentences(text)) if len(n) >= MIN_CHARS}
+    whole = folded(text)
+    if len(whole) >= MIN_CHARS and not out:
+        out.add(whole)
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """An unverified output that a response's context carries, as an input of its decision: the
+    output of step ``#origin`` of the same trace, which was flagged (``band="flagged"``, with its
+    ``findings``) or could not be scored (``"error"``). For an output that was itself grounded in
+    such an output, ``origin`` is the first origin (with its band and findings) and ``sentences``
+    are still that output's own. ``sentences`` are the output's sentences as
+    :func:`output_sentences` gives them; :meth:`of` builds one from the output's text."""
+
+    origin: int
+    band: Literal["flagged", "error"] = "flagged"
+    findings: tuple[FactFinding, ...] = ()
+    sentences: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls, origin: int, output: str, band: Literal["flagged", "error"] = "flagged", findings: Sequence[Any] = ()
+    ) -> Upstream:
+        """The upstream input for ``output``, the response of step ``#origin``."""
+        return cls(origin, band, tuple(findings), output_sentences(output))
+
+
+def _leaned_on(ev: Evidence | None, upstream: Sequence[Upstream]) -> Upstream | None:
+    """The first of ``upstream`` the response's support comes from: one of whose sentences contains
+    (or lies inside) the best-supporting passage of one of the response's sentences; the first of
+    all when the response has no sentence evidence to tell (no context evidence, or none kept)."""
+    if ev is None or not ev.sentences or not all(isinstance(s.passage, str) for s in ev.sentences):
+        return upstream[0]
+    passages = [p for p in (folded(s.passage) for s in ev.sentences) if len(p) >= MIN_CHARS]
+    for up in upstream:
+        if any(p in c or c in p for p in passages for c in up.sentences):
+            return up
+    return None
+
+
+def _grounded_in(decision: Decision, ev: Evidence | None, upstream: Sequence[Upstream]) -> Decision:
+    """``decision`` with its upstream: at most ``review`` when its support comes from one of the
+    unverified outputs (the first it leans on names the rule); a trusted score moves down into the
+    review third, keeping its place within it; a flagged decision stays as it is (its own facts fail)."""
+    if not upstream or decision.band == "flagged":
+        return decision
+    up = _leaned_on(ev, upstream)
+    if up is None:
         return decision
     score = decision.score - (SCORE_EDGES[1] - SCORE_EDGES[0]) if decision.band == "trusted" else decision.score
-    rule = "grounded_in_error" if origin_band == "error" else "grounded_in_flagged"
+    rule = "grounded_in_error" if up.band == "error" else "grounded_in_flagged"
     return Decision(
         "review",
         score,
         rule,
-        tuple(findings) if rule == "grounded_in_flagged" else (),
-        origin=origin,
+        tuple(up.findings) if rule == "grounded_in_flagged" else (),
+        origin=up.origin,
         probability=decision.probability,
     )
 
@@ -212,8 +289,13 @@ def _words(ev: Evidence) -> dict[str, Any]:
     return {"unsupported_words": ev.unsupported_tokens, "content_words": ev.content_tokens}
 
 
-def decide_sgi(raw: float, ev: Evidence | None) -> Decision:
-    """SGI with (or, with ``evidence=False``, without) sentence evidence."""
+def decide_sgi(raw: float, ev: Evidence | None, upstream: Sequence[Upstream] = ()) -> Decision:
+    """SGI with (or, with ``evidence=False``, without) sentence evidence, and the unverified outputs
+    its context carries (``upstream``)."""
+    return _grounded_in(_own_sgi(raw, ev), ev, upstream)
+
+
+def _own_sgi(raw: float, ev: Evidence | None) -> Decision:
     sgi_band = triage("sgi", raw)
     if ev is None:  # SGI alone: the method's own bands
         reason = {"flagged": "sgi_low", "review": "sgi_weak", "trusted": "sgi_strong"}[sgi_band]
@@ -253,8 +335,12 @@ def _loose_in_a_summary(f: FactFinding) -> bool:
     return f.kind in ("claim", "condition", "year") or (f.kind == "name" and f.status == "contradicted")
 
 
-def decide_support(ev: Evidence) -> Decision:
-    """No question: the response against its context alone."""
+def decide_support(ev: Evidence, upstream: Sequence[Upstream] = ()) -> Decision:
+    """No question: the response against its context alone (and the unverified outputs it carries)."""
+    return _grounded_in(_own_support(ev), ev, upstream)
+
+
+def _own_support(ev: Evidence) -> Decision:
     if ev.abstains:
         return Decision("review", _score("review", 0.5), "abstains")
     failed = ev.failed_facts()
@@ -286,7 +372,13 @@ def probability_score(p: float, flag_below: float, trust_from: float) -> float:
 
 
 def decide_verified(
-    verdict: Verdict, ev: Evidence | None, flag_below: float, trust_from: float, *, restates_question: bool = False
+    verdict: Verdict,
+    ev: Evidence | None,
+    flag_below: float,
+    trust_from: float,
+    *,
+    restates_question: bool = False,
+    upstream: Sequence[Upstream] = (),
 ) -> Decision:
     """The verifier decides: the band is the interval its probability lies in, the score a monotone
     map of it (:func:`groundlens_core.verifier.probability_score`). The findings explain the band and
@@ -295,7 +387,14 @@ def decide_verified(
     verifier judges supported is never the reason a step is flagged, and a trusted step names none.
     Two cases are decided without it: a response that embeds exactly like its question
     (``restates_question``) answers nothing, and is flagged; a response that only says the source
-    does not answer (``abstains``) claims nothing, and goes to review."""
+    does not answer (``abstains``) claims nothing, and goes to review. The unverified outputs the
+    context carries (``upstream``) cap it as every decision."""
+    return _grounded_in(_own_verified(verdict, ev, flag_below, trust_from, restates_question), ev, upstream)
+
+
+def _own_verified(
+    verdict: Verdict, ev: Evidence | None, flag_below: float, trust_from: float, restates_question: bool
+) -> Decision:
     p = verdict.probability
     band: Triage = "flagged" if p < flag_below else ("review" if p < trust_from else "trusted")
     score = probability_score(p, flag_below, trust_from)
@@ -313,8 +412,13 @@ def decide_verified(
     return Decision(band, score, rule, findings=named, probability=round(p, 4))
 
 
-def decide_dgi(raw: float) -> Decision:
-    """No context: DGI is a weak signal, so it can flag or ask for review, never trust."""
+def decide_dgi(raw: float, upstream: Sequence[Upstream] = ()) -> Decision:
+    """No context: DGI is a weak signal, so it can flag or ask for review, never trust. Without
+    sentence evidence, any ``upstream`` output it is given caps it."""
+    return _grounded_in(_own_dgi(raw), None, upstream)
+
+
+def _own_dgi(raw: float) -> Decision:
     if triage("dgi", raw) == "flagged":
         return Decision("flagged", _score("flagged", normalize("dgi", raw)), "dgi_low")
     return Decision("review", _score("review", normalize("dgi", raw)), "dgi_weak")

@@ -3,8 +3,9 @@
 A source (a Phoenix project, Langfuse, OTLP JSON files) yields :class:`Page` s of traces: the spans
 to score (the filters' kinds, names and time window, sampled by trace id) and the other spans of
 their traces, which give the context. Each page is scored as the recorder's worker scores a batch
-(:func:`~groundlens_core.trace.recorder.calls.score_calls`, :func:`~groundlens_core.trace.recorder.calls.make_step`,
-and the cascade lineage of ``Trace.add_step``), its results written (review tool, JSONL file) and
+(:func:`~groundlens_core.trace.recorder.calls.score_calls`, each span decided with the unverified
+outputs of its trace that its context carries, :func:`~groundlens_core.trace.recorder.calls.make_step`
+and ``Trace.add_step``), its results written (review tool, JSONL file) and
 then the state file (``--state``) updated, so an interrupted run resumes after the last page done
 and a rerun with the same state scores only what was stored since. Only one page is held at a
 time (plus the last :data:`LINEAGE_TRACES` traces' steps, for the lineage of a trace split over
@@ -298,7 +299,8 @@ def _unreadable(span: StoredSpan, step_id: str, source: str, exc: Exception) -> 
 def score_group(
     group: TraceGroup, trace: Trace, options: Callable[[], dict[str, Any]], source: str
 ) -> list[tuple[StoredSpan, Step]]:
-    """Score the group's spans in trace order and add them to ``trace`` (lineage included)."""
+    """Score the group's spans in trace order and add them to ``trace``, each decided with the
+    unverified outputs of the trace its context carries (cascade lineage)."""
     spans = sorted(group.targets, key=lambda s: (s.start if s.start is not None else math.inf, s.span_id))
     calls = []
     for span in spans:
@@ -307,10 +309,13 @@ def score_group(
             calls.append(read_call(span, group.others, step_id=step_id, source=source))
         except Exception as exc:
             calls.append(_unreadable(span, step_id, source, exc))
+    first = len(trace.steps)
+    # where each step goes: the trace's unverified outputs (and the group's earlier spans') that a
+    # span's context carries are inputs of its decision
+    placed = [(trace, first + k, call.step_id or step_id_of(span)) for k, (span, call) in enumerate(zip(spans, calls))]
     out = []
-    for span, call, outcome in zip(spans, calls, score_calls(calls, options)):
-        step = _make_step(call, len(trace.steps), call.step_id or step_id_of(span), *outcome)
-        out.append((span, trace.add_step(step)))
+    for span, call, outcome, (_, index, step_id) in zip(spans, calls, score_calls(calls, options, placed), placed):
+        out.append((span, trace.add_step(_make_step(call, index, step_id, *outcome))))
     return out
 
 
