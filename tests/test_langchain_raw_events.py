@@ -74,6 +74,54 @@ def test_the_agents_thread_only_queues_and_the_worker_translates(monkeypatch):
     assert trace.steps[1].context[0].text == CONTEXT
 
 
+def test_a_call_record_reaches_the_recorder_once_with_its_prompt_read(monkeypatch):
+    """The translation reads the prompt: the record the recorder gets carries the question and the
+    context as data, and goes straight into the worker's batch (the one queue is never crossed
+    twice: nothing the translation records waits at the queue's end)."""
+    cb = GroundlensLangGraphCallback(name="t")
+    seen: list[tuple] = []
+    record = cb.recorder.record
+
+    def spy(call, **kwargs):
+        backlog = cb.recorder._backlog
+        seen.append((call.kind, call.question, [p.text for p in call.context], backlog.sink is not None))
+        return record(call, **kwargs)
+
+    monkeypatch.setattr(cb.recorder, "record", spy)
+    rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    (trace,) = cb.get_traces()
+    llm = next(s for s in seen if s[0] == "llm")
+    assert llm[1] == QUESTION and llm[2] == [CONTEXT]
+    assert all(s[3] for s in seen)  # every record was made inside a translation, into its batch
+    assert not cb.recorder._backlog.items and cb.recorder.idle()
+    assert [s.kind for s in trace.steps] == ["retrieval", "llm"]
+
+
+def test_a_prompt_that_cannot_be_read_is_an_error_step_and_raised_at_the_read(monkeypatch):
+    """The prompt is read in the translation: a reading that fails never reaches the agent, is
+    raised where the traces are read (the test suite's setting), and in a user's program leaves an
+    error step with the response kept, never a lost call."""
+    from groundlens_core.plugins.langchain import prompt as prompt_mod
+    from groundlens_core.trace.model import META_INTERNAL_ERROR
+
+    def broken(self):
+        raise ZeroDivisionError("reading bug")
+
+    monkeypatch.setattr(prompt_mod.PromptRead, "_read", broken)
+    cb = GroundlensLangGraphCallback(name="t")
+    assert rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})["answer"] == ANSWER
+    with pytest.raises(internal_errors.InternalError, match="reading bug"):
+        cb.get_traces()
+
+    monkeypatch.setenv(internal_errors.ENV, "0")
+    cb = GroundlensLangGraphCallback(name="t")
+    rag_graph().invoke({"question": QUESTION}, config={"callbacks": [cb]})
+    (trace,) = cb.get_traces()
+    (llm,) = [s for s in trace.steps if s.kind == "llm"]
+    assert llm.method == "error" and "reading bug" in llm.error and llm.metadata[META_INTERNAL_ERROR]
+    assert llm.response == ANSWER
+
+
 def test_times_and_the_app_span_are_the_callbacks_not_the_translations(monkeypatch):
     from opentelemetry.sdk.trace import TracerProvider
 

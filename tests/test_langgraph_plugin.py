@@ -162,6 +162,7 @@ def test_stategraph_with_toolnode_records_tool_turn_tool_and_grounded_answer():
     assert answer.question == "What is the weather in Paris today?"  # the human message, not the system prompt
     assert SYSTEM not in answer.question
     assert [c.source for c in answer.context] == ["tool:get_weather"]
+    assert [c.producer for c in answer.context] == [tool_step.id]  # its ToolMessage, by the tool call's id
     assert answer.model == "scripted-1"
     assert answer.provider  # from the model's ls_provider metadata
     assert answer.usage.input_tokens == 40 and answer.usage.total_tokens == 52
@@ -191,6 +192,9 @@ def test_rag_graph_grounded_answer_outscores_ungrounded_one_trace_per_invocation
         assert step.question == "How tall is the Eiffel Tower?"
         assert "retriever" in {c.source for c in step.context}
         assert any("330 metres" in c.text for c in step.context)
+    for t in traces:  # each call's documents name the retrieval step of its own run
+        retrieval = t.steps[0]
+        assert {c.producer for c in llm_steps(t)[0].context if c.source == "retriever"} == {retrieval.id}
     assert good.value > bad.value
     assert good.normalized > bad.normalized
     assert cb.get_trace(traces[1].metadata["root_run_id"]).id == traces[1].id

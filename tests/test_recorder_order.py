@@ -103,36 +103,6 @@ def test_a_steady_stream_of_events_does_not_hold_the_worker_in_its_quiet_wait():
     assert first_seen and first_seen[0] <= 200, f"the first step reached the listener after {first_seen} more events"
 
 
-def test_a_call_is_never_decided_half_read():
-    """Two threads reading one call's deferred prompt: the second waits for the first's result
-    instead of going on with no question and no context (and scoring the call as context-free)."""
-    from groundlens_core.trace.recorder.calls import method_of, read_now
-
-    started, release = threading.Event(), threading.Event()
-    lock = threading.Lock()
-    result: list[tuple[str, tuple[str, ...]]] = []
-
-    def read():
-        with lock:  # like PromptRead: one reading, the others wait for it
-            if not result:
-                started.set()
-                release.wait(5)
-                result.append(("When was it founded?", ("The company was founded in 1998.",)))
-        return result[0]
-
-    call = CallRecord(trace_key="k", node="n", response="In 1998.", read=read)
-    first = threading.Thread(target=read_now, args=(call,))
-    first.start()
-    assert started.wait(5)
-    seen: list[tuple[str | None, str]] = []
-    second = threading.Thread(target=lambda: (read_now(call), seen.append((call.question, method_of(call)[0]))))
-    second.start()
-    release.set()
-    first.join(5)
-    second.join(5)
-    assert seen == [("When was it founded?", "score")] and call.read is None
-
-
 def test_the_recorder_and_the_core_share_one_notion_of_blank():
     """A response or a context piece with nothing visible (a zero-width space, punctuation alone) is
     blank to the recorder as it is to the core: the call is skipped, not sent on to fail scoring."""

@@ -10,6 +10,7 @@ drains the queue first). The agent's thread pays for an append, not for the book
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import threading
 import time
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from groundlens_core.errors import describe_exception
+from groundlens_core.internal_errors import internal_error
 from groundlens_core.plugins.kit.revise import REVISION_KEY, revision_mark
 from groundlens_core.plugins.kit.shell import (
     AdapterShell,
@@ -45,7 +47,7 @@ from groundlens_core.plugins.langchain.runs import (
     tool_output_text,
     usage_of,
 )
-from groundlens_core.trace.model import META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
+from groundlens_core.trace.model import META_INTERNAL_ERROR, META_OTEL_PARENT, META_ROOT_RUN_ID, META_TOOL
 from groundlens_core.trace.recorder import CallRecord, app_span
 from groundlens_core.trace.recorder.app_span import ABSENT, SpanRef
 from groundlens_core.trace.recorder.inputs import context_from, message_text, short
@@ -513,6 +515,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             md.get(CONTEXT_OVERRIDE_KEY),
             collected,
             functools.partial(hint_keys, self.context_keys, *states),
+            root.tool_steps if root is not None else {},
         )
         for key in ("langgraph_step", "langgraph_node"):
             if key in md:
@@ -581,8 +584,7 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
                     kind,
                     ended,
                     app,
-                    read=run.prompt.reader(i) if run.prompt is not None else None,
-                    read_size=run.prompt.size if run.prompt is not None else 0,
+                    **self._read_prompt(run, i, meta),
                     response=text if text.strip() else None,
                     model=run.model or model_name(llm_output, getattr(message, "response_metadata", None)),
                     provider=run.provider,
@@ -599,14 +601,32 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             at,
             app,
             "llm",
-            lambda run: {
-                "read": run.prompt.reader(0) if run.prompt is not None else None,
-                "read_size": run.prompt.size if run.prompt is not None else 0,
-                "model": run.model,
-                "provider": run.provider,
-                "metadata": dict(run.metadata),
-            },
+            self._failed_llm_fields,
         )
+
+    def _failed_llm_fields(self, run: Run) -> dict[str, Any]:
+        """The fields of a failed model run's error step: what its prompt said, its model, its metadata."""
+        meta = dict(run.metadata)
+        fields = self._read_prompt(run, 0, meta, failed=True)
+        return {**fields, "model": run.model, "provider": run.provider, "metadata": meta}
+
+    def _read_prompt(self, run: Run, i: int, metadata: dict[str, Any], *, failed: bool = False) -> dict[str, Any]:
+        """The question and context of prompt ``i`` of a model run, read now (in the run's
+        translation, off the agent's thread), as call record fields: the record reaches the recorder
+        with them. A reading that fails is an internal error (raised under the test suite's setting)
+        and makes the step an error step (``metadata`` gets the mark), so the call is never lost; a
+        failed call (``failed``) keeps its own error."""
+        if run.prompt is None:
+            return {}
+        try:
+            question, context = run.prompt.reading(i)
+        except Exception as exc:
+            internal_error(exc, "reading the prompt", self.log, deferred=True)
+            if failed:
+                return {}
+            metadata[META_INTERNAL_ERROR] = True
+            return {"error": f"groundlens could not read the prompt: {type(exc).__name__}: {exc}"}
+        return {"question": question, "context": context}
 
     def _fail(
         self,
@@ -646,6 +666,8 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
         with self._lock:
             root = self._roots.get(run.root)
             asked_by = root.tool_call_steps.get(run.tool_call_id) if root is not None and run.tool_call_id else None
+            if root is not None and run.tool_call_id:  # its ToolMessage, in a later prompt, names this step
+                root.tool_steps[run.tool_call_id] = run_key(run_id)
         meta = {META_TOOL: run.name}
         if run.tool_call_id:
             meta["tool_call_id"] = run.tool_call_id
@@ -678,7 +700,9 @@ class GroundlensCallbackBase(AdapterShell, _HandlerBase):
             root = self._roots.get(run.root)
             if root is not None:
                 chain = self._chain(run.parent)
-                root.retrieved.extend((run.ns, chain, p) for p in pieces)
+                # a later call's context names this step as the documents' producer
+                mine = run_key(run_id)
+                root.retrieved.extend((run.ns, chain, dataclasses.replace(p, producer=mine)) for p in pieces)
         meta = {"retriever": run.name, "documents": len(pieces)}
         return [
             self._step(run, run_id, "retrieval", at, app, question=run.input_text, context=tuple(pieces), metadata=meta)

@@ -1,15 +1,16 @@
-"""What a LangChain model call's prompt says, read on the scoring worker instead of the agent's thread.
+"""What a LangChain model call's prompt says, read in the call's translation, off the agent's thread.
 
 At a model call's start the callback keeps the messages (or prompt strings) and what it collected
 around the call (retriever and state context, overrides); the question and context are worked out
-from them when the worker first asks (:class:`PromptRead`). Reading a prompt (splitting the question
-from the context a human message carries, judging whether a system message is a source) costs
-several times the rest of the callback, and nothing on the agent's thread needs the result.
+from them when the call's end is translated (:class:`PromptRead`), so its call record reaches the
+recorder with them. Reading a prompt (splitting the question from the context a human message
+carries, judging whether a system message is a source) costs several times the rest of the
+callback, and nothing on the agent's thread needs the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from groundlens_core.embedding import first_load
@@ -50,6 +51,7 @@ class PromptRead:
         override: Any,
         collected: Sequence[ContextPiece | StateValue],
         hints: Callable[[], tuple[str, ...]],
+        tool_steps: Mapping[str, str] | None = None,
     ) -> None:
         self._adapter = adapter
         self._node = node
@@ -59,16 +61,14 @@ class PromptRead:
         self._override = override
         self._collected = list(collected)
         self._hints = hints
+        #: tool_call_id -> the tool step that ran it (the root's, filled as tool steps are translated):
+        #: a tool message's piece names its producer
+        self._tool_steps = tool_steps if tool_steps is not None else {}
         self._lock = first_load.own_lock(self)  # a forked child gets a fresh one
         self._readings: list[Reading] | None = None
-        #: the texts' size in characters: what the recorder's byte bound counts until they are read
-        self.size = _size(messages, prompts, self._collected)
 
-    def reader(self, i: int) -> Callable[[], Reading]:
-        """The reading of prompt ``i`` (the first one when the run has fewer), as a call record's ``read``."""
-        return lambda: self._reading(i)
-
-    def _reading(self, i: int) -> Reading:
+    def reading(self, i: int) -> Reading:
+        """The (question, context) of prompt ``i`` (the first one when the run has fewer)."""
         readings = self.readings()
         if not readings:
             return None, ()
@@ -88,7 +88,10 @@ class PromptRead:
         if self._messages is not None:
             # the loops' feedback messages are neither the question nor the end of the user's turn
             lists = [without_feedback(messages) for messages in self._messages]
-            calls = [(read_messages(m), context_from(override, tool_message_pieces(m), collected)) for m in lists]
+            calls = [
+                (read_messages(m), context_from(override, tool_message_pieces(m, self._tool_steps.get), collected))
+                for m in lists
+            ]
         else:
             calls = [(read_prompt(text), context_from(override, collected)) for text in self._prompts]
         out: list[Reading] = []
@@ -102,18 +105,3 @@ class PromptRead:
             self._adapter._warn_no_context(self._node, self._hints, bare_words)
         self._hints = _no_hints  # read once: the states it holds are let go
         return out
-
-
-def _size(messages: list[list[Any]] | None, prompts: list[str], collected: list[ContextPiece | StateValue]) -> int:
-    """Characters of the texts a reading can use (string contents only: an estimate, cheap to take)."""
-    n = sum(len(p) for p in prompts)
-    for item in collected:
-        text = item.text if isinstance(item, ContextPiece) else item.value
-        if isinstance(text, str):
-            n += len(text)
-    for one_list in messages or ():
-        for message in one_list:
-            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
-            if isinstance(content, str):
-                n += len(content)
-    return n

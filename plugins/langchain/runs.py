@@ -49,6 +49,7 @@ class Root:
     # (task ns, the retriever's ancestor runs as (run id, name) nearest first, document)
     retrieved: list[tuple[str, tuple[tuple[str, str], ...], ContextPiece]] = field(default_factory=list)
     tool_call_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> tool_call step id
+    tool_steps: dict[str, str] = field(default_factory=dict)  # tool_call_id -> the tool step that ran it
     last_llm: dict[str, str] = field(default_factory=dict)  # node -> its latest LLM step with text (revision_of)
 
     def tick(self) -> int:
@@ -76,7 +77,7 @@ class Run:
     parent: str | None = None  # the LangChain parent run
     parent_step: str | None = None  # the step's parent_id (see Root.parent_of)
     # LLM runs
-    prompt: Any = None  # its prompts, read on the worker (a prompt.PromptRead)
+    prompt: Any = None  # its prompts, read when its end is translated (a prompt.PromptRead)
     model: str | None = None
     provider: str | None = None
     otel_span: Any = None  # an instrumentor's span of the LLM call (an app_span.SpanRef; instrumentor_spans)

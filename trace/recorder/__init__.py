@@ -1,6 +1,7 @@
 """The recorder: the one API every framework plugin writes through.
 
-``record`` only queues a call and returns; a worker thread scores queued calls in batches, puts the
+``record`` only queues a call and returns (``defer`` queues an adapter's raw event, translated off
+the agent's thread); a worker thread takes the one queue in order, scores its calls in batches, puts the
 steps on their traces and tells the listeners. Everything queued is bounded; a call that finds the
 backlog full is recorded unscored (``skip_reason="overload"``), never dropped, and the agent is never
 blocked. Nothing raised by scoring or by a listener reaches the agent. How it works and what to tune:
@@ -12,7 +13,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from typing import Any, Callable, Sequence
 
 from groundlens_core import internal_errors, settings
@@ -28,7 +28,16 @@ from groundlens_core.trace.recorder.calls import (
     needs_model,
     text_bytes,
 )
-from groundlens_core.trace.recorder.events import OVERLOAD, PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
+from groundlens_core.trace.recorder.events import (
+    OVERLOAD,
+    PENDING,
+    Call,
+    Event,
+    FlushMarker,
+    Raw,
+    TraceEnd,
+    TraceStart,
+)
 from groundlens_core.trace.recorder.ledger import ledger_listeners
 from groundlens_core.trace.recorder.sampling import Sampling
 from groundlens_core.trace.recorder.store import TraceStore
@@ -133,9 +142,6 @@ class Recorder:
         self._listeners = [*listeners, *ledger_listeners(ledger)]  # ledger: signed records (GROUNDLENS_LEDGER)
         self._lock = threading.RLock()  # guards the store and the backlog (and is held across fork())
         self._store = TraceStore(max_traces)
-        # adapters' raw events, (translate, args), in the order they came: see defer()
-        self._raw: deque[tuple[Callable[..., Any], tuple[Any, ...]]] = deque()
-        self._draining = False  # a drain runs (under the lock): a failure inside it does not start another
         self._backlog = Backlog(
             max(1, int(MAX_PENDING_STEPS if max_pending_steps is None else max_pending_steps)),
             max(1, int(MAX_PENDING_BYTES if max_pending_bytes is None else max_pending_bytes)),
@@ -148,8 +154,6 @@ class Recorder:
             self._store,
             self._listeners,
             self.scoring_options,
-            self.drain_raw,
-            self.raw_pending,
             quiet=quiet_seconds,
             torch_threads=worker_torch_threads,
             # never more lanes than the CPUs this process may use
@@ -192,6 +196,7 @@ class Recorder:
         :meth:`annotate_trace` adds metadata to an open trace on purpose.
         """
         with self._lock:
+            self._translate_first()
             if key in self._store:
                 return False
             self._open_trace(key, name, metadata, at)
@@ -248,6 +253,7 @@ class Recorder:
                 with self._lock:
                     if wait and self._should_wait(size):  # another thread took the room: wait again
                         continue  # bounded: each turn waits for the worker's next take, or gives up
+                    self._translate_first()
                     if call.trace_key not in self._store:  # the first record opens its trace
                         self._open_trace(call.trace_key, None, None)
                     index = self._store.take_index(call.trace_key)
@@ -264,7 +270,7 @@ class Recorder:
 
     def _may_wait(self) -> bool:
         """Whether this thread may wait for the worker: not the worker itself (a listener), not while
-        it holds the recorder's lock (a translation inside ``drain_raw``), not once the program exits."""
+        it holds the recorder's lock (a raw event's translation), not once the program exits."""
         if threading.current_thread() is self._worker.thread or lifecycle.EXITING.is_set():
             return False
         owned = getattr(self._lock, "_is_owned", None)
@@ -317,10 +323,20 @@ class Recorder:
         """Mark root run ``key`` finished (``error``: the agent raised; the steps so far are kept;
         ``at``: when, a Unix time, default now)."""
         with self._lock:
+            self._translate_first()
             if key not in self._store:
                 return
             self._submit(TraceEnd(key, error, utc_now() if at is None else (to_iso(at) or utc_now())))
         self._warn_if_due()
+
+    def _translate_first(self) -> None:
+        """Before a direct start, record or end (the lock held): the raw events queued before it are
+        translated in place first, so its index and its place in the queue come after theirs. Nothing
+        to do for an adapter that records directly only (its queue never holds a raw event), nor for
+        one that defers everything (it records only inside its translations)."""
+        backlog = self._backlog
+        if backlog.sink is None and backlog.raw_waiting():
+            backlog.translate_in_place()
 
     def _submit(self, event: Event) -> None:
         """Queue for the worker, within the bounds, or hold with its trace; start or wake the worker."""
@@ -335,50 +351,39 @@ class Recorder:
         self._worker.wake_up(urgent=urgent)
 
     def defer(self, translate: Callable[..., Any], *args: Any) -> None:
-        """Queue an adapter's raw event: ``translate(*args)`` runs later, in the order the events
-        came, under the lock, on the worker once a quiet spell has passed or in whatever reads a
-        trace first (``flush``, ``get_trace(s)``, ``idle``, ``backlog``, ``trace_keys``). The
-        agent's thread then pays for an append, not for the translation; ``translate`` catches its
-        own failures (an adapter's error guard). Wakes the worker without a lock when it is awake
-        already (the worker looks at this queue again after it says it is idle, so an event queued
-        just before is not left waiting)."""
-        raw = self._raw
-        raw.append((translate, args))
-        if len(raw) > MAX_RAW_EVENTS:  # the worker is behind: the oldest are translated here
+        """Queue an adapter's raw event in the one queue: ``translate(*args)`` runs where the queue is
+        taken, in the order the events came, under the lock: on the worker once a quiet spell has
+        passed, or in place in whatever reads a trace first (``flush`` waits for the worker;
+        ``get_trace(s, wait=False)``, ``idle``, ``backlog``, ``trace_keys`` translate). What the
+        translation records (trace starts, calls with their prompt read, trace ends) takes the raw
+        event's place in the queue. The agent's thread pays for an append without a lock, not for
+        the translation; ``translate`` catches its own failures (an adapter's error guard). Past
+        ``MAX_RAW_EVENTS`` raw events (the worker is behind) the agent's thread translates the
+        oldest itself, a few at a time, so the queue, and what its events hold on to, stays
+        bounded. Wakes the worker without a lock when it is awake already (the worker looks at the
+        queue again after it says it is idle, so an event queued just before is not left waiting)."""
+        backlog = self._backlog
+        items = backlog.items
+        items.append(Raw(translate, args))  # deque.append is atomic: no lock on the agent's thread
+        # the worker is behind: the oldest are translated here (the length alone first: it is cheaper)
+        if len(items) > MAX_RAW_EVENTS and backlog.raw_waiting() > MAX_RAW_EVENTS:
             self.drain_raw(limit=OVERFLOW_DRAIN)
         elif self._worker.idle:
             with self._lock:
                 self._start_or_wake(urgent=False)
 
     def raw_pending(self) -> int:
-        """How many raw events wait for their translation (read without a lock; nothing is drained)."""
-        return len(self._raw)
+        """How many raw events wait for their translation (read without a lock; nothing is translated)."""
+        return self._backlog.raw_waiting()
 
     def drain_raw(self, limit: int | None = None) -> None:
-        """Translate the queued raw events (the first ``limit``), in order, under the lock (so a fork
-        never finds a translation half done); a drain already running on this thread is not started
-        again. A failure inside is kept for the caller's side (``internal_errors.deferring``)."""
-        raw = self._raw
-        if not raw:
+        """Translate the queued raw events (the first ``limit``) in place, in order, under the lock (so a
+        fork never finds a translation half done); nothing while a translation runs (one that fails
+        reports through here). A failure inside is kept for the caller's side (``internal_errors``)."""
+        if not self._backlog.items:  # not raw_waiting(): while another thread translates it can read 0
             return
         with self._lock:
-            if self._draining:
-                return
-            self._draining = True
-            left = len(raw) if limit is None else limit
-            try:
-                with internal_errors.deferring():
-                    while raw and left > 0:
-                        left -= 1
-                        translate, args = raw.popleft()
-                        try:
-                            translate(*args)
-                        except Exception as exc:  # an adapter's own guard failed: the rest go on
-                            internal_errors.internal_error(
-                                exc, f"translating {getattr(translate, '__name__', translate)}", log
-                            )
-            finally:
-                self._draining = False
+            self._backlog.translate_in_place(limit)
 
     def _warn_if_due(self) -> None:
         """The rate-limited overload warning, when one is due (logged outside the lock)."""
@@ -396,9 +401,8 @@ class Recorder:
 
         It waits for its own marker in the queue, not for an idle recorder: while other threads
         keep recording (other agents on a server), the recorder is never idle."""
-        self.drain_raw()
-        with self._lock:
-            busy = self._backlog.pending > 0
+        with self._lock:  # raw events queued before this flush are translated by the worker, in order
+            busy = self._backlog.busy()
         if threading.current_thread() is self._worker.thread:
             # a listener (they run on the worker's thread) asking for a trace: the worker cannot wait
             # for itself; the caller gets what is there now (get_trace lists the rest as pending)
@@ -418,8 +422,7 @@ class Recorder:
         step that another thread recorded while the flush ran)."""
         if wait:
             self.flush(timeout)
-        else:
-            self.drain_raw()
+        self.drain_raw()  # what the flush left (a listener's read, a timeout) is listed, as pending
         with self._lock:
             if key is None:
                 key = self._store.latest()
@@ -434,8 +437,7 @@ class Recorder:
         """Every kept trace, oldest first; ``wait``/``timeout`` as in :meth:`get_trace`."""
         if wait:
             self.flush(timeout)
-        else:
-            self.drain_raw()
+        self.drain_raw()  # what the flush left (a listener's read, a timeout) is listed, as pending
         with self._lock:
             waiting = self._waiting_steps()
             return [self._store.copy(k, waiting.get(k)) for k in self._store.order]
@@ -449,7 +451,7 @@ class Recorder:
         """True when nothing is waiting for the worker."""
         self.drain_raw()
         with self._lock:
-            return self._backlog.pending <= 0
+            return not self._backlog.busy()
 
     def backlog(self) -> dict[str, int]:
         """What waits for the worker now: calls to score (queued, and in the batch being scored),
@@ -471,7 +473,7 @@ class Recorder:
     def _stopped(self, timeout: float) -> bool:
         """At exit: whether the worker is out of the way (waiting up to ``timeout``: see
         ``Worker.stop_at_exit``) or nothing is pending."""
-        return self._worker.stop_at_exit(timeout) or (self._backlog.pending <= 0 and not self._raw)
+        return self._worker.stop_at_exit(timeout) or not self._backlog.busy()
 
     def _reset_after_fork(self) -> None:
         """In a forked child: a new lock, no worker (the next event starts one), and the batch the

@@ -1,22 +1,31 @@
-"""The worker's queue: bounded in events, in calls waiting for the model and in their text's bytes.
+"""The recorder's one queue: everything the agent's threads hand the worker, in the order it came.
 
-An event that finds the queue full is held with its trace and delivered in order where holding began,
-so the agent is never blocked, memory stays flat and nothing is lost (docs/recorder.md). Plain data
-without a lock of its own: every method runs under the recorder's lock.
+Bounded in events, in calls waiting for the model and in their text's bytes. An event that finds the
+queue full is held with its trace and delivered in order where holding began, so the agent is never
+blocked, memory stays flat and nothing is lost (docs/recorder.md). An adapter that defers its work
+appends its raw events (:class:`~groundlens_core.trace.recorder.events.Raw`) here without a lock; they
+are translated where the queue is taken (:meth:`Backlog.take`, on the worker), or in place when a
+reader or an overflowing queue needs them sooner (:meth:`Backlog.translate_in_place`), and what they
+record takes their place: a call crosses from its adapter into this queue once, with its prompt read.
+Plain data without a lock of its own: every method but the raw append runs under the recorder's lock.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import logging
 import threading
 import time
 from typing import Callable
 
-from groundlens_core.trace.recorder.events import OVERLOAD, Call, Event, FlushMarker, HeldMarker, TraceEvent
+from groundlens_core import internal_errors
+from groundlens_core.trace.recorder.events import OVERLOAD, Call, Event, FlushMarker, HeldMarker, Raw, TraceEvent
 
 #: at most one overload warning per this many seconds (each with the counts since the last)
 OVERLOAD_WARN_SECONDS = 10.0
+
+log = logging.getLogger("groundlens.recorder")
 
 
 class Backlog:
@@ -42,6 +51,13 @@ class Backlog:
         #: calls not scored because of the load, and steps of traces dropped (max_traces) before they
         #: reached them, since the recorder started
         self.stats = {"overload": 0, "evicted": 0}
+        #: while a raw event is translated: where what it records goes (instead of the queue's end),
+        #: and whether it counts as queued there (in place) or is taken already (by the worker)
+        self.sink: list[Event] | None = None
+        self.sink_queued = False
+        #: how many events at the queue's front are known to be translated (none of them raw): where
+        #: an in-place translation starts looking for raw events (a lower bound, never past one)
+        self.front = 0
         self.clock: Callable[[], float] = time.monotonic  # for the warnings' interval
         self.warned_at: float | None = None
         self.unwarned = {"overload": 0, "held": 0, "evicted": 0}  # counts since the last warning
@@ -85,13 +101,18 @@ class Backlog:
         return self.queued_bytes == 0 or self.queued_bytes + size <= self.max_bytes
 
     def put(self, event: Event) -> None:
-        """Queue ``event`` within the bounds, or hold it with its trace."""
+        """Queue ``event`` within the bounds, or hold it with its trace; while a raw event is
+        translated, put it in the translation's place instead."""
         self.pending += 1
+        if self.sink is not None and not self.sink_queued:  # the worker's batch takes it as it is
+            self.sink.append(event)
+            return
+        place = self.items if self.sink is None else self.sink  # the queue's end, or the raw event's place
         if isinstance(event, FlushMarker):  # never held: a flush waits for everything before it, held events too
             self.flushes += 1
-            self.items.append(event)
+            place.append(event)
             return
-        assert not isinstance(event, HeldMarker)
+        assert not isinstance(event, (HeldMarker, Raw))  # raw events are appended by the recorder itself
         if not self._admits(event.size if isinstance(event, Call) else 0):
             if isinstance(event, Call) and event.needs_model:  # no room to wait for the model: recorded unscored
                 event = self._overloaded(event)
@@ -99,14 +120,17 @@ class Backlog:
             self.unwarned["held"] += 1
             if not self.holding:  # one marker, where holding began
                 self.holding = True
-                self.items.append(HeldMarker())
+                place.append(HeldMarker())
             return
         self._count_queued(event)
-        self.items.append(event)
+        place.append(event)
 
     def _count_queued(self, event: Event) -> None:
         """``event`` joins the queue: it counts against the event bound, a call also by its bytes and,
         when it needs the model, as a step (``take`` uncounts it)."""
+        if isinstance(event, FlushMarker):
+            self.flushes += 1
+            return
         self.queued_events += 1
         if isinstance(event, Call):
             self.queued_bytes += event.size
@@ -121,6 +145,58 @@ class Backlog:
             self.stats["evicted"] += dropped
             self.unwarned["evicted"] += dropped
 
+    def raw_waiting(self) -> int:
+        """Raw events in the queue, not translated yet (read without the lock too: then an estimate)."""
+        counted = self.queued_events + self.flushes + (1 if self.holding else 0)
+        return max(0, len(self.items) - counted)
+
+    def busy(self) -> bool:
+        """Whether anything waits for the worker: raw events, queued, held or in-flight events."""
+        return self.pending > 0 or bool(self.items)
+
+    def translate(self, raw: Raw, into: list[Event], *, queued: bool) -> None:
+        """Run ``raw``'s translation; what it records goes to ``into``, in order (``queued``: as
+        queued events, in the raw event's place; else taken by the worker already). A failing
+        translation is reported (raised on the caller's side under the test suite's setting) and
+        the queue goes on."""
+        outer = self.sink, self.sink_queued
+        self.sink, self.sink_queued = into, queued
+        try:
+            with internal_errors.deferring():
+                try:
+                    raw.translate(*raw.args)
+                except Exception as exc:  # an adapter's own guard failed: the rest go on
+                    name = getattr(raw.translate, "__name__", raw.translate)
+                    internal_errors.internal_error(exc, f"translating {name}", log)
+        finally:
+            self.sink, self.sink_queued = outer
+
+    def translate_in_place(self, limit: int | None = None) -> None:
+        """Translate the queued raw events (the first ``limit``) where they are, for a reader that
+        needs the traces now or an agent's thread whose queue overflows; what each records takes its
+        place (past the bounds: held with its trace, as any event). Agent threads may append at the
+        queue's end meanwhile: an event is only ever removed or inserted at a place before it, and
+        every removed raw event's results are put in, whatever a translation raises."""
+        items = self.items
+        if self.sink is not None:
+            return  # a translation runs: it recorded from inside its own
+        i, done = self.front, 0
+        while i < len(items) and (limit is None or done < limit):
+            raw = items[i]
+            if not isinstance(raw, Raw):
+                i += 1
+                continue
+            del items[i]
+            made: list[Event] = []
+            try:
+                self.translate(raw, made, queued=True)
+            finally:
+                for k, event in enumerate(made):
+                    items.insert(i + k, event)
+                i += len(made)
+                done += 1
+                self.front = i  # nothing before ``i`` is raw
+
     # ------------------------------------------------------------ the worker's side
 
     def ready(self, batch: int) -> bool:
@@ -128,29 +204,44 @@ class Backlog:
         return bool(self.queued_steps >= batch or self.flushes or self.queued_bytes * 2 >= self.max_bytes)
 
     def take(self, batch_max: int) -> list[Event]:
-        """The queued events in order, up to (not past) ``batch_max`` calls to score or a flush marker."""
+        """The queued events in order, up to (not past) ``batch_max`` calls to score or a flush marker;
+        raw events are translated here, and what they record is taken in their place."""
         taken: list[Event] = []
+        self.inflight = taken  # what a translation raises leaves what was taken to be finished
         heavy = 0
-        while self.items:
-            it = self.items[0]
-            if isinstance(it, Call) and it.needs_model:
-                if heavy >= batch_max:
+        try:
+            while self.items:
+                it = self.items[0]
+                if isinstance(it, Raw):
+                    if heavy >= batch_max:
+                        break
+                    self.items.popleft()
+                    made: list[Event] = []
+                    try:
+                        self.translate(it, made, queued=False)
+                    finally:
+                        taken += made
+                    heavy += sum(1 for e in made if isinstance(e, Call) and e.needs_model)
+                    continue
+                if isinstance(it, Call) and it.needs_model:
+                    if heavy >= batch_max:
+                        break
+                    heavy += 1
+                    self.queued_steps -= 1
+                self.items.popleft()
+                self.front = max(0, self.front - 1)
+                if isinstance(it, HeldMarker):  # the held events, in order, none needing the model
+                    taken += self._take_held()
+                    continue
+                taken.append(it)
+                if isinstance(it, FlushMarker):
+                    self.flushes -= 1
                     break
-                heavy += 1
-                self.queued_steps -= 1
-            self.items.popleft()
-            if isinstance(it, HeldMarker):  # the held events, in order, none needing the model
-                taken += self._take_held()
-                continue
-            taken.append(it)
-            if isinstance(it, FlushMarker):
-                self.flushes -= 1
-                break
-            self.queued_events -= 1
-            if isinstance(it, Call):
-                self.queued_bytes -= it.size
-        self.inflight = taken
-        self._took()
+                self.queued_events -= 1
+                if isinstance(it, Call):
+                    self.queued_bytes -= it.size
+        finally:
+            self._took()
         return taken
 
     def _took(self) -> None:
@@ -167,10 +258,14 @@ class Backlog:
     def take_all(self) -> list[Event]:
         """Everything queued and held, in order, as one batch (the exit's last)."""
         items: list[Event] = []
-        for it in self.items:
-            items += self._take_held() if isinstance(it, HeldMarker) else [it]
-        self.items.clear()
+        for _ in range(len(self.items)):  # what is queued now (an agent's thread may still append)
+            it = self.items.popleft()
+            if isinstance(it, Raw):
+                self.translate(it, items, queued=False)
+            else:
+                items += self._take_held() if isinstance(it, HeldMarker) else [it]
         self.inflight = items
+        self.front = 0
         self.queued_steps = self.queued_bytes = self.queued_events = self.flushes = 0
         self._took()
         return items
@@ -193,9 +288,6 @@ class Backlog:
                 self.pending -= 1  # done by the parent's worker before the fork
                 continue
             self.items.appendleft(it)
-            if isinstance(it, FlushMarker):
-                self.flushes += 1
-                continue
             self._count_queued(it)
         self.inflight = []
         self.room = threading.Event()  # the parent's waiters do not exist here
@@ -212,7 +304,7 @@ class Backlog:
         return {
             "steps": self.queued_steps,
             "bytes": self.queued_bytes,
-            "events": len(self.items),
+            "events": len(self.items) - self.raw_waiting(),
             "in_flight": sum(1 for it in self.inflight if isinstance(it, Call) and it.needs_model),
             "held": sum(map(len, self.held.values())),
         }

@@ -16,7 +16,6 @@ from groundlens_core.internal_errors import internal_error
 from groundlens_core.scoring.results import GroundlensScore, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import (
-    META_INTERNAL_ERROR,
     META_OTEL_PARENT,
     STEP_KINDS,
     ContextPiece,
@@ -35,7 +34,9 @@ Outcome = tuple[str, str | None, GroundlensScore | None, float | None]
 
 @dataclass
 class CallRecord:
-    """What an adapter saw of one framework event: plain data, no framework objects."""
+    """What an adapter saw of one framework event: plain data, no framework objects, its question
+    and context already read (an adapter that defers its work reads them in its translation, off
+    the agent's thread: :meth:`~groundlens_core.trace.recorder.Recorder.defer`)."""
 
     trace_key: str  # the root run this call belongs to
     node: str  # graph node, agent role, function name
@@ -60,33 +61,6 @@ class CallRecord:
     # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
     # the instrumentor's LLM span passes it; else the recorder takes the span current when it is recorded.
     otel_parent: SpanRef | AbsentSpan | None = None  # ABSENT: looked for on the caller's thread, none
-    # The question and context, when the adapter leaves reading them to the worker: a callable giving
-    # (question, context), run once before the call is decided (see :func:`read_now`). Splitting a
-    # prompt into its question and the context it carries costs several times the append the agent's
-    # thread may pay, and nothing on that thread needs the result. ``read_size`` is its texts' size
-    # estimate for the byte bound meanwhile.
-    read: Callable[[], tuple[str | None, Sequence[ContextPiece]]] | None = None
-    read_size: int = 0
-
-
-def read_now(call: CallRecord) -> None:
-    """Fill the question and context of a call whose adapter left them to be read (``call.read``).
-
-    Idempotent (``read`` is cleared only once its result is in place, so a call is never decided
-    half-read); a reading that fails makes the call an error step (the failure is an internal error:
-    raised under the test suite's setting), so it is never lost."""
-    read = call.read
-    if read is None:
-        return
-    try:
-        question, context = read()
-    except Exception as exc:
-        internal_error(exc, "reading the prompt", log, deferred=True)
-        call.error = call.error or f"groundlens could not read the prompt: {type(exc).__name__}: {exc}"
-        call.metadata[META_INTERNAL_ERROR] = True
-    else:
-        call.question, call.context = question, tuple(context)
-    call.read = None
 
 
 def context_pieces(items: Iterable[Any], default_source: str = "context") -> tuple[ContextPiece, ...]:
@@ -108,8 +82,6 @@ def method_of(call: CallRecord) -> tuple[str, str | None]:
         return "skipped", "a tool or retriever result: context for later steps, not scored"
     if not isinstance(call.response, str) or is_blank(call.response):
         return "skipped", "no response text"
-    if call.read is not None:  # its question and context are read on the worker, before it is decided again
-        return "score", None
     if is_blank(call.question if isinstance(call.question, str) else None) and not any(
         isinstance(p.text, str) and not is_blank(p.text) for p in context_pieces(call.context)
     ):
@@ -127,15 +99,25 @@ def needs_model(call: CallRecord) -> bool:
 
 def text_bytes(call: CallRecord) -> int:
     """UTF-8 bytes of the texts a call puts in the scoring queue (what the byte bound counts)."""
-    n = call.read_size if call.read is not None else 0
+    n = 0
     for text in (call.question, call.response, *(getattr(p, "text", p) for p in call.context)):
         if isinstance(text, str):
             n += len(text.encode("utf-8", "surrogatepass"))
     return n
 
 
-def score_calls(calls: list[CallRecord], options: Callable[[], dict[str, Any]]) -> list[Outcome]:
-    """The outcome of each call; the scorable ones in one batch, with the keywords ``options()`` gives."""
+def score_calls(
+    calls: list[CallRecord],
+    options: Callable[[], dict[str, Any]],
+    placed: Sequence[tuple[Any, int, str] | None] | None = None,
+) -> list[Outcome]:
+    """The outcome of each call; the scorable ones in one batch, with the keywords ``options()`` gives.
+
+    ``placed[i]`` is where call ``i``'s step goes, ``(trace, index, step id)`` (None: on no trace):
+    each call is then decided with the unverified outputs of its trace that its context carries
+    (``lineage.BatchLineage``), the batch's earlier calls' included. Those are known only once
+    scored, so a call whose upstream changed by then is scored again, in a second ``evaluate_batch``
+    of those calls only; a batch without one is scored once, as without lineage."""
     decisions = [method_of(c) for c in calls]
     out: list[Outcome] = [(m, r, None, None) for m, r in decisions]
     todo = []
@@ -153,31 +135,55 @@ def score_calls(calls: list[CallRecord], options: Callable[[], dict[str, Any]]) 
             todo.append(i)
     if not todo:
         return out
-    t0 = time.perf_counter()
+    lineage, where = None, {}
     try:
-        # under the load lock while it is imported (a fork meanwhile waits: see first_load)
-        evaluate_batch = first_load.import_module("groundlens_core.scoring").evaluate_batch
-        kwargs = dict(options(), errors="record")
-        items = [
-            {
-                "question": calls[i].question,
-                "response": calls[i].response,
-                "context": [p.text for p in context_pieces(calls[i].context) if isinstance(p.text, str)],
-            }
-            for i in todo
-        ]
-        results: list[Any] = list(evaluate_batch(items, **kwargs))
+        pieces = {i: context_pieces(calls[i].context) for i in todo}
+        if placed is not None:
+            # under the load lock while it is imported, as the scoring (a fork meanwhile waits)
+            BatchLineage = first_load.import_module("groundlens_core.trace.lineage").BatchLineage  # noqa: N806
+            where = {i: p for i, p in enumerate(placed) if p is not None and p[0] is not None}
+            lineage = BatchLineage(
+                [(where[i][0], where[i][2]) if i in where else None for i in range(len(calls))], pieces
+            )
+            # errors and in-line scores are known before any scoring
+            known = [i for i in where if i not in pieces and out[i][0] != "skipped"]
+            lineage.settle({i: make_step(calls[i], where[i][1], where[i][2], *out[i]) for i in known})
     except Exception as exc:  # every call of the batch becomes an error step
         internal_error(exc, "scoring", log, deferred=True)
-        results = [exc] * len(todo)
-    ms = (time.perf_counter() - t0) * 1000.0 / len(todo)
-    for i, res in zip(todo, results):
-        if isinstance(res, Exception):
-            out[i] = ("error", f"{type(res).__name__}: {res}", None, ms)
-        elif isinstance(res, ScoreError):
-            out[i] = ("error", res.error, None, ms)
-        else:
-            out[i] = (res.method, None, res, ms)
+        return [("error", f"{type(exc).__name__}: {exc}", None, None) if i in todo else o for i, o in enumerate(out)]
+    batch = todo
+    for _ in todo:  # each round settles at least the earliest call still changing
+        t0 = time.perf_counter()
+        try:
+            # under the load lock while it is imported (a fork meanwhile waits: see first_load)
+            evaluate_batch = first_load.import_module("groundlens_core.scoring").evaluate_batch
+            kwargs = dict(options(), errors="record")
+            items = [
+                {
+                    "question": calls[i].question,
+                    "response": calls[i].response,
+                    "context": [p.text if isinstance(p.text, str) else None for p in pieces[i]],
+                    "upstream": lineage.inputs(i) if lineage is not None else (),
+                }
+                for i in batch
+            ]
+            results: list[Any] = list(evaluate_batch(items, **kwargs))
+        except Exception as exc:  # every call of the batch becomes an error step
+            internal_error(exc, "scoring", log, deferred=True)
+            results = [exc] * len(batch)
+        ms = (time.perf_counter() - t0) * 1000.0 / len(batch)
+        for i, res in zip(batch, results):
+            ms_i = ms + (out[i][3] or 0.0)  # a call scored again took both
+            if isinstance(res, Exception):
+                out[i] = ("error", f"{type(res).__name__}: {res}", None, ms_i)
+            elif isinstance(res, ScoreError):
+                out[i] = ("error", res.error, None, ms_i)
+            else:
+                out[i] = (res.method, None, res, ms_i)
+        steps = {i: make_step(calls[i], where[i][1], where[i][2], *out[i]) for i in batch if i in where}
+        batch = lineage.settle(steps) if lineage is not None else []  # the calls to decide again
+        if not batch:
+            break
     return out
 
 

@@ -1,14 +1,15 @@
 """What the recorder queues for its worker: one small frozen class per kind of event.
 
-The agent's threads put them in the queue in order; the worker takes them in that order and turns
-them into trace starts, steps and trace ends (see docs/recorder.md).
+The agent's threads put them in the one queue in order (an adapter that defers its work puts its raw
+events, :class:`Raw`, translated where the queue is taken); the worker takes them in that order and
+turns them into trace starts, steps and trace ends (see docs/recorder.md).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from groundlens_core.trace.recorder.calls import CallRecord
@@ -57,6 +58,20 @@ class FlushMarker:
     done: threading.Event
 
 
+class Raw:
+    """An adapter's event as its callback saw it, queued by the agent's thread without a lock
+    (:meth:`~groundlens_core.trace.recorder.Recorder.defer`): ``translate(*args)`` turns it into the
+    events above (trace starts, calls with their prompt read, trace ends) where the queue is taken,
+    off the agent's thread. A plain slotted class, not a dataclass: it is made on the agent's thread
+    for every callback, and a frozen dataclass costs several times as much to make."""
+
+    __slots__ = ("translate", "args")
+
+    def __init__(self, translate: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self.translate = translate
+        self.args = args
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class HeldMarker:
     """Where holding began: the worker takes the held events here, in order."""
@@ -64,4 +79,4 @@ class HeldMarker:
 
 #: the events that belong to a trace (and can be held with it)
 TraceEvent = TraceStart | Call | TraceEnd
-Event = TraceStart | Call | TraceEnd | FlushMarker | HeldMarker
+Event = TraceStart | Call | TraceEnd | FlushMarker | HeldMarker | Raw

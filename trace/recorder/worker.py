@@ -22,7 +22,7 @@ from groundlens_core.internal_errors import internal_error
 from groundlens_core.trace.model import Step, Trace
 from groundlens_core.trace.recorder import lifecycle
 from groundlens_core.trace.recorder.backlog import Backlog
-from groundlens_core.trace.recorder.calls import make_step, read_now, score_calls
+from groundlens_core.trace.recorder.calls import make_step, score_calls
 from groundlens_core.trace.recorder.events import PENDING, Call, Event, FlushMarker, TraceEnd, TraceStart
 from groundlens_core.trace.recorder.store import TraceStore
 
@@ -72,8 +72,6 @@ class Worker:
         store: TraceStore,
         listeners: list[Any],
         options: Callable[[], dict[str, Any]],
-        drain: Callable[[], None] = lambda: None,
-        raw_count: Callable[[], int] = lambda: 0,
         *,
         quiet: float,
         torch_threads: int | None,
@@ -85,8 +83,6 @@ class Worker:
         self.store = store
         self.listeners = listeners  # the recorder's list: listeners added later are told too
         self.options = options  # the scoring keywords (read per batch)
-        self.drain = drain  # the recorder's: translate the adapters' raw events into events here
-        self.raw_count = raw_count  # the adapters' raw events not translated yet
         self.quiet = quiet
         self.torch_threads = torch_threads
         self.lanes = lanes  # read per batch: a changed setting applies to the next one
@@ -161,15 +157,16 @@ class Worker:
             self._wait_for_batch()
             if not lowered and not self._first_load():
                 continue  # the exit came first: back to the top, which parks
-            with self.lock:
-                items = self.backlog.take(BATCH_MAX)
+            items: list[Event] = []
             try:
+                with self.lock:
+                    items = self.backlog.take(BATCH_MAX)
                 with encode_lanes(self.lanes):
                     self.process(items)
             except Exception as exc:  # the last line of defence: the batch is finished below all the same
                 internal_error(exc, "the recorder's worker, on a batch", log, deferred=True)
             finally:
-                self._finish(items)
+                self._finish(items or self.backlog.inflight)
             if not lowered:
                 lowered = True
                 self._lower_priority(nice)
@@ -217,36 +214,32 @@ class Worker:
         return self.abandoned or self.parked.wait(timeout)
 
     def _wait_for_batch(self) -> None:
-        """Wait for work, then for a quiet spell (no new event, queued or raw, for ``quiet`` seconds),
-        a flush or a full batch; then translate the adapters' raw events (after the burst, not in the
-        middle of it: the translation would take the GIL from the agent's thread). The events are
-        taken after it, in order, up to a batch of calls to score."""
+        """Wait for work, then for a quiet spell (no new event, raw or not, for ``quiet`` seconds), a
+        flush or a full batch. The events are taken after it, in order, up to a batch of calls to
+        score; the adapters' raw events among them are translated as they are taken (after the
+        burst, not in the middle of it: the translation would take the GIL from the agent's thread)."""
+        backlog = self.backlog
         while True:
             with self.lock:
-                if self.backlog.items:
-                    # the wake-up that brought us here is not a flush: clear it, or the quiet wait below
-                    # returns at once and scores the first event of a burst without waiting for the rest
-                    self.wake.clear()
-                    break
-                self.idle = True  # the next event wakes us
+                # idle first, then look: an agent's thread that appends a raw event without the lock
+                # and then finds us awake has appended it before we look
+                self.idle = True
                 self.wake.clear()
-            if self.raw_count():  # queued while we were still awake: its poke did not wake us
-                with self.lock:
+                if backlog.items:
                     self.idle = False
-                break
+                    break
             self.wake.wait()
-        batch = min(BATCH_MAX, self.backlog.max_steps)
+        batch = min(BATCH_MAX, backlog.max_steps)
         while True:
             with self.lock:
-                seen, raw = len(self.backlog.items), self.raw_count()
-                if self.backlog.ready(batch) or seen >= EVENTS_MAX or raw >= RAW_EVENTS_MAX:  # no quiet spell is near
+                seen, raw = len(backlog.items), backlog.raw_waiting()
+                if backlog.ready(batch) or seen - raw >= EVENTS_MAX or raw >= RAW_EVENTS_MAX:  # no quiet spell is near
                     break
             self.wake.wait(self.quiet)  # a flush sets it; new events do not
             self.wake.clear()
             with self.lock:
-                if len(self.backlog.items) == seen and self.raw_count() == raw:
+                if len(backlog.items) == seen:
                     break
-        self.drain()
 
     def _finish(self, items: list[Event]) -> None:
         """The worker is done with ``items``: they leave the pending count, and each flush among them
@@ -263,8 +256,7 @@ class Worker:
         is lost from the traces and their listeners. One warning says how many and what to raise."""
         items: list[Event] = []
         try:
-            self.drain()  # raw events an adapter queued go on their traces too
-            with self.lock:
+            with self.lock:  # raw events an adapter queued are translated and go on their traces too
                 items = self.backlog.take_all()
             items = [
                 dataclasses.replace(it, needs_model=False, size=0, reason=it.reason or PENDING)
@@ -297,10 +289,10 @@ class Worker:
             self.backlog.stats["evicted"] += sum(1 for it in items if isinstance(it, Call) and it.needs_model) - sum(
                 1 for it in calls if it.needs_model
             )
-        for queued in calls:
-            read_now(queued.call)  # the prompts an adapter left to be read here (off the agent's thread)
         fresh = [it for it in calls if it.reason is None]
-        scored = score_calls([it.call for it in fresh], self.options)
+        with self.lock:  # where each step goes: its trace's unverified outputs are inputs of its decision
+            placed = [(self.store.get(it.key), it.index, it.step_id) for it in fresh]
+        scored = score_calls([it.call for it in fresh], self.options, placed)
         outcomes = {id(it): res for it, res in zip(fresh, scored)}
         for call in calls:
             if call.reason is not None:
