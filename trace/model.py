@@ -94,20 +94,31 @@ def plain_text(value: Text) -> str:
 
 @dataclass(frozen=True)
 class ContextPiece:
-    """One piece of context and where it came from: ``tool:<name>``, ``retriever``, ``state:<key>``,
-    ``argument:<name>``, ``override``."""
+    """One piece of context and where it came from: ``source`` is the kind of place (``tool:<name>``,
+    ``retriever``, ``state:<key>``, ``argument:<name>``, ``override``), ``producer`` the id of the
+    step of the same trace whose result or output the piece is (a tool or retriever step, an earlier
+    LLM step), when the adapter knew it. Why an id and not a text match: a tool result quoted in
+    other words, cut, or repeated by two steps is still traced to the step that made it."""
 
     text: Text
     source: str
+    producer: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"source": self.source, "text": self.text}
+        out = {"source": self.source, "text": self.text}
+        if self.producer is not None:  # only when known: a file without producers reads as before
+            out["producer"] = self.producer
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ContextPiece:
         if not isinstance(d, Mapping):
             raise GroundlensInputError(f"a context piece must be an object with source and text, got {_kind(d)}")
-        return cls(text=_text(d, "text", "a context piece"), source=_string(d, "source", "a context piece") or "")
+        return cls(
+            text=_text(d, "text", "a context piece"),
+            source=_string(d, "source", "a context piece") or "",
+            producer=_string(d, "producer", "a context piece") or None,
+        )
 
 
 @dataclass(frozen=True)
@@ -232,7 +243,7 @@ class Step:
             "question": shrink_text(self.question, redact, max_text_chars),
             "response": shrink_text(self.response, redact, max_text_chars),
             "context": tuple(
-                ContextPiece(text=shrink_text(c.text, redact, max_text_chars), source=c.source) for c in self.context
+                dataclasses.replace(c, text=shrink_text(c.text, redact, max_text_chars)) for c in self.context
             ),
         }
         if redact:
@@ -362,7 +373,9 @@ class Trace:
     # ------------------------------------------------------------ views
 
     def add_step(self, step: Step) -> Step:
-        """Append ``step`` with its ``cascade_from`` set (see ``lineage``); returns the step appended."""
+        """Append ``step`` with its ``cascade_from`` set (see ``lineage``); returns the step appended.
+        Its band is the one it was scored with: the core decided it with the upstream outputs its
+        context carries (``lineage.upstream_of``), so appending never decides it a second time."""
         from groundlens_core.trace.lineage import link_step
 
         step = link_step(self, step)

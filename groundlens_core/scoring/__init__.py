@@ -30,6 +30,7 @@ from groundlens_core.evidence.passages import (
     EvidencePlan,
     build_evidence,
     context_keys,
+    locate_passages,
     plan_context_facts,
     plan_evidence,
 )
@@ -43,7 +44,15 @@ from groundlens_core.scoring.bands import (
     triage,
 )
 from groundlens_core.scoring.calibration import CalibrationResult, calibration_from_csv, resolve_calibration
-from groundlens_core.scoring.decision import Decision, decide_dgi, decide_sgi, decide_support, decide_verified, opening
+from groundlens_core.scoring.decision import (
+    Decision,
+    Upstream,
+    decide_dgi,
+    decide_sgi,
+    decide_support,
+    decide_verified,
+    opening,
+)
 from groundlens_core.scoring.results import (
     DGIResult,
     Evidence,
@@ -91,35 +100,53 @@ def _check_encodable(name: str, value: str) -> None:
         ) from None
 
 
+#: where each context piece the caller gave lies in the joined context: (index in the caller's
+#: list, start, end) of every piece kept, in order
+PieceSpans = tuple[tuple[int, int, int], ...]
+
+
 def join_context(context: Any) -> str | None:
     """The context as one text, or None when it is absent or blank (-> DGI).
 
     A list of pieces (documents, tool outputs) is joined with blank lines, blank pieces dropped.
     """
+    return join_context_pieces(context)[0]
+
+
+def join_context_pieces(context: Any) -> tuple[str | None, PieceSpans | None]:
+    """:func:`join_context` and where each piece of a list lies in the joined text (None for a
+    context given as one text). Why: a passage found in the joined text is traced back to the piece,
+    and so to the tool or document, it came from. A None piece counts as blank, so a caller whose
+    list holds a piece without text keeps its indexes."""
     if context is None:
-        return None
+        return None, None
     if isinstance(context, float) and math.isnan(context):
-        return None
+        return None, None
     if isinstance(context, str):
-        pieces = [context]
+        pieces, given = [context], False
     elif isinstance(context, (list, tuple)):
-        pieces = []
+        pieces, given = [], True
         for p in context:
-            if not isinstance(p, str):
+            if p is not None and not isinstance(p, str):
                 raise GroundlensInputError(f"context pieces must be text, got {type(p).__name__}")
-            pieces.append(p)
+            pieces.append(p or "")
     else:
         raise GroundlensInputError(f"context must be text or a list of texts, got {type(context).__name__}")
-    pieces = [p.strip() for p in pieces if has_words(p)]  # blank, or only symbols and emoji: nothing to read
-    if not pieces:
-        return None
-    text = "\n\n".join(pieces)
+    # blank, or only symbols and emoji: nothing to read
+    kept = [(i, p.strip()) for i, p in enumerate(pieces) if has_words(p)]
+    if not kept:
+        return None, None
+    text = "\n\n".join(p for _, p in kept)
     _check_encodable("context", text)
     if len(text) > MAX_TEXT_CHARS:
         raise GroundlensInputError(
             f"context has {len(text):,} characters; the limit is {MAX_TEXT_CHARS:,} (GROUNDLENS_MAX_CHARS)"
         )
-    return text
+    spans, at = [], 0
+    for i, p in kept:
+        spans.append((i, at, at + len(p)))
+        at += len(p) + 2
+    return text, tuple(spans) if given else None
 
 
 @dataclass
@@ -127,22 +154,26 @@ class _Item:
     question: str | None  # None: no question (or a blank one) -> scored against the context alone
     response: str
     context: str | None
+    pieces: PieceSpans | None = None  # where the caller's context pieces lie in ``context``
+    upstream: tuple[Upstream, ...] = ()  # the unverified outputs its context carries (see decision.py)
 
 
 def _make_item(q: Any, r: Any, c: Any) -> _Item:
     """Check one item. A missing or blank question is fine with a context (method ``support``); without
     a context it is the usual one-line error, because DGI needs a real question."""
     response = _check_text("response", r)
-    context = join_context(c)
+    context, pieces = join_context_pieces(c)
     no_question = q is None or (isinstance(q, float) and math.isnan(q)) or (isinstance(q, str) and not has_words(q))
     if context is not None and no_question:
-        return _Item(None, response, context)
-    return _Item(_check_text("question", q), response, context)
+        return _Item(None, response, context, pieces)
+    return _Item(_check_text("question", q), response, context, pieces)
 
 
 def _prepare(item: Any) -> _Item:
+    upstream = None
     if isinstance(item, Mapping):
         q, r, c = item.get("question"), item.get("response"), item.get("context")
+        upstream = item.get("upstream")
     elif isinstance(item, (tuple, list)) and len(item) in (2, 3):
         q, r = item[0], item[1]
         c = item[2] if len(item) == 3 else None
@@ -150,7 +181,17 @@ def _prepare(item: Any) -> _Item:
         raise GroundlensInputError(
             "each item must be a mapping with question/response[/context] or a (question, response[, context]) tuple"
         )
-    return _make_item(q, r, c)
+    return _with_upstream(_make_item(q, r, c), upstream)
+
+
+def _with_upstream(item: _Item, upstream: Any) -> _Item:
+    """``item`` with the unverified outputs its context carries, checked: a decision takes them as an
+    input, so a wrong value is refused here rather than read as none."""
+    if upstream is None or (isinstance(upstream, (list, tuple)) and not upstream):
+        return item
+    if not isinstance(upstream, (list, tuple)) or not all(isinstance(u, Upstream) for u in upstream):
+        raise GroundlensInputError(f"upstream must be a list of Upstream, got {type(upstream).__name__}")
+    return replace(item, upstream=tuple(upstream))
 
 
 # ---------------------------------------------------------------- the math on vectors
@@ -210,7 +251,9 @@ def _sgi_result(
         detail = _same_point(item.response, item.context or "", "its context")
     elif raw == 0.0 and d_rq < EPSILON:
         detail = _same_point(item.response, item.question or "", "the question")
-    decision = _verified_decision(checked, ev, raw == 0.0 and d_rq < EPSILON) or decide_sgi(raw, ev)
+    decision = _verified_decision(checked, ev, raw == 0.0 and d_rq < EPSILON, item.upstream) or decide_sgi(
+        raw, ev, item.upstream
+    )
     text = opening(decision) + " " + explain("sgi", raw, sgi_band, detail).removesuffix(f" ({TRIAGE_NOTE})")
     if ev is not None:
         text += " " + explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
@@ -226,19 +269,24 @@ def _sgi_result(
 
 
 def _verified_decision(
-    checked: tuple[Verdict, Any] | None, ev: Evidence | None, restates_question: bool = False
+    checked: tuple[Verdict, Any] | None,
+    ev: Evidence | None,
+    restates_question: bool = False,
+    upstream: tuple[Upstream, ...] = (),
 ) -> Decision | None:
     """The band the verifier decides, when it read the response (else None: the rules decide)."""
     if checked is None:
         return None
     verdict, verifier = checked
-    return decide_verified(verdict, ev, verifier.flag_below, verifier.trust_from, restates_question=restates_question)
+    return decide_verified(
+        verdict, ev, verifier.flag_below, verifier.trust_from, restates_question=restates_question, upstream=upstream
+    )
 
 
 def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Item) -> DGIResult:
     band = triage("dgi", raw)
     detail = _same_point(item.response, item.question or "", "the question") if norm < EPSILON else ""
-    decision = decide_dgi(raw)
+    decision = decide_dgi(raw, item.upstream)
     return DGIResult(
         **_score_fields("dgi", raw, decision, f"{opening(decision)} {explain('dgi', raw, band, detail)}", emb),
         displacement_norm=norm,
@@ -246,8 +294,10 @@ def _dgi_result(raw: float, norm: float, cal: CalibrationResult, emb, item: _Ite
     )
 
 
-def _support_result(ev: Evidence, emb, checked: tuple[Verdict, Any] | None = None) -> SupportResult:
-    decision = _verified_decision(checked, ev) or decide_support(ev)
+def _support_result(
+    ev: Evidence, emb, checked: tuple[Verdict, Any] | None = None, upstream: tuple[Upstream, ...] = ()
+) -> SupportResult:
+    decision = _verified_decision(checked, ev, upstream=upstream) or decide_support(ev, upstream)
     text = explain_support(ev.support, ev.content_tokens, ev.unsupported_tokens, _weakest_text(ev))
     explanation = f"{opening(decision)} {text} No question: scored against the context alone. ({TRIAGE_NOTE})"
     return SupportResult(**_score_fields("support", ev.support, decision, explanation, emb, checked), evidence=ev)
@@ -349,10 +399,12 @@ def _score_items(
             if it.context not in keys_of:  # once per distinct context
                 keys_of[it.context] = (context_keys(analysed[it.context]), plan_context_facts(ev_plans[i]))  # type: ignore[index]
             ctx_keys, ctx_facts = keys_of[it.context]  # type: ignore[index]
-            ev = build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question)
+            ev = locate_passages(
+                build_evidence(ev_plans[i], sent_vecs, ctx_keys, ctx_facts, question=it.question), it.pieces
+            )
         checked, ev = _verified(verifier, emb, it, ev)
         if it.question is None:
-            out.append(_support_result(ev, emb, checked))  # type: ignore[arg-type]
+            out.append(_support_result(ev, emb, checked, it.upstream))  # type: ignore[arg-type]
             continue
         q, r = vecs[it.question], vecs[it.response]  # type: ignore[index]
         if it.context is None:
@@ -375,12 +427,13 @@ def _score_items(
 def evaluate(
     question: str | None = None,
     response: str | None = None,
-    context: str | Sequence[str] | None = None,
+    context: str | Sequence[str | None] | None = None,
     *,
     embedder=None,
     calibration: CalibrationResult | str | os.PathLike[str] | None = None,
     long_context: str = DEFAULT_LONG_CONTEXT,
     evidence: bool = True,
+    upstream: Sequence[Upstream] = (),
 ) -> GroundlensScore:
     """Score one response. Raises a one-line :class:`GroundlensInputError` on bad input.
 
@@ -388,8 +441,14 @@ def evaluate(
     - context and no (or a blank) question: ``support``, the response against its context alone
       (summaries, extraction, rewriting; SGI is never computed on an invented question);
     - question and no context: DGI.
+
+    A context given as a list of pieces keeps their places: the evidence names the piece each
+    best passage lies in (``passage_piece``), and a piece given as None counts as blank.
+    ``upstream`` are the unverified outputs of earlier steps that the context carries
+    (:class:`~groundlens_core.scoring.decision.Upstream`; a trace's lineage finds them): a response
+    whose support comes from one is at most review, decided with the band, not after it.
     """
-    item = _make_item(question, response, context)
+    item = _with_upstream(_make_item(question, response, context), upstream)
     return _score_items([item], embedder or get_default_embedder(), calibration, long_context, evidence)[0]
 
 
@@ -403,10 +462,10 @@ def compute_sgi(
     evidence: bool = True,
 ) -> SGIResult:
     """SGI of a response given its context (which must be non-blank)."""
-    ctx = join_context(context)
+    ctx, pieces = join_context_pieces(context)
     if ctx is None:
         raise GroundlensInputError("context is blank; SGI needs a context (use compute_dgi or evaluate)")
-    item = _Item(_check_text("question", question), _check_text("response", response), ctx)
+    item = _Item(_check_text("question", question), _check_text("response", response), ctx, pieces)
     return _score_items([item], embedder or get_default_embedder(), None, long_context, evidence)[0]  # type: ignore[return-value]
 
 
@@ -443,8 +502,8 @@ def evaluate_batch(
 ) -> list[GroundlensScore | ScoreError]:
     """Score many items, results in input order.
 
-    Items are mappings (``question``, ``response``, optional ``context``) or tuples; the method
-    per item is chosen as in :func:`evaluate`. The unique
+    Items are mappings (``question``, ``response``, optional ``context`` and ``upstream``, as in
+    :func:`evaluate`) or tuples; the method per item is chosen as in :func:`evaluate`. The unique
     texts of each chunk of ``chunk_size`` items are embedded together. With ``errors="record"``
     a bad row becomes a :class:`ScoreError` and every other row is still scored; with
     ``errors="raise"`` the first bad row raises.
