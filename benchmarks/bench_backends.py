@@ -127,11 +127,11 @@ def quality(backends: list[str], sets: tuple[str, ...] = SETS) -> None:
         y = np.array([int(r["label"]) for r in rows])
         base = evaluate_batch(items, embedder=ref)
         a_sgi = np.array([b.value for b in base])
-        a_rank = np.array([b.rank for b in base])
+        a_rank = np.array([b.score for b in base])
         for backend in backends:
             res = evaluate_batch(items, embedder=get_embedder(backend=backend))
             sgi = np.array([r.value for r in res])
-            rank = np.array([r.rank for r in res])
+            rank = np.array([r.score for r in res])
             changed = sum(r.triage != b.triage for r, b in zip(res, base))
             print(f"  {name:18s} {backend:13s} {len(rows):5d} {np.abs(sgi - a_sgi).max():10.6f} {changed:13d} "
                   f"{auroc(a_sgi, y):.4f} {auroc(sgi, y) - auroc(a_sgi, y):+.4f} "

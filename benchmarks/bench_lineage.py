@@ -32,7 +32,7 @@ def _steps(texts, scores, *, carry: bool):
         pieces = [ContextPiece(c, "retriever")]
         if carry and i:
             pieces.append(ContextPiece("Notes: " + texts[i - 1][2], "state:notes"))
-        out.append(Step(id=f"s{i}", index=i, node="answer", kind="llm", method=res.method, score=res,
+        out.append(Step(id=f"s{i}", index=i, node="answer", kind="llm", method=res.method, result=res,
                         triage=res.triage, question=q, context=tuple(pieces), response=a))
     return out
 
@@ -62,7 +62,7 @@ def main() -> None:
     scores = evaluate_batch(items)
     score_ms = (time.perf_counter() - t0) * 1000 / len(items)
     origins = [
-        Step(id=f"f{i}", index=i, node="plan", kind="llm", method="sgi", score=scores[i], triage="flagged",
+        Step(id=f"f{i}", index=i, node="plan", kind="llm", method="sgi", result=scores[i], triage="flagged",
              question=q, response=a)
         for i, (q, c, a) in enumerate(texts[: args.flagged])
     ]

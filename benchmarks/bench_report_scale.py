@@ -39,7 +39,7 @@ def make_traces(n: int, per: int) -> list[Trace]:
             if i and t % 10 == 0:
                 ctx += (ContextPiece(steps[-1].response, "state:notes"),)
             steps.append(Step(id=f"t{t}s{i}", index=i, node=NODES[i % len(NODES)], kind="llm", method="sgi",
-                              score={"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": band,
+                              result={"method": "sgi", "value": 1.0, "normalized": 0.5, "triage": band,
                                      "flagged": band == "flagged", "score": rank,
                                      "explanation": f"Score {rank:.2f}, {band}: a reason for it. More.",
                                      "fingerprint": "fp", "version": "0"},

@@ -14,7 +14,7 @@ from groundlens_core.batch.evaluate_job import DEFAULT_HTML_ROWS, EvaluateJob, J
 from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.batch.partial_output import KEY_DTYPE
 from groundlens_core.errors import GroundlensInputError
-from groundlens_core.scoring.results import GroundlensScore, ScoreError
+from groundlens_core.scoring.results import GroundlensResult, ScoreError
 
 __all__ = [
     "DEFAULT_HTML_ROWS",
@@ -36,7 +36,7 @@ def evaluate_stream(
     long_context: str = "mean",
     errors: str = "record",
     columns: InputColumns | Mapping[str, str] | None = None,
-) -> Iterator[GroundlensScore | ScoreError]:
+) -> Iterator[GroundlensResult | ScoreError]:
     """Score an iterable of any length lazily, yielding one result per row in input order.
 
     Rows are what :func:`~groundlens_core.scoring.evaluate_batch` takes (mappings with ``question``,

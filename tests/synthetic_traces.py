@@ -38,5 +38,5 @@ def llm_step(i: int, node: str, score: dict[str, Any], **fields: Any) -> Step:
         node=node,
         method=score["method"],
         triage=score["triage"],
-        score=score,
+        result=score,
     )

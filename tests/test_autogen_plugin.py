@@ -245,8 +245,8 @@ async def test_checker_ranks_the_ungrounded_run_lower(calibration):
     assert good_answer.value > bad_answer.value
     assert bad_answer.triage == "flagged" and bad.riskiest(1)[0].id == bad_answer.id
     # the checker's steps carry the score that is ranked
-    assert good_answer.score.score > bad_answer.score.score and bad_answer.score.score < 1 / 3
-    assert f"researcher [score={bad_answer.score.score:.2f} flagged" in bad.summary()
+    assert good_answer.score > bad_answer.score and bad_answer.score < 1 / 3
+    assert f"researcher [score={bad_answer.score:.2f} flagged" in bad.summary()
     # the writer's context carries the flagged answer; its summary leans on the tool's facts, so it
     # keeps its own band (with the cascade mark)
     writer = bad.steps[3]

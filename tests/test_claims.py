@@ -190,7 +190,7 @@ def test_a_summary_is_not_flagged_for_an_added_clause_but_ranks_below_a_faithful
         context=source,
     )
     assert added.triage == "review" and "not in the source" in added.explanation
-    assert added.rank < faithful.rank
+    assert added.score < faithful.score
     wrong = gl.evaluate(response="The council approved the $3 million budget on Monday.", context=source)
     assert wrong.triage == "flagged"
 

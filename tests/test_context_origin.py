@@ -183,8 +183,8 @@ def test_recorded_steps_passage_piece_indexes_the_steps_context():
     rec.end_trace("run")
     (step,) = rec.get_trace("run").steps
     assert [p.source for p in step.context] == ["retriever", "tool:search", "y"]
-    assert [s.passage_piece for s in step.score.evidence.sentences] == [1, 2]
-    for s in step.score.evidence.sentences:
+    assert [s.passage_piece for s in step.result.evidence.sentences] == [1, 2]
+    for s in step.result.evidence.sentences:
         assert s.passage in step.context[s.passage_piece].text
 
 

@@ -37,7 +37,7 @@ def test_tool_result_names_its_tool_step_as_producer(dgi_calibration):
     assert [s.kind for s in trace.steps] == ["tool_call", "tool", "llm"]
     _, tool_step, answer = trace.steps
     assert [(p.source, p.producer) for p in answer.context] == [("tool:lookup", tool_step.id)]
-    assert answer.method == "sgi" and {s.passage_piece for s in answer.score.evidence.sentences} == {0}
+    assert answer.method == "sgi" and {s.passage_piece for s in answer.result.evidence.sentences} == {0}
     assert Trace.from_json(trace.to_json()).steps[2].context == answer.context
     assert f'"producer": "{tool_step.id}"' in trace.to_json()
     assert render_html(trace)  # the report reads it

@@ -440,14 +440,14 @@ def test_report_refuses_a_trace_out_of_its_format_naming_the_field(tmp_path, cap
     bad_step = json.loads(json.dumps(good))
     del bad_step["steps"][0]["triage"]
     scored = json.loads(json.dumps(good))
-    scored["steps"][0].update(method="sgi", triage="review", error=None, score={
+    scored["steps"][0].update(method="sgi", triage="review", error=None, result={
         "method": "sgi", "value": 1.0, "normalized": 0.5, "flagged": False, "triage": "review",
         "explanation": "x", "fingerprint": "f", "version": "0.1.0", "score": 7.5})
     for data, says in (
         (no_version, "trace: missing the field 'schema_version'"),
         (bad_step, "trace.steps[0]: missing the field 'triage'"),
-        (scored, "trace.steps[0].score.score: 7.5 is above the maximum 1"),
-        ([good, scored], "(trace 2 of 2): trace.steps[0].score.score: 7.5 is above the maximum 1"),
+        (scored, "trace.steps[0].result.score: 7.5 is above the maximum 1"),
+        ([good, scored], "(trace 2 of 2): trace.steps[0].result.score: 7.5 is above the maximum 1"),
     ):
         path = tmp_path / "bad.json"
         path.write_text(json.dumps(data))

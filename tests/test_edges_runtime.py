@@ -131,7 +131,7 @@ def test_max_text_chars_cuts_every_text_of_a_step_and_its_score(dgi_calibration)
                           context=[ContextPiece(context, "retriever")]))  # fmt: skip
     rec.flush()
     trace = rec.get_trace("k")
-    assert trace.steps[0].score is not None and trace.steps[0].score.evidence is not None
+    assert trace.steps[0].result is not None and trace.steps[0].result.evidence is not None
     full = trace.to_json()
     assert any(len(v) > 1000 for k, v in _strings(json.loads(full)) if k in ("text", "passage", "explanation"))
     cut = json.loads(trace.to_json(max_text_chars=100))

@@ -179,7 +179,7 @@ def test_recorder_scores_a_call_without_question_against_its_context_and_redacts
     rec.end_trace("k")
     trace = rec.get_trace("k")
     scored, skipped = trace.steps
-    assert scored.method == "support" and scored.triage == "flagged" and scored.score.evidence.weakest == 1
+    assert scored.method == "support" and scored.triage == "flagged" and scored.result.evidence.weakest == 1
     assert skipped.method == "skipped" and "no question and no context" in skipped.skip_reason
     assert Trace.from_json(trace.to_json()).to_json() == trace.to_json()
     jsonschema.validate(trace.to_dict(), json_schema())
@@ -317,7 +317,7 @@ def test_otel_carries_support_and_weakest_sentence_cut_and_redacted():
         (span,) = [s for s in spans_out.get_finished_spans() if s.attributes.get("groundlens.node") == "summarise"]
         a = span.attributes
         assert a["gen_ai.evaluation.name"] == "groundlens.support" and a["groundlens.support"] < 0.8
-        assert a["groundlens.score"] == a["groundlens.rank"] == trace.steps[-1].rank  # the score ranked is the one shown
+        assert a["groundlens.score"] == a["groundlens.rank"] == trace.steps[-1].score  # the score ranked is the one shown
         weakest = a["groundlens.weakest_sentence"]
         (log,) = [r.log_record for r in logs_out.get_finished_logs()]
         assert log.attributes["groundlens.weakest_sentence"] == weakest

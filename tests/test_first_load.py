@@ -122,7 +122,7 @@ rec.record(CallRecord(trace_key="k", node="llm", kind="llm", question="When was 
 assert rec.flush(120)
 step = rec.get_trace("k").steps[0]
 maps = open("/proc/self/maps").read() if sys.platform.startswith("linux") else ""
-print(json.dumps({"method": step.method, "backend": step.score.backend, "torch": "torch" in sys.modules,
+print(json.dumps({"method": step.method, "backend": step.result.backend, "torch": "torch" in sys.modules,
                   "libtorch": "libtorch_cpu" in maps}))
 """
     env = {k: v for k, v in os.environ.items() if k != "GROUNDLENS_BACKEND"}

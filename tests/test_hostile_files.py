@@ -139,7 +139,7 @@ def _trace() -> dict:
         "d_response_question": 1.0, "d_response_context": 0.8, "context_mode": "whole", "context_chunks": 1,
         "rank": 0.7, "support": 1.0, "evidence": None,
     }
-    trace.steps.append(Step(id="s1", index=0, node="answer", kind="llm", method="sgi", score=score,
+    trace.steps.append(Step(id="s1", index=0, node="answer", kind="llm", method="sgi", result=score,
                             triage="trusted", question="q?", response="a.", context=()))
     return trace.to_dict()
 
@@ -155,8 +155,8 @@ WRONG_TYPES = {
     "a fingerprint that is an object": (lambda d: d.update(fingerprint={"x": 1}), "fingerprint must be text or null"),
     "a step method that is a list": (lambda d: d["steps"][0].update(method=["sgi"]), "method must be one of"),
     "an index of 1e999": (lambda d: d["steps"][0].update(index=1e999), "index must be a whole number"),
-    "a score's evidence that is text": (lambda d: d["steps"][0]["score"].update(evidence="x"), "evidence must be"),
-    "a score's support that is text": (lambda d: d["steps"][0]["score"].update(support="high"), "support must be"),
+    "a score's evidence that is text": (lambda d: d["steps"][0]["result"].update(evidence="x"), "evidence must be"),
+    "a score's support that is text": (lambda d: d["steps"][0]["result"].update(support="high"), "support must be"),
     "a text whose length is text": (
         lambda d: d["steps"][0].update(response={"redacted": True, "hmac_sha256": "0" * 64, "length": "x"}),
         "response's length must be a whole number"),
@@ -196,9 +196,9 @@ def test_a_saved_hand_built_score_with_missing_fields_still_reads(tmp_path):
 
     data = _trace()
     for name in ("backend", "d_response_question", "explanation"):
-        del data["steps"][0]["score"][name]
+        del data["steps"][0]["result"][name]
     first = Trace.from_dict(data)
     saved = tmp_path / "t.json"
     first.save(saved)
     again = Trace.load(saved)
-    assert again.steps[0].score.backend is None and again.steps[0].score.value == 1.2
+    assert again.steps[0].result.backend is None and again.steps[0].result.value == 1.2

@@ -86,7 +86,7 @@ def test_langgraph_cascade_in_json_summary_and_ranking(run):
     assert write.decision.rule == "grounded_in_flagged" and write.decision.origin == research.index
     data = json.loads(trace.to_json())
     jsonschema.validate(data, json_schema())
-    assert data["schema_version"] == SCHEMA_VERSION == "1.2"
+    assert data["schema_version"] == SCHEMA_VERSION == "1.3"
     assert data["steps"][2]["cascade_from"] == [research.id]
     assert Trace.from_json(trace.to_json()).steps[2].cascade_from == (research.id,)
     assert "cascade: write <- research (flagged)" in trace.summary()
@@ -288,16 +288,16 @@ def test_a_step_grounded_only_in_a_flagged_output_is_not_trusted(fee_run):
     alone = evaluate(email.question, email.response, [p.text for p in email.context])
     assert alone.triage == "trusted"
     assert email.cascade_from == (answer.id,)
-    assert email.band == email.triage == email.score.triage == "review" and not email.score.flagged
+    assert email.band == email.triage == email.result.triage == "review" and not email.result.flagged
     d = email.decision
     assert (d.rule, d.origin, d.band) == ("grounded_in_flagged", answer.index, "review")
     assert d.findings == answer.decision.findings  # the origin's findings, with what the source says
-    assert email.score.score == pytest.approx(alone.score - 1 / 3) and 1 / 3 <= email.score.score < 2 / 3
+    assert email.score == pytest.approx(alone.score - 1 / 3) and 1 / 3 <= email.score < 2 / 3
     assert email.explanation.startswith(
-        f"Score {email.score.score:.2f}, review: grounded in the flagged output of #{answer.index}: "
+        f"Score {email.score:.2f}, review: grounded in the flagged output of #{answer.index}: "
         "25 % \u2014 the source says 15 %."
     )
-    assert email.explanation.removeprefix(f"Score {email.score.score:.2f}, review: ").count("Score ") == 0
+    assert email.explanation.removeprefix(f"Score {email.score:.2f}, review: ").count("Score ") == 0
     assert "email <- answer (flagged)" in trace.summary()
     rows = parse(render_html(trace)).rows
     row = next(r for r in rows if r["data-id"] == email.id)
@@ -312,7 +312,7 @@ def test_a_step_with_a_real_source_beside_the_flagged_output_keeps_its_band_when
     answer, email, check = trace.steps
     assert answer.id in check.cascade_from  # the mark stays: its context carries the flagged answer
     alone = evaluate(check.question, check.response, [p.text for p in check.context])
-    assert check.triage == alone.triage and check.score.score == alone.score
+    assert check.triage == alone.triage and check.score == alone.score
     assert check.decision.rule == alone.decision.rule != "grounded_in_flagged"
 
 
@@ -325,7 +325,7 @@ def test_the_cap_survives_the_json_round_trip_and_reaches_otel(fee_run):
     chats = {s.attributes["groundlens.step.id"]: s for s in spans if s.name.startswith("chat")}
     for s in trace.steps:
         attrs = chats[s.id].attributes
-        assert attrs["gen_ai.evaluation.score.value"] == attrs["groundlens.score"] == s.score.score
+        assert attrs["gen_ai.evaluation.score.value"] == attrs["groundlens.score"] == s.score
         assert attrs["groundlens.sgi"] == attrs["groundlens.value"] == s.value
         assert attrs["groundlens.rule"] == s.decision.rule
     assert chats[email.id].attributes["gen_ai.evaluation.score.label"] == "review"
@@ -347,11 +347,11 @@ def test_an_error_step_output_caps_a_step_grounded_in_it():
     upstream = upstream_of(t, context, "s1")
     assert upstream == (Upstream(0, "error", (), output_sentences(CONTRACT)),)
     res = evaluate(FEE_QUESTION, FEE_REPLIES["check"], CONTRACT, upstream=upstream)
-    later = t.add_step(Step(id="s1", index=1, node="final", kind="llm", method="sgi", score=res, triage=res.triage,
+    later = t.add_step(Step(id="s1", index=1, node="final", kind="llm", method="sgi", result=res, triage=res.triage,
                             question=FEE_QUESTION, response=FEE_REPLIES["check"], context=context))  # fmt: skip
     assert later.cascade_from == ("e0",) and later.triage == "review"
     assert later.decision.rule == "grounded_in_error" and later.decision.findings == ()
     assert "grounded in the output of #0, which could not be scored" in later.explanation
     # appending never decides a second time: a step scored without its upstream keeps its band
-    kept = t.add_step(dataclasses.replace(later, id="s2", index=2, score=alone, triage=alone.triage, cascade_from=()))
-    assert kept.cascade_from == ("e0",) and kept.triage == "trusted" and kept.score is alone
+    kept = t.add_step(dataclasses.replace(later, id="s2", index=2, result=alone, triage=alone.triage, cascade_from=()))
+    assert kept.cascade_from == ("e0",) and kept.triage == "trusted" and kept.result is alone

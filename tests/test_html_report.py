@@ -108,7 +108,7 @@ def score_step(i: int, node: str, method: str, value: float | None, normalized: 
             score.update(d_response_question=0.8, d_response_context=0.5, context_mode="whole", context_chunks=1)
         else:
             score.update(displacement_norm=0.7, direction="bundled:test")
-    return Step(id=kw.pop("id", f"s{i}"), index=i, node=node, kind=kw.pop("kind", "llm"), method=method, score=score,
+    return Step(id=kw.pop("id", f"s{i}"), index=i, node=node, kind=kw.pop("kind", "llm"), method=method, result=score,
                 triage=triage if method != "skipped" else None, question=kw.pop("question", f"question {i}"),
                 response=kw.pop("response", f"response {i}"), **kw)
 
@@ -195,8 +195,8 @@ def test_details_carry_context_sources_explanation_and_distances(real_trace):
     assert d["ctx"] == [["tool:search", CAPITAL_CONTEXT, "", int(retrieve["data-rank"]) - 1]]
     assert d["ex"] == grounded.explanation and "not a verdict of truth" in d["ex"]
     facts = dict(d["facts"])
-    assert float(facts["d(response, question)"]) == pytest.approx(grounded.score.d_response_question, abs=1e-4)
-    assert float(facts["d(response, context)"]) == pytest.approx(grounded.score.d_response_context, abs=1e-4)
+    assert float(facts["d(response, question)"]) == pytest.approx(grounded.result.d_response_question, abs=1e-4)
+    assert float(facts["d(response, context)"]) == pytest.approx(grounded.result.d_response_context, abs=1e-4)
     assert facts["model"] == "test-model" and facts["method"] == "sgi"
     assert facts["LLM latency"].endswith(" ms")
     assert json.loads(d["meta"]) == {"grounded": True}
@@ -241,7 +241,7 @@ def test_each_failed_finding_is_marked_in_the_response_with_what_the_source_says
     (step,) = trace.steps
     assert d["r"] == RETURNS_ANSWER
     marks = {(RETURNS_ANSWER[a:b], status): title for a, b, status, title in d["fm"]}
-    assert len(d["fm"]) == len(step.score.decision.findings)
+    assert len(d["fm"]) == len(step.result.decision.findings)
     for chars, status, source in RETURNS_FINDINGS:
         assert marks[(chars, status)].endswith(f" \u2014 the source says {source}")
     # not shown whole, the response has no marks: their offsets would point into a digest or a cut
@@ -260,7 +260,7 @@ def test_finding_marks_carry_llm_and_source_text_as_data_only():
                                "similarity": 0.4, "passage_start": 0, "passage_end": 5, "passage": CLOSE_JSON}],
                 "facts": [fact, {**fact, "status": "supported", "start": 0, "end": 2}]}  # fmt: skip
     step = score_step(0, "n", "sgi", 0.5, 0.2, "flagged", response=response)
-    step = Step(**{**step.__dict__, "score": {**step.score.to_dict(), "evidence": evidence}})
+    step = Step(**{**step.__dict__, "result": {**step.result.to_dict(), "evidence": evidence}})
     doc = render_html(hand_trace([step]))
     for raw in (XSS_SCRIPT, XSS_ATTR, "alert(2)</script>"):
         assert raw not in doc, raw
@@ -298,7 +298,7 @@ def test_redaction_removes_every_text(real_trace):
     assert d["ctx"][0][0] == "tool:search" and d["ctx"][0][2] == "redacted"
     assert d["meta"] == ""  # metadata may hold user text: not shown when redacting
     # the scores survive redaction
-    assert float(row["data-score"]) == pytest.approx(grounded.rank, abs=1e-5)  # the score shown is the score ranked
+    assert float(row["data-score"]) == pytest.approx(grounded.score, abs=1e-5)  # the score shown is the score ranked
 
 
 def test_max_text_chars_cuts_long_texts():
@@ -366,7 +366,7 @@ def test_edge_cases_do_not_break_rendering():
     odd = [
         score_step(0, "n", "sgi", float("nan"), float("nan"), "flagged"),
         score_step(1, "n", "dgi", 0.4, "not-a-number", "review"),
-        Step(id="x", index=2, node="n", kind="llm", method="sgi", score=None, triage=None),
+        Step(id="x", index=2, node="n", kind="llm", method="sgi", result=None, triage=None),
         score_step(3, "n\u2028line", "sgi", 1.5, 0.9, "trusted", response="emoji \U0001F600 and \u2028 separators", question=None),
         score_step(4, "n", "sgi", 1.5, 0.9, "trusted", response={"redacted": True, "sha256": "ab" * 32, "length": 9}),
     ]

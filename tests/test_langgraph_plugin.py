@@ -167,7 +167,7 @@ def test_stategraph_with_toolnode_records_tool_turn_tool_and_grounded_answer():
     assert answer.provider  # from the model's ls_provider metadata
     assert answer.usage.input_tokens == 40 and answer.usage.total_tokens == 52
     assert answer.llm_latency_ms is not None and answer.llm_latency_ms >= 0
-    assert answer.triage in ("trusted", "review", "flagged") and answer.score.fingerprint == trace.fingerprint
+    assert answer.triage in ("trusted", "review", "flagged") and answer.result.fingerprint == trace.fingerprint
 
 
 def test_rag_graph_grounded_answer_outscores_ungrounded_one_trace_per_invocation():

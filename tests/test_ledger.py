@@ -439,7 +439,7 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     for rec, (trace, step) in zip(recs, steps):
         assert rec["trace_id"] == trace.id and rec["node"] == step.node and rec["method"] == step.method
         assert rec["band"] == step.band and rec["scores"]["value"] == step.value
-        assert rec["fingerprint"] == step.score.fingerprint and rec["version"] == step.score.version
+        assert rec["fingerprint"] == step.result.fingerprint and rec["version"] == step.result.version
         assert rec["sha256"]["response"] == hashlib.sha256(step.response.encode()).hexdigest()
         assert rec["sha256"]["question"] == hashlib.sha256(step.question.encode()).hexdigest()
         assert rec["sha256"]["context"] == hashlib.sha256("\n\n".join(p.text for p in step.context).encode()).hexdigest()
@@ -448,7 +448,7 @@ def test_langgraph_run_with_groundlens_ledger_appends_one_verified_record_per_sc
     quoting = [(rec, s) for rec, (_, s) in zip(recs, steps) if '"' + s.response + '"' in s.explanation]
     assert quoting
     for rec, (_, step) in zip(recs, steps):
-        assert step.explanation.startswith(f"Score {step.score.score:.2f}, {step.band}: {rec['reason']}")
+        assert step.explanation.startswith(f"Score {step.score:.2f}, {step.band}: {rec['reason']}")
         assert '"' not in rec["reason"] and step.response not in rec["reason"]
     text = path.read_text()
     for raw in (question, grounded, ungrounded, weather, DOCS[0].page_content, "sunny and 24 degrees Celsius"):

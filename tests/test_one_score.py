@@ -146,13 +146,13 @@ def test_consumers_render_from_the_decision_never_from_the_explanation():
     because they read the decision."""
     res = evaluate(QUESTION, WRONG, CONTRACT)
     mute = dataclasses.replace(res, explanation="(no text)")
-    step = Step(id="s0", index=0, node="answer", kind="llm", method="sgi", score=mute, triage=mute.triage,
+    step = Step(id="s0", index=0, node="answer", kind="llm", method="sgi", result=mute, triage=mute.triage,
                 question=QUESTION, response=WRONG)  # fmt: skip
     assert _reason(step) == "fact: 25 % \u2014 the source says 15 %"
-    rec = decision_record(method="sgi", band="flagged", score=mute, response=WRONG)
+    rec = decision_record(method="sgi", band="flagged", result=mute, response=WRONG)
     assert rec["reason"] == "a specific fact is not supported by the source" and rec["rule"] == "facts"
     assert rec["scores"]["score"] == res.score
-    from_dict = decision_record(method="sgi", band="flagged", score=mute.to_dict(), response=WRONG)
+    from_dict = decision_record(method="sgi", band="flagged", result=mute.to_dict(), response=WRONG)
     assert from_dict["reason"] == rec["reason"]
     trace = Trace(id="t", name="t", framework="test", started_at="2026-01-01T00:00:00Z", steps=[step])
     assert f"score={res.score:.2f} flagged" in trace.summary()
@@ -164,5 +164,5 @@ def test_an_older_saved_score_reads_with_its_rank_as_the_score():
            "d_response_question": 1.0, "d_response_context": 1.0, "context_mode": "whole", "context_chunks": 1}  # fmt: skip
     res = as_score(old)
     assert res.score == 0.4 and res.decision is None
-    step = Step(id="s0", index=0, node="n", kind="llm", method="sgi", score=old, triage="review")
-    assert step.rank == 0.4 and _reason(step) == "SGI 1.00 ..."
+    step = Step(id="s0", index=0, node="n", kind="llm", method="sgi", result=old, triage="review")
+    assert step.score == 0.4 and _reason(step) == "SGI 1.00 ..."

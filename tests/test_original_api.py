@@ -58,11 +58,11 @@ def test_the_original_readme_runs(tmp_path, monkeypatch, capsys):
     printed = capsys.readouterr().out.strip().splitlines()
     flagged = [s for s in trace.steps if s.triage == "flagged"]
     assert result["answer"] == UNGROUNDED and len(flagged) == 1
-    assert printed == [f"answer: sgi={flagged[0].score.value:.3f}"]
+    assert printed == [f"answer: sgi={flagged[0].result.value:.3f}"]
     assert flagged[0].node_name == flagged[0].node == "answer"
     html = (tmp_path / "triage_report.html").read_text(encoding="utf-8")
     assert "<html" in html.lower() and "answer" in html
-    assert data["steps"][-1]["score"]["value"] == flagged[0].score.value
+    assert data["steps"][-1]["result"]["value"] == flagged[0].result.value
     json.dumps(data)  # plain data
 
 

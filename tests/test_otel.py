@@ -130,7 +130,7 @@ def test_live_evaluation_attributes_match_the_trace(calibration):
         a, step = nodes[node].attributes, steps[node]
         assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
         # the evaluation's value is the score (the value ranked), never the raw SGI/DGI
-        assert a["gen_ai.evaluation.score.value"] == a["groundlens.score"] == pytest.approx(step.score.score)
+        assert a["gen_ai.evaluation.score.value"] == a["groundlens.score"] == pytest.approx(step.score)
         assert a[f"groundlens.{method}"] == a["groundlens.value"] == pytest.approx(step.value)
         assert a["groundlens.rule"] == step.decision.rule
         assert a["gen_ai.evaluation.score.label"] == step.triage
@@ -139,7 +139,7 @@ def test_live_evaluation_attributes_match_the_trace(calibration):
         assert a["groundlens.method"] == method
         assert a["groundlens.normalized"] == pytest.approx(step.normalized)
         assert a["groundlens.flagged"] == (step.triage == "flagged")
-        assert a["groundlens.fingerprint"] == step.score.fingerprint
+        assert a["groundlens.fingerprint"] == step.result.fingerprint
         assert a["groundlens.scoring_latency_ms"] >= 0
     # the grounded answer is ranked as better grounded than the off-topic one
     assert (
@@ -365,7 +365,7 @@ def test_the_step_span_points_at_each_failed_findings_characters_and_the_weakest
         pointed = {(RETURNS_ANSWER[f["start"] : f["end"]], f["status"], f["source"]) for f in findings}
         assert set(RETURNS_FINDINGS) <= pointed
         # each finding as the fact checker read it, in the order groundlens.facts lists them
-        assert [f["text"] for f in findings] == [f.text for f in step.score.decision.findings]
+        assert [f["text"] for f in findings] == [f.text for f in step.result.decision.findings]
         assert all(f["text"] in attrs["groundlens.facts"] for f in findings)
         start, end = attrs["groundlens.weakest_sentence_start"], attrs["groundlens.weakest_sentence_end"]
         assert RETURNS_ANSWER[start:end] == attrs["groundlens.weakest_sentence"] == RETURNS_WEAKEST
@@ -407,14 +407,14 @@ def test_finding_texts_are_cut_like_the_other_evidence_and_the_list_stays_bounde
     )  # offsets stay whole
     # many long findings: whole ones are left out past the bound, and the count says how many there were
     (step,) = recorder.get_trace("returns").steps
-    fact = step.score.evidence.failed_facts()[-1]
-    many = type(step.score.evidence)(
+    fact = step.result.evidence.failed_facts()[-1]
+    many = type(step.result.evidence)(
         **{
-            **step.score.evidence.__dict__,
+            **step.result.evidence.__dict__,
             "facts": tuple(fact.__class__(**{**fact.__dict__, "source": "x" * 600}) for _ in range(40)),
         }
     )
-    attrs = span_attributes(type(step.score)(**{**step.score.__dict__, "evidence": many, "decision": None}), 512)
+    attrs = span_attributes(type(step.result)(**{**step.result.__dict__, "evidence": many, "decision": None}), 512)
     kept = json.loads(attrs["groundlens.findings"])
     assert attrs["groundlens.findings_count"] == 40 and 1 <= len(kept) < 40
     assert len(attrs["groundlens.findings"]) <= FINDINGS_MAX_CHARS

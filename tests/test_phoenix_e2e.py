@@ -77,7 +77,7 @@ def check_phoenix_spans(spans: list[dict], trace: Trace) -> None:
     for node, method in (("grounded", "sgi"), ("off_topic", "sgi"), ("no_context", "dgi")):
         a = by_node[node]["attributes"]
         assert a["gen_ai.evaluation.name"] == f"groundlens.{method}"
-        assert a["gen_ai.evaluation.score.value"] == pytest.approx(steps[node].score.score)
+        assert a["gen_ai.evaluation.score.value"] == pytest.approx(steps[node].score)
         assert a["gen_ai.evaluation.score.value"] == pytest.approx(a["groundlens.score"])
         assert a["gen_ai.evaluation.score.label"] == steps[node].triage
         assert "not a verdict" in a["gen_ai.evaluation.explanation"]
@@ -204,7 +204,7 @@ def test_evaluation_joins_the_app_trace_and_annotates_the_llm_span(phoenix, cali
     (annotation,) = annotations
     assert annotation["span_id"] == llm["context"]["span_id"]
     assert annotation["annotator_kind"] == "CODE"
-    assert annotation["result"]["score"] == pytest.approx(step.rank)
+    assert annotation["result"]["score"] == pytest.approx(step.score)
     assert annotation["result"]["label"] == step.triage
     assert annotation["result"]["explanation"] == step.explanation
     assert annotation["metadata"]["groundlens_step_id"] == step.id

@@ -271,7 +271,7 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(sdk, guar
     assert step.question == QUESTION and step.method == "sgi" and step.provider == guard.provider
     assert [c.source for c in step.context] == ["context"] and step.model == sdk.model
     assert step.metadata["finish_reason"] == sdk.finish
-    assert step.score.value == pytest.approx(answer.groundlens_score.value)
+    assert step.result.value == pytest.approx(answer.groundlens_score.value)
 
 
 def test_complete_without_context_scores_dgi_on_the_question_given(sdk, guard, fake_llm_server):

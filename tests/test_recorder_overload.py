@@ -54,7 +54,7 @@ def test_overload_marks_steps_warns_once_and_counts(caplog, dgi_calibration):
     scored = [s for s in a.steps + b.steps if s.method == "sgi"]
     over = [s for s in a.steps + b.steps if s.skip_reason == "overload"]
     assert len(scored) + len(over) == 14 and len(scored) >= 3 and len(over) >= 1
-    assert all(s.method == "skipped" and s.score is None and s.question and s.response and s.context for s in over)
+    assert all(s.method == "skipped" and s.result is None and s.question and s.response and s.context for s in over)
     assert a.unscored()["overload"] == sum(s.skip_reason == "overload" for s in a.steps)
     assert f"{a.unscored()['overload']} not scored (overload)" in a.summary()
     warnings = [r for r in caplog.records if "skip_reason='overload'" in r.getMessage()]

@@ -62,7 +62,7 @@ def test_feedback_names_the_fact_and_the_source_value():
     [finding] = findings_of(res)
     assert (finding.text, finding.status, finding.source) == ("25 %", "contradicted", "15 %")
     fb = feedback_for(res)
-    assert fb.revise and fb.band == "flagged" and fb.score == score_of(res) == res.rank
+    assert fb.revise and fb.band == "flagged" and fb.score == score_of(res) == res.score
     assert fb.text.startswith("The source says 15 %, not 25 %.")
     assert "Answer again from the source" in fb.text
 

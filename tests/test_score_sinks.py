@@ -85,7 +85,7 @@ def test_langfuse_gets_one_score_per_scored_step_on_its_exported_span(calibratio
     for step in steps:
         score = got[step.id]
         assert score["name"] == "groundlens" and score["dataType"] == "NUMERIC"
-        assert score["value"] == pytest.approx(ranked_score(step)) == pytest.approx(step.rank)
+        assert score["value"] == pytest.approx(ranked_score(step)) == pytest.approx(step.score)
         assert score["comment"] == step.explanation and "not a verdict" in score["comment"]
         assert score["metadata"]["label"] == step.triage == step.band
         assert score["metadata"]["method"] == step.method
@@ -132,7 +132,7 @@ def test_langsmith_feedback_lands_on_the_langchain_run_it_scores(calibration):
     assert "trace_id" not in feedback and trace.metadata["root_run_id"]
     assert feedback["session_id"] == project
     assert feedback["key"] == "groundlens"
-    assert feedback["score"] == pytest.approx(step.rank, abs=5e-5)  # the client rounds to 4 places
+    assert feedback["score"] == pytest.approx(step.score, abs=5e-5)  # the client rounds to 4 places
     assert feedback["value"] == step.triage
     assert feedback["comment"] == step.explanation
     assert feedback["feedback_source"]["type"] == "model"
@@ -163,9 +163,9 @@ def test_each_sink_points_at_the_failed_findings_and_the_weakest_sentence(calibr
     (step,) = recorder.get_trace("returns").steps
     assert sink.stats["sent"] == 1 and sent["groundlens_step_id"] == step.id
     findings = sent["findings"]
-    assert sent["findings_count"] == len(findings) == len(step.score.decision.findings)
+    assert sent["findings_count"] == len(findings) == len(step.result.decision.findings)
     assert all(set(f) == {"text", "kind", "status", "source", "start", "end"} for f in findings)
-    assert [f["text"] for f in findings] == [f.text for f in step.score.decision.findings]
+    assert [f["text"] for f in findings] == [f.text for f in step.result.decision.findings]
     assert set(RETURNS_FINDINGS) <= {
         (RETURNS_ANSWER[f["start"] : f["end"]], f["status"], f["source"]) for f in findings
     }
@@ -249,7 +249,7 @@ def test_a_slow_backend_drops_whole_batches_never_blocks_and_says_so_once(calibr
     for annotation, step in zip(sent, scored(trace)):
         assert annotation["name"] == "groundlens" and annotation["annotator_kind"] == "CODE"
         assert annotation["result"] == {
-            "score": pytest.approx(step.rank),
+            "score": pytest.approx(step.score),
             "label": step.triage,
             "explanation": step.explanation,
         }

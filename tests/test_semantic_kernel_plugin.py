@@ -141,11 +141,11 @@ async def test_grounded_answer_outranks_ungrounded_with_tool_result_as_context(c
         assert [(s.node, s.kind, s.method) for s in trace.steps] == [
             ("lookup-city_facts", "tool", "skipped"), ("qa-answer", "llm", "sgi")]
         tool, llm = trace.steps
-        assert llm.score.to_dict() == score  # the step keeps exactly the score handed back in the metadata
+        assert llm.result.to_dict() == score  # the step keeps exactly the score handed back in the metadata
         assert llm.question == QUESTION
         assert [(c.source, c.text) for c in llm.context] == [("tool:lookup-city_facts", FACTS)]
         assert tool.parent_id == llm.id  # the native call ran inside the prompt function
-        assert tool.response == FACTS and tool.score is None
+        assert tool.response == FACTS and tool.result is None
         assert llm.model == "scripted-1" and llm.usage.input_tokens == 12 and llm.usage.output_tokens == 9
         assert llm.scoring_latency_ms is not None and llm.scoring_latency_ms > 0
         assert trace.framework == "semantic_kernel" and trace.ended_at is not None
@@ -325,11 +325,11 @@ def test_recorder_keeps_a_precomputed_score_instead_of_rescoring():
     recorder = Recorder("test", embedder=BrokenEmbedder())
     score = {"method": "sgi", "value": 1.5, "normalized": 0.83, "flagged": False, "triage": "trusted",
              "explanation": "x", "fingerprint": "fp", "backend": "b", "version": "v"}
-    recorder.record(CallRecord(trace_key="t", node="n", question="q?", response="r.", score=score,
+    recorder.record(CallRecord(trace_key="t", node="n", question="q?", response="r.", result=score,
                                scoring_latency_ms=4.0, context=[ContextPiece("c", "tool:x")]))
     recorder.record(CallRecord(trace_key="t", node="m", question="q?", response="r."))  # no score: rescored
     first, second = recorder.get_trace("t").steps
-    assert first.method == "sgi" and {k: v for k, v in first.score.to_dict().items() if k in score} == score and first.scoring_latency_ms == 4.0
+    assert first.method == "sgi" and {k: v for k, v in first.result.to_dict().items() if k in score} == score and first.scoring_latency_ms == 4.0
     assert recorder.get_trace("t").fingerprint == "fp"
     assert second.method == "error" and "embedder exploded" in second.error
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 
@@ -61,9 +62,9 @@ def test_summary_counts_and_riskiest(trace):
     assert risky[0].method == "error"
     scored = trace.riskiest(scored_only=True)
     order = {"flagged": 0, "review": 1, "trusted": 2}
-    keys = [(order[s.triage], s.rank) for s in scored]
+    keys = [(order[s.triage], s.score) for s in scored]
     assert keys == sorted(keys)
-    shown = [s.rank for s in scored]  # the score shown is the score ranked: it rises along the order
+    shown = [s.score for s in scored]  # the score shown is the score ranked: it rises along the order
     assert shown == sorted(shown)
 
 
@@ -81,6 +82,41 @@ def test_json_round_trip_and_schema(trace):
     bad["steps"][0]["kind"] = "banana"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
+
+
+def test_a_step_holds_its_result_and_its_score_is_the_number(trace):
+    grounded = trace.steps[1]
+    assert grounded.score == grounded.result.score and isinstance(grounded.score, float)
+    assert trace.steps[0].result is None and trace.steps[0].score is None  # skipped: no result, no score
+    with pytest.warns(DeprecationWarning, match="use .score"):
+        assert grounded.rank == grounded.score
+    with pytest.warns(DeprecationWarning, match=r"step\.result\.value"):
+        assert grounded.score.value == grounded.value  # code from when step.score was the result object
+    step = trace.to_dict()["steps"][1]
+    assert step["result"] == grounded.result.to_dict() and "score" not in step
+
+
+def test_a_file_whose_steps_hold_the_result_under_score_still_reads(trace, tmp_path, capsys):
+    from groundlens_core.cli import main
+    from groundlens_core.trace.schema_check import schema_problem
+
+    old = trace.to_dict()
+    old["schema_version"] = "1.2"
+    for step in old["steps"]:
+        step["score"] = step.pop("result")
+    jsonschema.validate(old, json_schema())
+    assert schema_problem(old, json_schema()) is None
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps(old))
+    again = Trace.load(path)
+    assert [s.result for s in again.steps] == [s.result for s in trace.steps]
+    assert [s.score for s in again.steps] == [s.score for s in trace.steps]
+    assert again.to_dict()["steps"] == trace.to_dict()["steps"]  # written back under "result"
+    assert main(["report", str(path), "-o", str(tmp_path / "r.html")]) == 0
+    capsys.readouterr()
+    neither = {**old["steps"][1]}
+    del neither["score"]
+    assert "missing the field 'result'" in schema_problem({**old, "steps": [neither]}, json_schema())
 
 
 def test_redaction_keeps_hash_and_length_only(trace):

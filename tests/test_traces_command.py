@@ -31,7 +31,7 @@ def _live_scores(calls: list[tuple[str, str, str]]) -> list[tuple[float, str]]:
     for q, c, r in calls:
         recorder.record(CallRecord("run", "answer", question=q, context=[ContextPiece(c, "retriever")], response=r))
     assert recorder.flush(timeout=120)
-    return [(s.rank, s.band) for s in recorder.get_trace("run").steps]
+    return [(s.score, s.band) for s in recorder.get_trace("run").steps]
 
 
 def _lines(path: Path) -> list[dict]:

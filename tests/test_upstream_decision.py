@@ -139,7 +139,7 @@ def test_lineage_gives_the_upstream_and_appending_only_links(answer):
     alone = evaluate(EMAIL_Q, EMAIL, [ANSWER])
     call = CallRecord("k", "email", question=EMAIL_Q, context=pieces, response=EMAIL)
     step = t.add_step(make_step(call, 1, "b", alone.method, None, alone, None))
-    assert step.cascade_from == ("a",) and step.score is alone and step.triage == "trusted"
+    assert step.cascade_from == ("a",) and step.result is alone and step.triage == "trusted"
     assert not hasattr(lineage, "_capped") and not hasattr(lineage, "_leans_on")
     assert not hasattr(scoring.decision, "grounded_in_unverified")
 
@@ -253,6 +253,6 @@ def test_the_spans_job_decides_a_later_span_with_the_earlier_flagged_answer(tmp_
     answer, email = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
     assert answer["band"] == "flagged"
     assert email["cascade_from"] == [answer["id"]]
-    assert email["band"] == "review" and email["step"]["score"]["decision"]["rule"] == "grounded_in_flagged"
+    assert email["band"] == "review" and email["step"]["result"]["decision"]["rule"] == "grounded_in_flagged"
     assert email["explanation"].startswith(f"Score {email['score']:.2f}, review: grounded in the flagged output of #0")
     assert sizes == [2, 1]  # the email scored again once the answer turned out flagged

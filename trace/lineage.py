@@ -60,7 +60,7 @@ def claims(text: str) -> set[str]:
 def _unverified(step: Any) -> tuple[int, str, tuple] | None:
     """``(origin index, origin band, findings)`` when ``step``'s output must not ground a later step:
     it is flagged or an error, or it is itself grounded in such an output (then its first origin)."""
-    decision = getattr(step.score, "decision", None) if getattr(step, "score", None) is not None else None
+    decision = getattr(step.result, "decision", None) if getattr(step, "result", None) is not None else None
     band = getattr(step, "triage", None)
     if band == "flagged":
         return step.index, "flagged", tuple(decision.findings) if decision is not None else ()

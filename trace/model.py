@@ -18,14 +18,16 @@ import random
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Mapping
+from warnings import warn
 
 from groundlens_core._version import __version__
 from groundlens_core.errors import GroundlensInputError
 from groundlens_core.scoring.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
-from groundlens_core.scoring.results import GroundlensScore, as_score
+from groundlens_core.scoring.results import GroundlensResult, as_score
 
-#: 1.1 added ``cascade_from`` to steps, 1.2 ``revision_of``; older files read as steps without them
-SCHEMA_VERSION = "1.2"
+#: 1.1 added ``cascade_from`` to steps, 1.2 ``revision_of``; older files read as steps without them.
+#: 1.3 writes a step's result object under ``result`` (older files hold it under ``score``, and still load)
+SCHEMA_VERSION = "1.3"
 STEP_KINDS = ("llm", "tool_call", "tool", "retrieval", "agent")
 STEP_METHODS = (*SCORED_METHODS, "skipped", "error")
 
@@ -139,11 +141,36 @@ class Usage:
         return cls(*(_count(d, k, "usage") for k in ("input_tokens", "output_tokens", "total_tokens")))
 
 
+class _StepScore(float):
+    """:attr:`Step.score`: the number. ``step.score`` used to be the result object, and code written
+    then (the original groundlens README's ``step.score.value``) reads the result's fields from it:
+    those reads still work, with a ``DeprecationWarning`` naming ``step.result``."""
+
+    __slots__ = ("_result",)
+    _result: Any
+
+    def __new__(cls, value: float, result: Any) -> _StepScore:
+        out = super().__new__(cls, value)
+        out._result = result
+        return out
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_result" or not hasattr(self._result, name):
+            raise AttributeError(f"'float' object has no attribute {name!r}")
+        value = getattr(self._result, name)
+        warn(f"step.score is the number now: read step.result.{name}", DeprecationWarning, stacklevel=2)
+        return value
+
+    def __reduce__(self) -> Any:
+        return float, (float(self),)  # a copy or pickle is the plain number
+
+
 @dataclass(frozen=True)
 class Step:
-    """One thing that happened in a trace. ``score`` is the core's frozen score object
-    (:class:`~groundlens_core.SGIResult` / :class:`~groundlens_core.DGIResult`) when the step was
-    scored; its JSON form is the score's ``to_dict()``, read back by :func:`~groundlens_core.scoring.results.as_score`
+    """One thing that happened in a trace. ``result`` is the core's frozen result object
+    (:class:`~groundlens_core.SGIResult` / :class:`~groundlens_core.DGIResult` /
+    :class:`~groundlens_core.SupportResult`) when the step was scored, and :attr:`score` its number;
+    its JSON form is the result's ``to_dict()``, read back by :func:`~groundlens_core.scoring.results.as_score`
     (a dict handed to the constructor is converted the same way)."""
 
     id: str
@@ -152,7 +179,7 @@ class Step:
     kind: str  # one of STEP_KINDS
     method: str  # one of STEP_METHODS
     parent_id: str | None = None
-    score: GroundlensScore | None = None  # when method is sgi/dgi/support
+    result: GroundlensResult | None = None  # when method is sgi/dgi/support
     triage: str | None = None  # trusted / review / flagged / error; None when skipped
     question: Text = None
     context: tuple[ContextPiece, ...] = ()
@@ -178,10 +205,10 @@ class Step:
     def __post_init__(self) -> None:
         if not isinstance(self.cascade_from, tuple):
             object.__setattr__(self, "cascade_from", tuple(self.cascade_from))
-        if self.score is not None and not isinstance(self.score, GroundlensScore):
-            object.__setattr__(self, "score", as_score(self.score))
+        if self.result is not None and not isinstance(self.result, GroundlensResult):
+            object.__setattr__(self, "result", as_score(self.result))
 
-    # convenient views of the score
+    # convenient views of the result
     @property
     def node_name(self) -> str:
         """The original groundlens name of :attr:`node`."""
@@ -189,11 +216,11 @@ class Step:
 
     @property
     def value(self) -> float | None:
-        return None if self.score is None else self.score.value
+        return None if self.result is None else self.result.value
 
     @property
     def normalized(self) -> float | None:
-        return None if self.score is None else self.score.normalized
+        return None if self.result is None else self.result.normalized
 
     @property
     def flagged(self) -> bool:
@@ -201,7 +228,7 @@ class Step:
 
     @property
     def explanation(self) -> str | None:
-        return None if self.score is None else self.score.explanation
+        return None if self.result is None else self.result.explanation
 
     @property
     def band(self) -> str:
@@ -212,25 +239,33 @@ class Step:
     def label(self) -> str:
         """``score=0.82 trusted, SGI=1.30``, ``score=0.45 review (no context), DGI=0.35``, ``skipped``,
         ``error``: what summaries print. The score is the value the step is ranked by."""
-        if self.method in SCORED_METHODS and self.value is not None and self.rank is not None:
+        if self.method in SCORED_METHODS and self.value is not None and self.score is not None:
             weak = " (no context)" if self.method == "dgi" else ""
-            return f"score={self.rank:.2f} {self.triage}{weak}, {self.method.upper()}={self.value:.2f}"
+            return f"score={self.score:.2f} {self.triage}{weak}, {self.method.upper()}={self.value:.2f}"
         return self.method
 
     @property
+    def score(self) -> float | None:
+        """The step's score (``result.score``), in [0, 1]: the value triage sorts by and every report
+        shows (the band is a function of it); None when the step was not scored."""
+        if self.result is None or self.method not in SCORED_METHODS:
+            return None
+        return _StepScore(self.result.score, self.result)
+
+    @property
     def rank(self) -> float | None:
-        """The step's score (``score.score``): the value triage sorts by and every report shows (the
-        band is a function of it); None when the step was not scored."""
-        return None if self.score is None or self.method not in SCORED_METHODS else self.score.score
+        """Deprecated name of :attr:`score`."""
+        warn("Step.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
+        return self.score
 
     @property
     def decision(self) -> Any:
         """Why the step has its band, as data (:class:`~groundlens_core.scoring.decision.Decision`), or None."""
-        return None if self.score is None else self.score.decision
+        return None if self.result is None else self.result.decision
 
     def risk_key(self, *order: Any) -> tuple[Any, ...]:
         """:func:`groundlens_core.scoring.bands.risk_key` of this step, ties broken by ``order`` then its index."""
-        return risk_key(self.band, self.rank, *order, self.index)
+        return risk_key(self.band, self.score, *order, self.index)
 
     def view(self, *, redact: bool = False, max_text_chars: int | None = None) -> Step:
         """This step as every export shows it: with ``redact`` each text becomes a keyed digest
@@ -249,16 +284,16 @@ class Step:
         if redact:
             changes["error"] = redact_string(self.error)
             changes["metadata"] = redact_mapping(self.metadata)
-            if self.score is not None and getattr(self.score, "evidence", None) is not None:
+            if self.result is not None and getattr(self.result, "evidence", None) is not None:
                 from groundlens_core.scoring.results import redact_score_dict
 
                 # evidence quotes the response and context, and the explanation the weakest sentence
-                changes["score"] = as_score(redact_score_dict(self.score.to_dict()))
-        elif max_text_chars is not None and self.score is not None:
-            # the score quotes the texts too: evidence sentences and passages, facts, the explanation
-            cut = cut_score_texts(self.score.to_dict(), max_text_chars)
+                changes["result"] = as_score(redact_score_dict(self.result.to_dict()))
+        elif max_text_chars is not None and self.result is not None:
+            # the result quotes the texts too: evidence sentences and passages, facts, the explanation
+            cut = cut_score_texts(self.result.to_dict(), max_text_chars)
             if cut is not None:
-                changes["score"] = as_score(cut)
+                changes["result"] = as_score(cut)
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
@@ -269,7 +304,7 @@ class Step:
             "node": self.node,
             "kind": self.kind,
             "method": self.method,
-            "score": None if self.score is None else self.score.to_dict(),
+            "result": None if self.result is None else self.result.to_dict(),
             "triage": self.triage,
             "question": self.question,
             "context": [c.to_dict() for c in self.context],
@@ -311,7 +346,7 @@ class Step:
         try:
             pieces = tuple(ContextPiece.from_dict(c) for c in context)
             usage = Usage.from_dict(d.get("usage"))
-            score = as_score(d.get("score"), checked=True)
+            result = as_score(_result_of(d), checked=True)
         except (TypeError, ValueError) as exc:
             raise GroundlensInputError(f"{where}: {exc}") from None
         return cls(
@@ -321,7 +356,7 @@ class Step:
             node=_name(d, "node", where),
             kind=_choice(d, "kind", STEP_KINDS, where),
             method=_choice(d, "method", STEP_METHODS, where),
-            score=score,
+            result=result,
             triage=_choice(d, "triage", (*TRIAGE_ORDER, "error", None), where, required=False),
             question=_text(d, "question", where),
             context=pieces,
@@ -553,6 +588,12 @@ def _check_schema_version(value: Any) -> None:
             f"the trace's schema_version {value} is newer than this version of groundlens reads "
             f"({SCHEMA_VERSION}); upgrade groundlens-core to read it"
         )
+
+
+def _result_of(d: Mapping[str, Any]) -> Any:
+    """A step's result object as its JSON holds it: under ``result``, or, in a file of schema 1.2 or
+    older, under ``score`` (read, and refused when malformed, the same way)."""
+    return d["result"] if "result" in d else d.get("score")
 
 
 def _kind(value: Any) -> str:

@@ -4,7 +4,7 @@ Why here and not by a library: ``report`` reads files anyone may hand it, and a 
 requires that is missing, or a score of 7.5 on a scale of 0 to 1, must be one line naming the
 field rather than a report that shows it. The schema uses a small part of JSON Schema (2020-12):
 ``type``, ``required``, ``properties``, ``additionalProperties``, ``enum``, ``const``, ``minimum``,
-``maximum``, ``items``, ``oneOf``, ``allOf``, ``if``/``then``, ``pattern``, ``minProperties`` and
+``maximum``, ``items``, ``oneOf``, ``allOf``, ``if``/``then``/``else``, ``pattern``, ``minProperties`` and
 local ``$ref``; this checks exactly those (``format`` and the rest are descriptions).
 """
 
@@ -73,8 +73,9 @@ def _check(v: Any, s: Mapping[str, Any], root: Mapping[str, Any], at: str) -> st
         problem = _check(v, sub, root, at)
         if problem:
             return problem
-    if "if" in s and _check(v, s["if"], root, at) is None and "then" in s:
-        problem = _check(v, s["then"], root, at)
+    if "if" in s:
+        branch = "then" if _check(v, s["if"], root, at) is None else "else"
+        problem = _check(v, s[branch], root, at) if branch in s else None
         if problem:
             return problem
     if "oneOf" in s:

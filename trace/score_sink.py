@@ -53,7 +53,7 @@ EXIT_FLUSH_SECONDS = 10.0
 
 def ranked_score(step: Step) -> float | None:
     """The step's one ranked score, the value every sink sends (the number reports show and sort by)."""
-    return step.rank
+    return step.score
 
 
 @dataclass(frozen=True)
@@ -88,7 +88,7 @@ class ScoreItem:
 def score_item(trace: Trace, step: Step, name: str = DEFAULT_NAME) -> ScoreItem | None:
     """The item of a scored step (None for a step that has no score: skipped, error)."""
     score = ranked_score(step)
-    if step.method not in SCORED_METHODS or step.score is None or score is None:
+    if step.method not in SCORED_METHODS or step.result is None or score is None:
         return None
     root_run = trace.metadata.get(META_ROOT_RUN_ID)
     return ScoreItem(
@@ -108,8 +108,8 @@ def score_item(trace: Trace, step: Step, name: str = DEFAULT_NAME) -> ScoreItem 
             "node": step.node,
             "groundlens_trace_id": trace.id,
             "groundlens_step_id": step.id,
-            "fingerprint": step.score.fingerprint,
-            "version": step.score.version,
+            "fingerprint": step.result.fingerprint,
+            "version": step.result.version,
             **span_metadata(step),
         },
     )
@@ -120,11 +120,11 @@ def span_metadata(step: Step) -> dict[str, Any]:
     list of ``{"text", "kind", "status", "source", "start", "end"}`` (``[start, end)`` offsets in the
     response; texts cut as the OpenTelemetry attributes cut them, the list too) with
     ``findings_count``, and ``weakest_sentence``: ``{"text", "start", "end"}`` or None."""
-    records, total = finding_records(step.score, EVIDENCE_ATTR_MAX_CHARS)
-    span = weakest_span(step.score)
+    records, total = finding_records(step.result, EVIDENCE_ATTR_MAX_CHARS)
+    span = weakest_span(step.result)
     weakest = None
     if span is not None:
-        sentence = step.score.evidence.weakest_sentence  # type: ignore[union-attr]
+        sentence = step.result.evidence.weakest_sentence  # type: ignore[union-attr]
         weakest = {"text": cut_text(str(sentence.text), EVIDENCE_ATTR_MAX_CHARS), "start": span[0], "end": span[1]}
     return {"findings": records, "findings_count": total, "weakest_sentence": weakest}
 

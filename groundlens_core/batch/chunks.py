@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Sequence
 
-from groundlens_core.scoring.results import GroundlensScore, ScoreError
+from groundlens_core.scoring.results import GroundlensResult, ScoreError
 
 
 def score_chunk(
@@ -20,7 +20,7 @@ def score_chunk(
     calibration=None,
     long_context: str = "mean",
     errors: str = "record",
-) -> list[GroundlensScore | ScoreError]:
+) -> list[GroundlensResult | ScoreError]:
     """``evaluate_batch`` on one chunk, with error indices counted from ``start`` (the chunk's first row)."""
     from groundlens_core.scoring import evaluate_batch
 

@@ -131,7 +131,7 @@ class Ledger:
                     question=item.get("question"),
                     context=item.get("context"),
                     response=item.get("response"),
-                    score=res,
+                    result=res,
                     reason=_get(res, "error", "groundlens_error") if method == "error" else None,
                     row=first_row + i,
                     trace_id=trace_id,

@@ -72,7 +72,7 @@ def decision_record(
     question: Any = None,
     context: Any = None,
     response: Any = None,
-    score: Any = None,
+    result: Any = None,
     reason: str | None = None,
     step_id: str | None = None,
     row: int | None = None,
@@ -83,13 +83,13 @@ def decision_record(
 ) -> dict[str, Any]:
     """The body of one decision record (the writer adds id, chain link, time, key and signature).
 
-    ``score`` is a core score object, its dict, or the ``groundlens_*`` cells of a row. ``reason``
+    ``result`` is a core result object, its dict, or the ``groundlens_*`` cells of a row. ``reason``
     is why: by default only its category, with none of the caller's text (the decision's rule, e.g.
     "a specific fact is not supported by the source" without the fact or the source's value; an
     error's exception type); with ``include_text`` the explanation with quoted sentences taken
     out, or the error's message.
     """
-    values = _score_values(score)
+    values = _score_values(result)
     explained = values.pop("reason", None)
     decision = values.pop("decision", None)
     if reason is None:

@@ -56,7 +56,7 @@ from groundlens_core.scoring.decision import (
 from groundlens_core.scoring.results import (
     DGIResult,
     Evidence,
-    GroundlensScore,
+    GroundlensResult,
     ScoreError,
     SGIResult,
     SupportResult,
@@ -370,7 +370,7 @@ def _evidence_plans(items: list[_Item], evidence: bool) -> tuple[dict[int, Evide
 
 def _score_items(
     items: list[_Item], emb, calibration, long_context: str, evidence: bool = True
-) -> list[GroundlensScore]:
+) -> list[GroundlensResult]:
     if long_context not in LONG_CONTEXT_MODES:
         raise GroundlensInputError(f"long_context must be one of {', '.join(LONG_CONTEXT_MODES)}, got {long_context!r}")
     cal = resolve_calibration(calibration, emb.fingerprint) if any(it.context is None for it in items) else None
@@ -392,7 +392,7 @@ def _score_items(
             requests.setdefault(text, {}).update(dict.fromkeys(spans))
     vecs, sent_vecs = embed_with_spans(emb, {t: list(sp) for t, sp in requests.items()})
     keys_of: dict[str, tuple] = {}
-    out: list[GroundlensScore] = []
+    out: list[GroundlensResult] = []
     for i, it in enumerate(items):
         ev = None
         if i in ev_plans:
@@ -434,7 +434,7 @@ def evaluate(
     long_context: str = DEFAULT_LONG_CONTEXT,
     evidence: bool = True,
     upstream: Sequence[Upstream] = (),
-) -> GroundlensScore:
+) -> GroundlensResult:
     """Score one response. Raises a one-line :class:`GroundlensInputError` on bad input.
 
     - question and context: SGI (plus sentence evidence and support unless ``evidence=False``);
@@ -499,7 +499,7 @@ def evaluate_batch(
     chunk_size: int = 256,
     progress: Callable[[int, int], None] | None = None,
     evidence: bool = True,
-) -> list[GroundlensScore | ScoreError]:
+) -> list[GroundlensResult | ScoreError]:
     """Score many items, results in input order.
 
     Items are mappings (``question``, ``response``, optional ``context`` and ``upstream``, as in
@@ -514,7 +514,7 @@ def evaluate_batch(
         raise GroundlensInputError(f"chunk_size must be a whole number of at least 1, got {chunk_size!r}")
     emb = embedder or get_default_embedder()
     raw_items = list(items)
-    results: list[GroundlensScore | ScoreError | None] = [None] * len(raw_items)
+    results: list[GroundlensResult | ScoreError | None] = [None] * len(raw_items)
     prepared: list[tuple[int, _Item]] = []
     for i, item in enumerate(raw_items):
         try:
@@ -542,7 +542,7 @@ def evaluate_batch(
 
 def _score_one_or_error(
     idx: int, item: _Item, emb, calibration, long_context: str, evidence: bool = True
-) -> GroundlensScore | ScoreError:
+) -> GroundlensResult | ScoreError:
     """Fallback when a chunk failed as a whole: find which rows fail, keep the others."""
     try:
         return _score_items([item], emb, calibration, long_context, evidence)[0]

@@ -337,8 +337,10 @@ def _json_kind(value: Any) -> str:
 
 
 @dataclass(frozen=True)
-class GroundlensScore:
-    """A triage signal for one (question, response[, context]); never a verdict of truth."""
+class GroundlensResult:
+    """The result of scoring one (question, response[, context]): a triage signal, never a verdict
+    of truth. Its :attr:`score` is the number reports rank by; the object is the result, so that
+    "score" names one thing."""
 
     method: str  # "sgi" | "dgi" | "support"
     value: float  # raw SGI, DGI or support
@@ -360,7 +362,7 @@ class GroundlensScore:
     @property
     def rank(self) -> float:
         """Deprecated name of :attr:`score`."""
-        warn("GroundlensScore.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
+        warn("GroundlensResult.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
         return self.score
 
     @property
@@ -392,8 +394,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
+#: the older name of :class:`GroundlensResult`, kept so code written against it still runs
+GroundlensScore = GroundlensResult
+
+
 @dataclass(frozen=True)
-class SGIResult(GroundlensScore):
+class SGIResult(GroundlensResult):
     d_response_question: float
     d_response_context: float
     context_mode: str  # "whole" | "mean" | "nearest" (how phi(ctx) was formed)
@@ -403,7 +409,7 @@ class SGIResult(GroundlensScore):
 
 
 @dataclass(frozen=True)
-class SupportResult(GroundlensScore):
+class SupportResult(GroundlensResult):
     """A response checked against its context alone (no question: summaries, extraction, rewriting).
 
     ``value`` is the support (share of the response's content the context contains); SGI is never
@@ -414,7 +420,7 @@ class SupportResult(GroundlensScore):
 
 
 @dataclass(frozen=True)
-class DGIResult(GroundlensScore):
+class DGIResult(GroundlensResult):
     displacement_norm: float
     direction: str  # which direction: "bundled:<name>" or "calibration:<sha>"
 
@@ -436,7 +442,7 @@ class ScoreError:
         return canonical_json(self.to_dict())
 
 
-def score_from_dict(data: dict[str, Any]) -> GroundlensScore | ScoreError:
+def score_from_dict(data: dict[str, Any]) -> GroundlensResult | ScoreError:
     kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult, "error": ScoreError}.get(
         data.get("method", "")
     )
@@ -470,7 +476,7 @@ def _read_older(data: dict[str, Any], values: dict[str, Any], checked: bool = Fa
             raise ValueError(f"the score: decision is not a decision ({type(exc).__name__})") from None
 
 
-def as_score(data: Any, *, checked: bool = False) -> GroundlensScore | None:
+def as_score(data: Any, *, checked: bool = False) -> GroundlensResult | None:
     """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
@@ -479,7 +485,7 @@ def as_score(data: Any, *, checked: bool = False) -> GroundlensScore | None:
     not an SGI/DGI/support score is a ``ValueError``. ``checked=True`` (a file being read) also
     refuses a field of the wrong type (:func:`typed_fields`), a ``ValueError`` naming it.
     """
-    if data is None or isinstance(data, GroundlensScore):
+    if data is None or isinstance(data, GroundlensResult):
         return data
     if not isinstance(data, dict):
         raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")

@@ -21,7 +21,7 @@ from groundlens_core import internal_errors
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.errors import describe_exception
 from groundlens_core.internal_errors import internal_error
-from groundlens_core.scoring.results import GroundlensScore
+from groundlens_core.scoring.results import GroundlensResult
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, app_span
 from groundlens_core.trace.recorder.inputs import context_from
@@ -144,7 +144,7 @@ class CarriesScore:
     """``flagged`` and ``triage`` of a value that carries a score, or none (not scored): the inline
     outcome and a provider guard's response read them the same way."""
 
-    def carried_score(self) -> GroundlensScore | None:
+    def carried_score(self) -> GroundlensResult | None:
         raise NotImplementedError
 
     @property
@@ -163,18 +163,18 @@ class InlineScore(CarriesScore):
     """The outcome of :meth:`AdapterShell.score_inline`: the score, or None with ``error`` (scoring
     failed) or ``skipped`` (the call is not scorable)."""
 
-    score: GroundlensScore | None
+    score: GroundlensResult | None
     error: str | None = None
     latency_ms: float = 0.0
     skipped: str | None = None
 
-    def carried_score(self) -> GroundlensScore | None:
+    def carried_score(self) -> GroundlensResult | None:
         return self.score
 
     def record_fields(self) -> dict[str, Any]:
         """The ``CallRecord`` fields that hand this outcome to the recorder (so it is not scored twice)."""
         if self.score is not None:
-            return {"score": self.score, "scoring_latency_ms": self.latency_ms}
+            return {"result": self.score, "scoring_latency_ms": self.latency_ms}
         if self.error is not None:
             return {"error": f"groundlens could not score this call: {self.error}"}
         return {}
@@ -187,7 +187,7 @@ class GroundlensFlaggedError(Exception):
         self,
         message: str,
         *,
-        score: GroundlensScore,
+        score: GroundlensResult,
         response: Any,
         node: str | None = None,
         step_id: str | None = None,
@@ -216,7 +216,7 @@ class GroundlensFlaggedError(Exception):
 
     @classmethod
     def for_score(
-        cls, score: GroundlensScore, response: Any, node: str | None = None, step_id: str | None = None
+        cls, score: GroundlensResult, response: Any, node: str | None = None, step_id: str | None = None
     ) -> GroundlensFlaggedError:
         where = f" of {node}" if node else ""
         message = (

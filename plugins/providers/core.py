@@ -327,7 +327,7 @@ class ProviderCore(AdapterShell):
                 step_id=call.step_id,
                 error=error,
                 metadata=meta,
-                score=scored.get("score"),
+                result=scored.get("result"),
                 scoring_latency_ms=scored.get("scoring_latency_ms"),
             )
         )

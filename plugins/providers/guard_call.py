@@ -19,7 +19,7 @@ from groundlens_core.plugins.providers.values import (
     prompt_with_context,
     sending,
 )
-from groundlens_core.scoring.results import GroundlensScore
+from groundlens_core.scoring.results import GroundlensResult
 
 
 class GuardCalls(ProviderCore):
@@ -169,7 +169,7 @@ class _GuardStream:
         return self._tap.response
 
     @property
-    def groundlens_score(self) -> GroundlensScore | None:
+    def groundlens_score(self) -> GroundlensResult | None:
         return None if self._tap.response is None else self._tap.response.groundlens_score
 
     @property

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from groundlens_core.plugins.kit.shell import CarriesScore, get_field
-from groundlens_core.scoring.results import GroundlensScore
+from groundlens_core.scoring.results import GroundlensResult
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
 
@@ -116,7 +116,7 @@ class ProviderResponse(CarriesScore):
     text: str
     model: str | None
     usage: Usage | None
-    groundlens_score: GroundlensScore | None
+    groundlens_score: GroundlensResult | None
     finish_reason: str | None
     raw: Any  # the SDK's own response object (for a stream: the SDK's stream object)
     scoring_error: str | None = None
@@ -125,7 +125,7 @@ class ProviderResponse(CarriesScore):
     tool_calls: tuple[str, ...] = ()
     step_id: str | None = None
 
-    def carried_score(self) -> GroundlensScore | None:
+    def carried_score(self) -> GroundlensResult | None:
         return self.groundlens_score
 
     def __str__(self) -> str:

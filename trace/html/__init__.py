@@ -294,7 +294,7 @@ def _row(layout: _Layout, rank: int, ti: int, step: Step, question: str, respons
 def _details(layout: _Layout, ti: int, step: Step, question: str, response: str) -> dict[str, Any]:
     """What a row shows when expanded; kept in the embedded JSON until then, so big reports stay light."""
     prod = layout.producers[ti].get(str(step.id), [])
-    ev = getattr(step.score, "evidence", None)
+    ev = getattr(step.result, "evidence", None)
     return {
         "q": question,
         "qn": _text_note(step.question),

@@ -21,7 +21,7 @@ def trace_from_batch(
         ctx = item.get("context")
         pieces = (ContextPiece(text=ctx, source="column:context"),) if isinstance(ctx, str) and ctx.strip() else ()
         is_error = res.method == "error"
-        score = None if is_error else res
+        result = None if is_error else res
         trace.steps.append(
             Step(
                 id=f"row-{i}",
@@ -29,7 +29,7 @@ def trace_from_batch(
                 node=str(row.get("node") or f"row {i + 1}"),
                 kind="llm",
                 method=res.method,
-                score=score,
+                result=result,
                 triage="error" if is_error else res.triage,
                 question=item.get("question") if isinstance(item.get("question"), str) else None,
                 context=pieces,
@@ -38,6 +38,6 @@ def trace_from_batch(
                 metadata={"row": i},
             )
         )
-        if score is not None and trace.fingerprint is None:
-            trace.fingerprint = score.fingerprint
+        if result is not None and trace.fingerprint is None:
+            trace.fingerprint = result.fingerprint
     return trace

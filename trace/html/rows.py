@@ -50,7 +50,7 @@ def _fmt_num(value: Any, digits: int = 2) -> str:
 
 def shown_score(step: Step) -> float | None:
     """The score a row shows: the risk value it is ranked by (never normalized SGI/DGI)."""
-    return _num(step.rank) if step.method in SCORED_METHODS else None
+    return _num(step.score) if step.method in SCORED_METHODS else None
 
 
 def _band_css() -> str:
@@ -115,7 +115,7 @@ def _evidence(step: Step) -> list[list[Any]]:
     shown, ``piece`` the index in the step's context of the piece the passage lies in (None when the
     score does not say, or names no piece of this context). Empty when the response is not shown
     whole (redacted or cut): offsets would point nowhere."""
-    ev = getattr(step.score, "evidence", None)
+    ev = getattr(step.result, "evidence", None)
     if ev is None or not isinstance(step.response, str):
         return []
     n = len(step.response)
@@ -145,10 +145,10 @@ def _finding_marks(step: Step) -> list[list[Any]]:
     offsets into the response as shown, ``title`` what the source says (``at most 60 days — the
     source says at most 30 days``). The findings are those the exports carry (:func:`finding_spans.failed_findings`).
     Empty when the response is not shown whole (redacted or cut): offsets would point nowhere."""
-    if step.score is None or not isinstance(step.response, str):
+    if step.result is None or not isinstance(step.response, str):
         return []
     n = len(step.response)
-    return [[f.start, f.end, f.status, f.describe()] for f in failed_findings(step.score) if 0 <= f.start < f.end <= n]
+    return [[f.start, f.end, f.status, f.describe()] for f in failed_findings(step.result) if 0 <= f.start < f.end <= n]
 
 
 def _reason(step: Step) -> str:
@@ -162,7 +162,7 @@ def _reason(step: Step) -> str:
         return str(step.skip_reason or "not scored")
     decision = step.decision
     if decision is None:  # a score saved by an older version: its failed facts, else its explanation
-        ev = getattr(step.score, "evidence", None)
+        ev = getattr(step.result, "evidence", None)
         failed = tuple(ev.failed_facts()) if ev is not None else ()
         more = f" (+{len(failed) - 1} more)" if len(failed) > 1 else ""
         return f"fact: {failed[0].describe()}{more}" if failed else _preview(str(step.explanation or ""), 160)
@@ -237,7 +237,7 @@ def detail_pairs(step: Step, trace: Trace) -> list[list[str]]:
     out: list[list[str]] = [["method", step.method], ["kind", step.kind], ["step", f"#{step.index}"]]
     same = {"fingerprint": trace.fingerprint, "version": trace.package_version}
     for key, label in _SCORE_FACTS:
-        v = getattr(step.score, key, None)
+        v = getattr(step.result, key, None)
         if v is None or (key in same and v == same[key]):
             continue
         out.append([label, str(v) if isinstance(v, (int, str)) or _num(v) is None else f"{v:.4f}"])

@@ -235,7 +235,7 @@ class OTelExporter:
         span.end(end_time=end)
         with self._lock:
             root.last_end_ns = max(root.last_end_ns, end)
-        if step.method in SCORED_METHODS and step.score is not None:
+        if step.method in SCORED_METHODS and step.result is not None:
             # the evaluation belongs to the operation it evaluates: the instrumentor's LLM span when known
             self._emit_evaluation(step, span if llm_span is None else llm_span, end)
         return end

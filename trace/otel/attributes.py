@@ -147,7 +147,7 @@ def step_span(step: Step, *, redact: bool, max_text_chars: int | None) -> tuple[
     attrs.update(_io_attributes(step, redact))
     attrs.update(_context_attributes(step))
     attrs.update(_groundlens_attributes(step))
-    if step.method in SCORED_METHODS and step.score is not None:
+    if step.method in SCORED_METHODS and step.result is not None:
         attrs.update(_score_attributes(step, max_text_chars))
     return name, attrs
 
@@ -236,13 +236,13 @@ def _groundlens_attributes(step: Step) -> dict[str, Any]:
 
 def _score_attributes(step: Step, max_text_chars: int | None) -> dict[str, Any]:
     attrs = evaluation_attributes(step, max_text_chars)
-    attrs[sc.GL_FLAGGED] = bool(step.score.flagged)  # type: ignore[union-attr]
+    attrs[sc.GL_FLAGGED] = bool(step.result.flagged)  # type: ignore[union-attr]
     if step.normalized is not None:
         attrs[sc.GL_NORMALIZED] = float(step.normalized)
     if step.value is not None:
         attrs[sc.GL_VALUE] = float(step.value)
-    if step.score.fingerprint:  # type: ignore[union-attr]
-        attrs[sc.GL_FINGERPRINT] = str(step.score.fingerprint)  # type: ignore[union-attr]
+    if step.result.fingerprint:  # type: ignore[union-attr]
+        attrs[sc.GL_FINGERPRINT] = str(step.result.fingerprint)  # type: ignore[union-attr]
     return attrs
 
 
@@ -255,22 +255,22 @@ def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict
     quotes them; evidence texts are cut to ``EVIDENCE_ATTR_MAX_CHARS`` (or ``max_text_chars`` when
     smaller)."""
     out: dict[str, Any] = {sc.GEN_AI_EVALUATION_NAME: f"groundlens.{step.method}"}
-    if step.rank is not None:
-        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = out[sc.GL_SCORE] = out[sc.GL_RANK] = float(step.rank)
+    if step.score is not None:
+        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = out[sc.GL_SCORE] = out[sc.GL_RANK] = float(step.score)
     if step.triage:
         out[sc.GEN_AI_EVALUATION_SCORE_LABEL] = step.triage
     if step.explanation:
         out[sc.GEN_AI_EVALUATION_EXPLANATION] = step.explanation
     if step.method == "dgi":
         out[sc.GL_WEAK_SIGNAL] = True  # no context: DGI is a weak signal
-    if step.score is None:
+    if step.result is None:
         return out
-    fields = score_fields(step.score)
+    fields = score_fields(step.result)
     if fields["value"] is not None:
         out[sc.GL_METHOD_VALUE.format(method=step.method)] = float(fields["value"])
     if fields["rule"]:
         out[sc.GL_RULE] = fields["rule"]
-    verdict = getattr(step.score, "verdict", None)
+    verdict = getattr(step.result, "verdict", None)
     if verdict is not None:
         out[sc.GL_VERIFIER] = float(verdict.probability)
     limit = min(max_text_chars or sc.EVIDENCE_ATTR_MAX_CHARS, sc.EVIDENCE_ATTR_MAX_CHARS)
@@ -282,7 +282,7 @@ def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict
         out[sc.GL_WEAKEST_SENTENCE] = render_text(fields["weakest_sentence"], max_text_chars=limit)
     if fields["unsupported"]:
         out[sc.GL_UNSUPPORTED] = render_text("; ".join(fields["unsupported"]), max_text_chars=limit)
-    out.update(span_attributes(step.score, limit))
+    out.update(span_attributes(step.result, limit))
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from groundlens_core.embedding import first_load
 from groundlens_core.internal_errors import internal_error
-from groundlens_core.scoring.results import GroundlensScore, ScoreError, as_score
+from groundlens_core.scoring.results import GroundlensResult, ScoreError, as_score
 from groundlens_core.text import is_blank
 from groundlens_core.trace.model import (
     META_OTEL_PARENT,
@@ -29,7 +29,7 @@ from groundlens_core.trace.recorder.inputs import context_from
 log = logging.getLogger("groundlens.recorder")
 
 #: (method, reason, score, scoring ms) of one call
-Outcome = tuple[str, str | None, GroundlensScore | None, float | None]
+Outcome = tuple[str, str | None, GroundlensResult | None, float | None]
 
 
 @dataclass
@@ -53,9 +53,9 @@ class CallRecord:
     parent_id: str | None = None
     error: str | None = None  # the framework call itself failed
     metadata: dict[str, Any] = field(default_factory=dict)
-    # An adapter that had to score in line (e.g. to annotate a result it returns) passes the score
+    # An adapter that had to score in line (e.g. to annotate a result it returns) passes the result
     # here so the recorder keeps it instead of scoring the same call a second time.
-    score: GroundlensScore | dict[str, Any] | None = None  # the core's score (or its to_dict())
+    result: GroundlensResult | dict[str, Any] | None = None  # the core's result (or its to_dict())
     scoring_latency_ms: float | None = None  # how long that in-line scoring took
     revision_of: str | None = None  # the earlier flagged step this call answers again (a revision loop)
     # The application's OpenTelemetry span of this call (an app_span.SpanRef): an adapter that knows
@@ -94,7 +94,7 @@ def needs_model(call: CallRecord) -> bool:
     """Whether the worker will have to embed this call (not already scored, not skipped)."""
     if method_of(call)[0] != "score":
         return False
-    return call.score is None  # else scored in line by the adapter already (kept, or an error step)
+    return call.result is None  # else scored in line by the adapter already (kept, or an error step)
 
 
 def text_bytes(call: CallRecord) -> int:
@@ -122,7 +122,7 @@ def score_calls(
     out: list[Outcome] = [(m, r, None, None) for m, r in decisions]
     todo = []
     for i, (m, _) in enumerate(decisions):
-        pre = calls[i].score
+        pre = calls[i].result
         if m == "score" and pre is not None:
             try:
                 kept = as_score(pre)
@@ -193,14 +193,14 @@ def make_step(
     step_id: str,
     method: str,
     reason: str | None,
-    score: GroundlensScore | None,
+    result: GroundlensResult | None,
     scoring_ms: float | None,
 ) -> Step:
     """The trace step of a call with its outcome."""
     llm_ms = None
     if call.started_at is not None and call.ended_at is not None:
         llm_ms = max(0.0, (call.ended_at - call.started_at) * 1000.0)
-    triage = score.triage if score is not None else ("error" if method == "error" else None)
+    triage = result.triage if result is not None else ("error" if method == "error" else None)
     return Step(
         id=step_id,
         index=index,
@@ -208,7 +208,7 @@ def make_step(
         node=call.node,
         kind=call.kind,
         method=method,
-        score=score,
+        result=result,
         triage=triage,
         question=call.question,
         context=context_pieces(call.context),

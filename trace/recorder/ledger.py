@@ -32,7 +32,7 @@ def step_record(trace: Trace, step: Step, *, include_text: bool = False) -> dict
         question=step.question,
         context=[p.text for p in step.context] if step.context else None,
         response=step.response,
-        score=step.score,
+        result=step.result,
         reason=step.error if step.method == "error" else None,
         step_id=step.id,
         trace_id=trace.id,

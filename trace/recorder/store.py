@@ -77,8 +77,8 @@ class TraceStore:
         if trace is None:
             return None
         step = trace.add_step(step)
-        if step.score is not None and trace.fingerprint is None:
-            trace.fingerprint = step.score.fingerprint
+        if step.result is not None and trace.fingerprint is None:
+            trace.fingerprint = step.result.fingerprint
         return trace, step
 
     def end(self, event: TraceEnd) -> Trace | None:

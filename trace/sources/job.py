@@ -330,7 +330,7 @@ def _line(span: StoredSpan, step: Step, source: str) -> dict[str, Any]:
         "node": step.node,
         "method": step.method,
         "band": step.band,
-        "score": step.rank,
+        "score": step.score,
         "explanation": step.explanation,
         "error": step.error,
         "skip_reason": step.skip_reason,
