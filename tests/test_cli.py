@@ -59,7 +59,7 @@ def test_evaluate_csv_keeps_columns_appends_scores_and_sorts(tmp_path, capsys):
     # riskiest first: the error, then ascending ranking value within a band
     assert got[0]["id"] == "c"
     risk = {"error": 0, "flagged": 1, "review": 2, "trusted": 3}
-    keys = [(risk[r["groundlens_triage"]], float(r["groundlens_rank"] or 2)) for r in got]
+    keys = [(risk[r["groundlens_triage"]], float(r["groundlens_score"] or 2)) for r in got]
     assert keys == sorted(keys)
     assert float(by_id["a"]["groundlens_value"]) > float(by_id["b"]["groundlens_value"])
 

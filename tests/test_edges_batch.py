@@ -48,7 +48,6 @@ def _cells(item: dict) -> dict:
         groundlens_flagged=True,
         groundlens_triage="flagged",
         groundlens_score=0.25,
-        groundlens_rank=0.25,
         groundlens_support=0.5,
         groundlens_weakest_sentence=response,
         groundlens_unsupported=response.split()[0] if response.split() else "",

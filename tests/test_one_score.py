@@ -51,11 +51,18 @@ def test_evaluate_score_equals_the_csv_groundlens_score(tmp_path):
     for row, cells in zip(rows, out):
         res = evaluate(row["question"] or None, row["response"], row["context"] or None)
         assert float(cells["groundlens_score"]) == pytest.approx(res.score, abs=1e-12), row
-        assert cells["groundlens_triage"] == res.triage and float(cells["groundlens_rank"]) == float(
-            cells["groundlens_score"]
-        )
+        assert cells["groundlens_triage"] == res.triage and "groundlens_rank" not in cells  # one name for the score
     assert [c["groundlens_method"] for c in out] == ["sgi", "sgi", "dgi", "support"]
     assert "25 % \u2014 the source says 15 %" in out[0]["groundlens_facts"]
+
+
+def test_a_row_written_by_an_older_version_with_only_groundlens_rank_still_ranks_and_records():
+    from groundlens_core.batch.columns import risk_key
+
+    older = {"groundlens_method": "sgi", "groundlens_triage": "review", "groundlens_rank": "0.4"}
+    assert risk_key(older) == risk_key({**older, "groundlens_score": 0.4, "groundlens_rank": None})
+    rec = decision_record(method="sgi", band="review", result={**older, "groundlens_rank": 0.4})
+    assert rec["scores"]["score"] == 0.4
 
 
 def test_every_scored_row_says_why_in_a_reason_column_even_without_facts(tmp_path):

@@ -7,7 +7,7 @@ and nothing else changes. Order matters: it is the order of the appended columns
 Besides method, value, normalized, flagged, triage and error:
 
 - ``groundlens_score``: the score shown and ranked by, in [0, 1] (higher = better grounded); the band
-  is a function of it (see decision.py). ``groundlens_rank`` holds the same value, for older readers;
+  is a function of it (see decision.py). Older versions also wrote it as ``groundlens_rank``;
 - ``groundlens_facts``: the facts the source does not support, ``; ``-separated
   ("25% — the source says 15%");
 - ``groundlens_support``: share of the response's content the context contains (empty without context);
@@ -36,7 +36,6 @@ OUT_COLUMNS: tuple[str, ...] = (
     "groundlens_triage",
     "groundlens_score",
     "groundlens_error",
-    "groundlens_rank",
     "groundlens_support",
     "groundlens_weakest_sentence",
     "groundlens_unsupported",
@@ -54,7 +53,6 @@ OUT_COLUMN_TYPES: dict[str, str] = {
     "groundlens_triage": "string",
     "groundlens_score": "float64",
     "groundlens_error": "string",
-    "groundlens_rank": "float64",
     "groundlens_support": "float64",
     "groundlens_weakest_sentence": "string",
     "groundlens_unsupported": "string",
@@ -92,7 +90,6 @@ def result_columns(res: Any) -> dict[str, Any]:
         "groundlens_triage": f["triage"],
         "groundlens_score": f["score"],
         "groundlens_error": None,
-        "groundlens_rank": f["score"],
         "groundlens_support": f["support"],
         "groundlens_weakest_sentence": f["weakest_sentence"],
         "groundlens_unsupported": None if ev is None else unsupported_text(ev),

@@ -28,7 +28,7 @@ from groundlens_core.batch.checkpoint import (
     verify_resume,
     write_checkpoint,
 )
-from groundlens_core.batch.columns import METHOD_CODES, RISK_RANK, result_columns
+from groundlens_core.batch.columns import METHOD_CODES, OUT_COLUMNS, RISK_RANK, result_columns
 from groundlens_core.batch.final_output import finalize, risk_order
 from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.batch.outputs import OutputLock, check_html_target, check_target, same_file, with_path
@@ -338,6 +338,7 @@ def _run_locked(run: _Run, write_report: Callable[..., int] | None) -> JobSummar
     signature["ledger"] = _ledger_identity(job.ledger)  # a resume never switches ledgers or keys
     signature["ledger_text"] = bool(job.ledger is not None and job.ledger.include_text)  # nor what records keep
     signature["input_columns"] = info.names.as_dict()  # nor reads other columns
+    signature["out_columns"] = list(OUT_COLUMNS)  # nor appends other columns to the rows written so far
     state, verified = _resume_state(run, signature)
     rows_done = int(state["rows_done"]) if state else 0
     summary = JobSummary(rows=info.rows, resumed_from=rows_done)

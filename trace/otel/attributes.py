@@ -256,7 +256,7 @@ def evaluation_attributes(step: Step, max_text_chars: int | None = None) -> dict
     smaller)."""
     out: dict[str, Any] = {sc.GEN_AI_EVALUATION_NAME: f"groundlens.{step.method}"}
     if step.score is not None:
-        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = out[sc.GL_SCORE] = out[sc.GL_RANK] = float(step.score)
+        out[sc.GEN_AI_EVALUATION_SCORE_VALUE] = out[sc.GL_SCORE] = float(step.score)
     if step.triage:
         out[sc.GEN_AI_EVALUATION_SCORE_LABEL] = step.triage
     if step.explanation:

@@ -54,7 +54,6 @@ GL_VALUE = "groundlens.value"
 GL_NORMALIZED = "groundlens.normalized"
 GL_FLAGGED = "groundlens.flagged"
 GL_NODE = "groundlens.node"
-GL_RANK = "groundlens.rank"  # the older name of groundlens.score, for older dashboards
 GL_SCORE = "groundlens.score"  # the score shown and ranked by, in [0, 1]; the band is a function of it
 GL_METHOD_VALUE = "groundlens.{method}"  # the method's raw value: groundlens.sgi / groundlens.dgi / groundlens.support
 GL_RULE = "groundlens.rule"  # the decision's rule (decision.RULES): why the band
