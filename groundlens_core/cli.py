@@ -23,7 +23,7 @@ from groundlens_core.batch.input_columns import ROLES
 from groundlens_core.errors import GroundlensError, GroundlensInputError, printable
 from groundlens_core.extensions import command_adders
 from groundlens_core.ledger.cli import add_ledger_commands, add_ledger_options, evaluate_ledger
-from groundlens_core.scoring.bands import TRIAGE_NOTE, risk_rank
+from groundlens_core.scoring.bands import TRIAGE_NOTE, band_order
 
 # ---------------------------------------------------------------- commands
 
@@ -37,7 +37,7 @@ def failing_rows(counts: dict[str, int], fail_on: str | None) -> dict[str, int]:
     (``review`` takes ``flagged`` too; a row that could not be scored is below every band)."""
     if fail_on is None:
         return {}
-    return {band: n for band, n in counts.items() if n and risk_rank(band) <= risk_rank(fail_on)}
+    return {band: n for band, n in counts.items() if n and band_order(band) <= band_order(fail_on)}
 
 
 def _fail_on_status(counts: dict[str, int], fail_on: str | None, rows: int | None = None) -> int:

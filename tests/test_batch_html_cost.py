@@ -131,16 +131,16 @@ def test_a_resumed_run_scores_again_only_the_shown_rows_scored_before_it(tmp_pat
 def _random_keys(rng: np.random.Generator, n: int) -> np.ndarray:
     """Keys with many ties (few bands, few scores) and a NaN score now and then."""
     keys = np.zeros(n, KEY_DTYPE)
-    keys["rank"] = rng.integers(0, 4, n)
+    keys["band"] = rng.integers(0, 4, n)
     keys["norm"] = rng.choice([0.1, 0.25, 0.5, 2.0, np.nan], n)
     return keys
 
 
 def _cells(key) -> dict:
-    """Written cells whose key file record is ``key`` (band by rank, score as the normalized value)."""
-    from groundlens_core.batch.columns import RISK_RANK
+    """Written cells whose key file record is ``key`` (band by its order, score as the normalized value)."""
+    from groundlens_core.batch.columns import BAND_ORDER
 
-    band = {r: b for b, r in RISK_RANK.items()}[int(key["rank"])]
+    band = {r: b for b, r in BAND_ORDER.items()}[int(key["band"])]
     score = float(key["norm"])
     return {"groundlens_triage": band, "groundlens_method": "sgi", "groundlens_score": None if score == 2.0 else score}
 

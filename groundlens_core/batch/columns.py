@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from groundlens_core.scoring import bands
-from groundlens_core.scoring.bands import STEP_BANDS, risk_rank
+from groundlens_core.scoring.bands import STEP_BANDS, band_order
 from groundlens_core.scoring.fields import score_fields
 
 #: the appended columns, in order
@@ -60,8 +60,9 @@ OUT_COLUMN_TYPES: dict[str, str] = {
     "groundlens_reason": "string",
 }
 
-#: review order of the bands, riskiest first (rows that could not be scored come before all)
-RISK_RANK = {band: risk_rank(band) for band in STEP_BANDS if band != "skipped"}  # from bands.py
+#: review order of the bands, riskiest first (rows that could not be scored come before all): the
+#: band field of the keys file's records
+BAND_ORDER = {band: band_order(band) for band in STEP_BANDS if band != "skipped"}  # from bands.py
 
 
 def unsupported_text(evidence: Any, limit: int = 50) -> str:
@@ -112,4 +113,4 @@ def risk_key(cells: Mapping[str, Any]) -> tuple[int, float]:
     except (TypeError, ValueError):
         score = None
     band = str(cells.get("groundlens_triage"))
-    return bands.risk_key(band if band in RISK_RANK else "skipped", score)
+    return bands.risk_key(band if band in BAND_ORDER else "skipped", score)

@@ -28,7 +28,7 @@ from groundlens_core.batch.checkpoint import (
     verify_resume,
     write_checkpoint,
 )
-from groundlens_core.batch.columns import METHOD_CODES, OUT_COLUMNS, RISK_RANK, result_columns
+from groundlens_core.batch.columns import BAND_ORDER, METHOD_CODES, OUT_COLUMNS, result_columns
 from groundlens_core.batch.final_output import finalize, risk_order
 from groundlens_core.batch.input_columns import InputColumns
 from groundlens_core.batch.outputs import OutputLock, check_html_target, check_target, same_file, with_path
@@ -445,9 +445,9 @@ def _score_rows(
 
 def _count(summary: JobSummary, keys: np.ndarray) -> None:
     """Rows by band and by method, from the keys file."""
-    bands = {v: k for k, v in RISK_RANK.items()}
-    for rank, n in zip(*np.unique(keys["rank"], return_counts=True)):
-        summary.counts[bands.get(int(rank), "other")] = int(n)
+    bands = {v: k for k, v in BAND_ORDER.items()}
+    for code, n in zip(*np.unique(keys["band"], return_counts=True)):
+        summary.counts[bands.get(int(code), "other")] = int(n)
     codes = {v: k for k, v in METHOD_CODES.items()}
     for code, n in zip(*np.unique(keys["method"], return_counts=True)):
         summary.methods[codes.get(int(code), "other")] = int(n)

@@ -19,7 +19,7 @@ from groundlens_core.batch.partial_output import PartialPaths
 
 def risk_order(keys: np.ndarray) -> np.ndarray:
     """Row indices riskiest first: band, lowest normalized score, then input order (a stable sort)."""
-    return np.lexsort((np.arange(len(keys)), keys["norm"], keys["rank"]))
+    return np.lexsort((np.arange(len(keys)), keys["norm"], keys["band"]))
 
 
 def read_rows_at(

@@ -20,8 +20,9 @@ import numpy as np
 from groundlens_core.batch.columns import METHOD_CODES, risk_key
 from groundlens_core.batch.outputs import open_own, refuse_link, remove_entry
 
-#: per-row record of the keys file
-KEY_DTYPE = np.dtype([("offset", "<i8"), ("rank", "i1"), ("method", "i1"), ("norm", "<f8")])
+#: per-row record of the keys file: the row's byte offset (Parquet: its number), its band's place in
+#: the review order (:data:`~groundlens_core.batch.columns.BAND_ORDER`), its method code and its score
+KEY_DTYPE = np.dtype([("offset", "<i8"), ("band", "i1"), ("method", "i1"), ("norm", "<f8")])
 
 
 def row_keys(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
@@ -30,7 +31,7 @@ def row_keys(rows: Sequence[Mapping[str, Any]]) -> np.ndarray:
     do (:func:`~groundlens_core.batch.final_output.risk_order`) ranks by the same values."""
     keys = np.zeros(len(rows), dtype=KEY_DTYPE)
     for i, r in enumerate(rows):
-        keys[i]["rank"], keys[i]["norm"] = risk_key(r)
+        keys[i]["band"], keys[i]["norm"] = risk_key(r)
         keys[i]["method"] = METHOD_CODES.get(r.get("groundlens_method"), -1)  # type: ignore[arg-type]
     return keys
 

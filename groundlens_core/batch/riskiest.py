@@ -22,7 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 #: what is held per candidate row: the two fields of its record in the keys file, and its row number
-_CANDIDATE = np.dtype([("rank", "i1"), ("norm", "<f8"), ("row", "<i8")])
+_CANDIDATE = np.dtype([("band", "i1"), ("norm", "<f8"), ("row", "<i8")])
 
 
 def item_digest(item: Mapping[str, Any]) -> bytes:
@@ -51,10 +51,10 @@ class RiskiestKeeper:
         if not self.limit or not len(keys):
             return
         new = np.zeros(len(keys), _CANDIDATE)
-        new["rank"], new["norm"] = keys["rank"], keys["norm"]
+        new["band"], new["norm"] = keys["band"], keys["norm"]
         new["row"] = np.arange(first_row, first_row + len(keys))
         pool = np.concatenate([self._candidates, new])
-        self._candidates = pool[np.lexsort((pool["row"], pool["norm"], pool["rank"]))[: self.limit]]
+        self._candidates = pool[np.lexsort((pool["row"], pool["norm"], pool["band"]))[: self.limit]]
         staying = set(self._candidates["row"].tolist())
         self._kept = {row: kept for row, kept in self._kept.items() if row in staying}
         for k, (item, res) in enumerate(zip(items, results)):

@@ -48,7 +48,8 @@ BAND_COLOURS: dict[str, tuple[str, str]] = {
     "error": ("#7b5e9c", "#efe9f5"),
     "skipped": ("#80868b", "#f1f3f4"),
 }
-_RISK_RANK = {band: rank for rank, band in enumerate(STEP_BANDS)}
+#: the review order of the bands, riskiest first: 0 for ``error`` up to 4 for ``skipped``
+_BAND_ORDER = {band: i for i, band in enumerate(STEP_BANDS)}
 SCORED_METHODS: tuple[str, ...] = ("sgi", "dgi", "support")  # support: against the context alone (no question)
 
 
@@ -61,16 +62,16 @@ def step_band(method: str | None, triage_label: str | None) -> str:
     return "skipped"
 
 
-def risk_rank(band: str) -> int:
-    """0 for the riskiest band (``error``) up to 4 (``skipped``)."""
-    return _RISK_RANK.get(band, len(STEP_BANDS))
+def band_order(band: str) -> int:
+    """The place of ``band`` in the review order: 0 for the riskiest band (``error``) up to 4 (``skipped``)."""
+    return _BAND_ORDER.get(band, len(STEP_BANDS))
 
 
 def risk_key(band: str, score: float | None, *order: Any) -> tuple[Any, ...]:
     """The one sort key of the review order, riskiest first: the band, then the lowest score (a
     score's ``score``; unscored last in a band), then ``order`` (trace and step order, say), which
     breaks ties. Steps, report rows, node summaries and the rows of a scored file all sort by it."""
-    return (risk_rank(band), score if score is not None else 2.0, *order)
+    return (band_order(band), score if score is not None else 2.0, *order)
 
 
 def empty_counts() -> dict[str, int]:

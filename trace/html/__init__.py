@@ -26,7 +26,7 @@ import jinja2
 from markupsafe import Markup
 
 from groundlens_core._version import __version__
-from groundlens_core.scoring.bands import SCORED_METHODS, TRIAGE_NOTE_LONG, TRIAGE_ORDER, risk_key, risk_rank
+from groundlens_core.scoring.bands import SCORED_METHODS, TRIAGE_NOTE_LONG, TRIAGE_ORDER, band_order, risk_key
 from groundlens_core.trace.html.rows import (
     _band_css,
     _duration,
@@ -324,7 +324,7 @@ def _node_rows(nodes: Mapping[str, _NodeTally]) -> list[dict[str, Any]]:
     """The "By node" panel: one row per node, the worst band first, then the lowest mean score."""
     node_rows: list[dict[str, Any]] = []
     for node in nodes.values():
-        worst = min((b for b in REPORT_BANDS if node.bands[b]), key=risk_rank)
+        worst = min((b for b in REPORT_BANDS if node.bands[b]), key=band_order)
         mean = sum(node.scored) / len(node.scored) if node.scored else None
         scored = len(node.scored)
         flagged = node.bands["flagged"]

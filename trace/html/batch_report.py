@@ -17,22 +17,21 @@ from typing import Any
 
 import numpy as np
 
-from groundlens_core.batch.columns import METHOD_CODES, OUT_COLUMNS, RISK_RANK
+from groundlens_core.batch.columns import BAND_ORDER, METHOD_CODES, OUT_COLUMNS
 from groundlens_core.scoring.bands import TRIAGE_ORDER
 from groundlens_core.scoring.results import ScoreError
 from groundlens_core.trace.html import HISTOGRAM_BINS  # the population's bins are the report's own
 
-_BANDS_BY_RANK = {rank: band for band, rank in RISK_RANK.items()}  # the ranks of groundlens_core.scoring.bands
+_BANDS_BY_CODE = {code: band for band, code in BAND_ORDER.items()}  # the band order of groundlens_core.scoring.bands
 
 
 def population_summary(keys: np.ndarray) -> dict[str, Any]:
     """Counts by band and method and the score histogram over every row, from the keys alone."""
-    counts = {b: int((keys["rank"] == r).sum()) for r, b in _BANDS_BY_RANK.items()}
+    counts = {b: int((keys["band"] == code).sum()) for code, b in _BANDS_BY_CODE.items()}
     methods = {m: int((keys["method"] == code).sum()) for m, code in METHOD_CODES.items() if m != "error"}
     hist = [{b: 0 for b in TRIAGE_ORDER} for _ in range(HISTOGRAM_BINS)]
     for band in TRIAGE_ORDER:
-        rank = RISK_RANK[band]
-        norms = keys["norm"][keys["rank"] == rank]
+        norms = keys["norm"][keys["band"] == BAND_ORDER[band]]
         bins = np.clip((norms * HISTOGRAM_BINS).astype(np.int64), 0, HISTOGRAM_BINS - 1)
         for k, n in zip(*np.unique(bins, return_counts=True)):
             hist[int(k)][band] = int(n)
