@@ -140,7 +140,7 @@ def error_category(message: str | None) -> str | None:
 
 def _score_values(score: Any) -> dict[str, Any]:
     """value, normalized, score, support, fingerprint, the decision and the explanation (quotes taken
-    out) of a score object, its dict or a row's cells. A score object is read field by field: its
+    out) of a result object, its dict or a row's cells. A result object is read field by field: its
     ``to_dict()`` copies the whole evidence and would be most of the ledger's cost on the worker."""
     if score is None:
         return {}

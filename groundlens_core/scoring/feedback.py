@@ -184,7 +184,7 @@ class Feedback:
 
 
 def feedback_for(result: Any) -> Feedback:
-    """The :class:`Feedback` of a score object: a message only when it is flagged."""
+    """The :class:`Feedback` of a result object: a message only when it is flagged."""
     band = str(getattr(result, "triage", "") or "")
     flagged = band == "flagged"
     return Feedback(

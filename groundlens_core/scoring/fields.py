@@ -32,7 +32,7 @@ FIELDS: tuple[str, ...] = (
 
 
 def score_fields(res: Any) -> dict[str, Any]:
-    """The named fields of a score object (``None`` where a field does not apply: no evidence, no
+    """The named fields of a result object (``None`` where a field does not apply: no evidence, no
     decision in a score saved by an older version). ``unsupported`` is the absent tokens, first
     occurrence of each, in order; ``facts`` the failed facts as a reviewer reads them
     ("25% — the source says 15%"), both tuples."""

@@ -477,7 +477,7 @@ def _read_older(data: dict[str, Any], values: dict[str, Any], checked: bool = Fa
 
 
 def as_score(data: Any, *, checked: bool = False) -> GroundlensResult | None:
-    """The score object for a trace step: a score as it is, or one rebuilt from its JSON dict.
+    """The result object for a trace step: a result as it is, or one rebuilt from its JSON dict.
 
     Lenient on purpose, because it reads saved traces: keys it does not know are dropped, and a
     field the dict lacks (a hand-built or older trace) is None unless the field has a default
@@ -488,7 +488,7 @@ def as_score(data: Any, *, checked: bool = False) -> GroundlensResult | None:
     if data is None or isinstance(data, GroundlensResult):
         return data
     if not isinstance(data, dict):
-        raise ValueError(f"a step score must be a score object or its dict, got {type(data).__name__}")
+        raise ValueError(f"a step's result must be a result object or its dict, got {type(data).__name__}")
     method = data.get("method")
     kind = {"sgi": SGIResult, "dgi": DGIResult, "support": SupportResult}.get(method if isinstance(method, str) else "")
     if kind is None:
