@@ -661,7 +661,7 @@ def test_each_failed_finding_is_a_mark_whose_title_says_what_the_source_says(bro
         "passage": PAYLOADS[2],
     }
     trace.steps.append(Step(id="evil", index=1, node="evil", kind="llm", method="sgi", triage="flagged", response=response,
-                            score={"method": "sgi", "value": 0.5, "normalized": 0.2, "triage": "flagged", "flagged": True,
+                            result={"method": "sgi", "value": 0.5, "normalized": 0.2, "triage": "flagged", "flagged": True,
                                    "rank": 0.01, "explanation": "hand-made", "fingerprint": "fp", "version": "0",
                                    "evidence": {"support": 0.5, "content_tokens": 2, "unsupported_tokens": 1, "weakest": 0,
                                                 "context_passages": 1, "sentences": [sentence], "facts": [fact]}}))  # fmt: skip
@@ -676,7 +676,7 @@ def test_each_failed_finding_is_a_mark_whose_title_says_what_the_source_says(bro
         mine = {(text, title) for sid, text, title, _, _ in marks if sid == answer.id}
         for chars, _, source in RETURNS_FINDINGS:
             assert any(text == chars and title.endswith("the source says " + source) for text, title in mine), chars
-        assert len(mine) == len(answer.score.decision.findings)
+        assert len(mine) == len(answer.result.decision.findings)
         # the hand-made step: its payload is the mark's text and its source the title, run by nothing
         (evil,) = [m for m in marks if m[0] == "evil"]
         assert evil[1:4] == [
