@@ -48,14 +48,8 @@ def _trace(*steps: Step) -> Trace:
 
 def test_producer_round_trips_through_json_and_only_when_set():
     tool = Step(id="tool-1", index=0, node="search", kind="tool", method="skipped", response=EIFFEL)
-    answer = Step(
-        id="llm-1",
-        index=1,
-        node="answer",
-        kind="llm",
-        method="skipped",
-        context=(ContextPiece(EIFFEL, "tool:search", producer="tool-1"), ContextPiece(LOUVRE, "state:notes")),
-    )
+    pieces = (ContextPiece(EIFFEL, "tool:search", producer="tool-1"), ContextPiece(LOUVRE, "state:notes"))
+    answer = Step(id="llm-1", index=1, node="answer", kind="llm", method="skipped", context=pieces)
     data = json.loads(_trace(tool, answer).to_json())
     jsonschema.validate(data, json_schema())
     assert data["steps"][1]["context"] == [

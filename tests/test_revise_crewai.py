@@ -16,6 +16,8 @@ from groundlens_core.plugins.crewai import (
     GroundlensCrewListener,
     GroundlensGuardrail,
 )
+from groundlens_core.trace import Trace
+from groundlens_core.trace.html import render_html
 
 QUESTION = "What does it cost to cancel my contract early?"
 SOURCE = "Cancelling before the end of the term costs an early-termination fee of 15 % of the remaining contract value."
@@ -68,6 +70,20 @@ def said(call) -> str:
 
 def answers(trace):
     return [s for s in trace.steps if s.kind == "llm"]
+
+
+def test_the_tool_result_an_agent_reads_names_its_tool_step(listener):
+    """The context piece of a tool result names the tool step that returned it (its producer), in
+    the trace, in its JSON and in the report; the evidence names the piece."""
+    out, _, trace = run_crew(listener, None, final(RIGHT))
+    assert out.raw == RIGHT
+    assert [s.kind for s in trace.steps] == ["tool_call", "tool", "llm"]
+    _, tool_step, answer = trace.steps
+    assert [(p.source, p.producer) for p in answer.context] == [("tool:contract_terms", tool_step.id)]
+    assert answer.method == "sgi" and {s.passage_piece for s in answer.result.evidence.sentences} == {0}
+    assert Trace.from_json(trace.to_json()).steps[2].context == answer.context
+    assert f'"producer": "{tool_step.id}"' in trace.to_json()
+    assert render_html(trace)  # the report reads it
 
 
 def test_flagged_answer_is_revised_once_then_accepted(listener):
