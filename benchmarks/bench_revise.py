@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     one = statistics.median(evaluate_ms)
     if inline_ms:
-        print(f"the router's own scoring time (InlineScore.latency_ms): median {statistics.median(inline_ms):.1f} ms")
+        print(f"the router's own scoring time (InlineResult.latency_ms): median {statistics.median(inline_ms):.1f} ms")
     print(
         f"one evaluate() of such texts, interleaved: median {one:.1f} ms -> inline cost per step = {inline / one:.2f}x it"
     )

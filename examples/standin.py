@@ -101,12 +101,12 @@ def arguments(name: str, doc: str, argv: list[str] | None) -> argparse.Namespace
     return parser.parse_args(argv)
 
 
-def _score(score: Any) -> str:
-    return "no score" if score is None else f"{score.method.upper()}={score.value:.2f} {score.triage}"
+def _result(result: Any) -> str:
+    return "no score" if result is None else f"{result.method.upper()}={result.value:.2f} {result.triage}"
 
 
 def show(label: str, answer: Any) -> None:
-    verdict = _score(answer.groundlens_score) if answer.groundlens_score else "no score: " + str(answer.scoring_error)
+    verdict = _result(answer.groundlens_result) if answer.groundlens_result else "no score: " + str(answer.scoring_error)
     print(f"{label}\n  answer: {answer.text.strip()}\n  groundlens: {verdict}\n")
 
 
@@ -127,12 +127,12 @@ def guard_demo(provider: type, model: str, client: Any) -> Any:
     except Exception as exc:  # GroundlensFlaggedError
         print(f"mode='raise': {type(exc).__name__}: {exc}\n")
 
-    # A guard stream: the text as it arrives, the score once it ended.
+    # A guard stream: the text as it arrives, the result once it ended.
     stream = guard.stream("How long does the Aurora-7 take to charge?", context=PRODUCT_SHEET)
     print("Streamed: ", end="")
     for text in stream:
         print(text, end="", flush=True)
-    print(f"\n  groundlens: {_score(stream.groundlens_score)}\n")
+    print(f"\n  groundlens: {_result(stream.groundlens_result)}\n")
     return guard
 
 

@@ -195,13 +195,13 @@ class GroundlensFilter(AdapterShell):
             return None
 
         inline = await self.ascore_inline(question=question, response=response, context=pieces)
-        if inline.score is not None:
-            context.result.metadata[self.metadata_key] = inline.score.to_dict()
+        if inline.result is not None:
+            context.result.metadata[self.metadata_key] = inline.result.to_dict()
         flagged_error = apply_guard(
             inline, mode=self.mode, response=response, on_flagged=self.on_flagged, node=step.node, step_id=step.step_id
         )
-        if inline.score is not None and inline.flagged and self.mode == "replace":
-            context.result = self._replaced(context.result, response, inline.score.to_dict())
+        if inline.result is not None and inline.flagged and self.mode == "replace":
+            context.result = self._replaced(context.result, response, inline.result.to_dict())
             meta["guard"] = "replaced"
         elif flagged_error is not None:
             meta["guard"] = "raised"
@@ -235,7 +235,7 @@ class GroundlensFilter(AdapterShell):
             from_args.extend(context_from(value, source=f"argument:{name}"))
         return context_from(tool_results, from_args, list(run.context))
 
-    def _replaced(self, result: Any, original: str, score: dict[str, Any]) -> Any:
+    def _replaced(self, result: Any, original: str, result_dict: dict[str, Any]) -> Any:
         from semantic_kernel.contents import AuthorRole, ChatMessageContent
         from semantic_kernel.functions.function_result import FunctionResult
 
@@ -245,7 +245,7 @@ class GroundlensFilter(AdapterShell):
             role=AuthorRole.ASSISTANT, content=self.replacement, ai_model_id=getattr(first, "ai_model_id", None)
         )
         metadata = dict(result.metadata)
-        metadata[self.metadata_key] = score
+        metadata[self.metadata_key] = result_dict
         metadata[f"{self.metadata_key}_guard"] = {
             "mode": "replace",
             "action": "replaced",

@@ -355,7 +355,7 @@ async def test_termination_stops_the_team_on_a_flagged_answer(calibration):
     assert "groundlens flagged the answer of researcher" in result.stop_reason
     assert result.messages[-1].content == UNGROUNDED  # stopped right after the flagged answer
     assert write_client.create_calls == []  # the writer never ran
-    assert condition.last_trigger["node"] == "researcher" and condition.last_trigger["score"]["triage"] == "flagged"
+    assert condition.last_trigger["node"] == "researcher" and condition.last_trigger["result"]["triage"] == "flagged" and "score" not in condition.last_trigger
     trace = condition.get_trace()
     assert trace.ended_at is not None  # the team reset the condition, which closes the run's trace
     assert shape(trace) == [("researcher", "tool_call", "skipped"), ("city_facts", "tool", "skipped"),

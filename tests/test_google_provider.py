@@ -58,7 +58,7 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(guard, fa
     assert isinstance(got, ProviderResponse) and isinstance(got.raw, types.GenerateContentResponse)
     assert got.text == GROUNDED and got.model == "gemini-test" and got.finish_reason == "STOP"
     assert (got.usage.input_tokens, got.usage.output_tokens, got.usage.total_tokens) == (40, 17, 57)
-    assert isinstance(got.groundlens_score, SGIResult) and got.triage == "trusted"
+    assert isinstance(got.groundlens_result, SGIResult) and got.triage == "trusted"
 
     request = fake_llm_server.requests[-1]
     assert request.path.endswith("/models/gemini-test:generateContent")
@@ -79,7 +79,7 @@ def test_complete_without_context_scores_dgi_with_a_dict_config(guard, fake_llm_
     got = guard.complete("Answer in one sentence: what is the capital of France?",
                          question="What is the capital of France?", system="Be brief.",
                          config={"temperature": 0})
-    assert isinstance(got.groundlens_score, DGIResult)
+    assert isinstance(got.groundlens_result, DGIResult)
     body = sent(fake_llm_server)
     assert body["generationConfig"]["temperature"] == 0 and body["systemInstruction"]["parts"][0]["text"] == "Be brief."
     assert guard.get_trace().steps[0].question == "What is the capital of France?"

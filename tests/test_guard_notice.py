@@ -34,6 +34,6 @@ def test_a_guard_flags_an_answer_that_goes_ahead_with_a_cancelled_departure(fake
     fake_llm_server.add(chat_reply("The 07:40 crossing will not run that day; the first ferry leaves at 14:30."))
     right = guard.complete(QUESTION, context=FERRY_NOTICE)
     client.close()
-    assert flagged.groundlens_score.triage == "flagged", flagged.groundlens_score.explanation
-    assert "07:40" in flagged.groundlens_score.decision.reason
-    assert right.groundlens_score.triage != "flagged", right.groundlens_score.explanation
+    assert flagged.groundlens_result.triage == "flagged", flagged.groundlens_result.explanation
+    assert "07:40" in flagged.groundlens_result.decision.reason
+    assert right.groundlens_result.triage != "flagged", right.groundlens_result.explanation

@@ -260,7 +260,7 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(sdk, guar
     assert isinstance(answer, ProviderResponse) and isinstance(answer.raw, sdk.response_type)
     assert answer.text == GROUNDED and answer.model == sdk.model and answer.finish_reason == sdk.finish
     assert (answer.usage.input_tokens, answer.usage.output_tokens, answer.usage.total_tokens) == (40, 17, 57)
-    assert isinstance(answer.groundlens_score, SGIResult) and answer.triage == "trusted"
+    assert isinstance(answer.groundlens_result, SGIResult) and answer.triage == "trusted"
     assert not answer.flagged and answer.scoring_error is None
     with pytest.raises(Exception):  # frozen
         answer.text = "changed"  # type: ignore[misc]
@@ -271,14 +271,14 @@ def test_complete_with_context_scores_sgi_and_returns_the_sdk_response(sdk, guar
     assert step.question == QUESTION and step.method == "sgi" and step.provider == guard.provider
     assert [c.source for c in step.context] == ["context"] and step.model == sdk.model
     assert step.metadata["finish_reason"] == sdk.finish
-    assert step.result.value == pytest.approx(answer.groundlens_score.value)
+    assert step.result.value == pytest.approx(answer.groundlens_result.value)
 
 
 def test_complete_without_context_scores_dgi_on_the_question_given(sdk, guard, fake_llm_server):
     fake_llm_server.add(sdk.reply("The capital of France is Paris."))
     answer = guard.complete("Answer in one sentence: what is the capital of France?",
                             question="What is the capital of France?")
-    assert isinstance(answer.groundlens_score, DGIResult)
+    assert isinstance(answer.groundlens_result, DGIResult)
     assert "<context>" not in sdk.user_text(fake_llm_server.requests[-1].json)
     step = guard.get_trace().steps[0]
     assert step.question == "What is the capital of France?" and step.metadata["question_source"] == "question"
@@ -292,14 +292,14 @@ def test_guard_modes(sdk, client, fake_llm_server, dgi_calibration):
 
     seen = []
     callback = sdk.provider(model="m", client=client, calibration=dgi_calibration,
-                            on_flagged=lambda inline, response: seen.append((inline.score, response)))
+                            on_flagged=lambda inline, response: seen.append((inline.result, response)))
     flagged_answer = callback.complete(QUESTION, context=CONTEXT)
     assert len(seen) == 1 and seen[0][1] is flagged_answer and seen[0][0].flagged
 
     strict = sdk.provider(model="m", client=client, calibration=dgi_calibration, mode="raise")
     with pytest.raises(sdk.api.GroundlensFlaggedError) as caught:
         strict.complete(QUESTION, context=CONTEXT)
-    assert caught.value.score.flagged and caught.value.response.text == FLAGGED
+    assert caught.value.result.flagged and caught.value.response.text == FLAGGED
     trace = strict.get_trace()  # the step is recorded before the raise; the trace says it ended abnormally
     assert trace.steps[0].triage == "flagged" and trace.status == "error"
     fake_llm_server.default = sdk.says(GROUNDED)
@@ -311,7 +311,7 @@ def test_a_scoring_failure_is_kept_on_the_response_and_never_raised(internal_err
     guard = sdk.provider(model="m", client=client, embedder=BrokenEmbedder(), mode="raise")
     with caplog.at_level(logging.WARNING, logger="groundlens"):
         answer = guard.complete(QUESTION, context=CONTEXT)
-    assert answer.text == GROUNDED and answer.groundlens_score is None
+    assert answer.text == GROUNDED and answer.groundlens_result is None
     assert "embedder exploded" in answer.scoring_error
     step = guard.get_trace().steps[0]
     assert step.method == "error" and "embedder exploded" in step.error
@@ -365,11 +365,26 @@ def test_stream_yields_chunks_then_the_scored_response(sdk, guard, fake_llm_serv
     chunks = list(stream)
     assert len(chunks) > 1 and "".join(chunks) == GROUNDED and stream.text == GROUNDED
     answer = stream.response
-    assert answer.text == GROUNDED and isinstance(stream.groundlens_score, SGIResult)
+    assert answer.text == GROUNDED and isinstance(stream.groundlens_result, SGIResult)
     assert (answer.usage.input_tokens, answer.usage.output_tokens) == (30, 11) and answer.finish_reason == sdk.finish
     assert isinstance(stream.raw, sdk.stream_types[0])
     step = guard.get_trace().steps[0]
     assert step.method == "sgi" and step.metadata["streaming"] is True
+
+
+def test_the_responses_older_groundlens_score_name_still_works_and_warns():
+    result = object()
+    answer = ProviderResponse(text="t", model=None, usage=None, groundlens_result=result, finish_reason=None, raw=None)
+    with pytest.warns(DeprecationWarning, match=r"use \.groundlens_result"):
+        assert answer.groundlens_score is result
+
+
+def test_the_streams_older_groundlens_score_name_still_works_and_warns(sdk, guard, fake_llm_server):
+    fake_llm_server.add(sdk.chunks(GROUNDED))
+    stream = guard.stream(QUESTION, context=CONTEXT)
+    list(stream)
+    with pytest.warns(DeprecationWarning, match=r"use \.groundlens_result"):
+        assert stream.groundlens_score is stream.groundlens_result is not None
 
 
 def test_stream_cut_midway_raises_the_sdks_error_and_records_it(sdk, guard, fake_llm_server):
@@ -491,7 +506,7 @@ def test_asyncio_run_of_acomplete_does_not_block_the_loop(sdk, client, fake_llm_
         await task
         return answer
 
-    assert asyncio.run(main()).groundlens_score is not None and seen and all(seen)
+    assert asyncio.run(main()).groundlens_result is not None and seen and all(seen)
 
 
 # ---------------------------------------------------------------- instrumented clients

@@ -279,7 +279,7 @@ async def test_raise_mode_raises_only_for_flagged_answers(calibration):
         await run_answer(UNGROUNDED, guard)
     err = GroundlensFlaggedError.find(info.value)  # kernel.invoke wraps it in KernelInvokeException
     assert err is not None
-    assert err.score.triage == "flagged" and err.response == UNGROUNDED and err.function_name == "qa-answer"
+    assert err.result.triage == "flagged" and err.response == UNGROUNDED and err.function_name == "qa-answer"
     trace = guard.get_trace()
     assert trace.steps[-1].metadata["guard"] == "raised" and trace.steps[-1].id == err.step_id
     assert trace.status == "error" and "GroundlensFlaggedError" in trace.error

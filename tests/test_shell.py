@@ -190,29 +190,29 @@ def adapter(dgi_calibration):
 
 def test_score_inline_decides_like_the_recorder(adapter, dgi_calibration):
     sgi = adapter.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
-    assert isinstance(sgi.score, SGIResult) and sgi.error is None and sgi.latency_ms > 0
+    assert isinstance(sgi.result, SGIResult) and sgi.error is None and sgi.latency_ms > 0
     dgi = adapter.score_inline(question=QUESTION, response=GROUNDED, context="  ")
-    assert isinstance(dgi.score, DGIResult) and dgi.score.direction == dgi_calibration.direction_id
+    assert isinstance(dgi.result, DGIResult) and dgi.result.direction == dgi_calibration.direction_id
     support = adapter.score_inline(question=None, response=GROUNDED, context=FACTS)  # a context, no question
-    assert support.score.method == "support" and support.score.evidence.support == 1.0
+    assert support.result.method == "support" and support.result.evidence.support == 1.0
     skipped = adapter.score_inline(question=None, response=GROUNDED, context="  ")
-    assert skipped.score is None and skipped.error is None and "no question and no context" in skipped.skipped
+    assert skipped.result is None and skipped.error is None and "no question and no context" in skipped.skipped
     # the same call through the recorder gives the same score, bit for bit
     adapter.recorder.record(CallRecord("same", "n", question=QUESTION, response=GROUNDED,
                                        context=[("" + FACTS, "tool:x")]))
-    assert adapter.get_trace("same").steps[0].value == sgi.score.value
+    assert adapter.get_trace("same").steps[0].value == sgi.result.value
 
 
 def test_score_inline_never_raises_and_its_score_is_kept_not_rescored(internal_errors_logged, adapter):
     broken = DemoAdapter(embedder=BrokenEmbedder())
     failed = broken.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
-    assert failed.score is None and "embedder exploded" in failed.error
+    assert failed.result is None and "embedder exploded" in failed.error
     good = adapter.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
-    # a broken recorder proves the step keeps the inline score instead of scoring again
+    # a broken recorder proves the step keeps the inline result instead of scoring again
     broken.recorder.record(CallRecord("k", "n", question=QUESTION, response=GROUNDED, **good.record_fields()))
     broken.recorder.record(CallRecord("k", "m", question=QUESTION, response=GROUNDED, **failed.record_fields()))
     kept, errored = broken.get_trace("k").steps
-    assert kept.method == "sgi" and kept.value == good.score.value and kept.scoring_latency_ms == good.latency_ms
+    assert kept.method == "sgi" and kept.value == good.result.value and kept.scoring_latency_ms == good.latency_ms
     assert errored.method == "error" and "embedder exploded" in errored.error
 
 
@@ -223,12 +223,12 @@ def test_guard_modes(adapter):
     flagged = adapter.score_inline(question=QUESTION, response=UNGROUNDED, context=[FACTS])
     passed = adapter.score_inline(question=QUESTION, response=GROUNDED, context=[FACTS])
     assert flagged.flagged and not passed.flagged and passed.triage in ("trusted", "review")
-    seen: list[tuple[shell.InlineScore, str]] = []
+    seen: list[tuple[shell.InlineResult, str]] = []
     assert shell.apply_guard(flagged, mode="annotate", response="r1", on_flagged=lambda s, r: seen.append((s, r))) is None
     assert shell.apply_guard(passed, mode="raise", response="r2", on_flagged=lambda s, r: seen.append((s, r))) is None
     assert seen == [(flagged, "r1")]
     err = shell.apply_guard(flagged, mode="raise", response={"text": UNGROUNDED}, node="qa", step_id="s1")
-    assert isinstance(err, shell.GroundlensFlaggedError) and err.score is flagged.score
+    assert isinstance(err, shell.GroundlensFlaggedError) and err.result is flagged.result
     assert err.response == {"text": UNGROUNDED} and err.node == err.function_name == "qa" and err.step_id == "s1"
     assert str(err).startswith("groundlens flagged the answer of qa (SGI=")
     try:
@@ -244,3 +244,18 @@ def test_guard_modes(adapter):
         shell.check_mode("replace")
     with pytest.raises(ValueError, match="on_flagged must be callable"):
         shell.check_mode("annotate", on_flagged="print")
+
+
+def test_the_older_names_of_the_inline_result_still_work_and_warn():
+    result = object()
+    inline = shell.InlineResult(result)
+    assert shell.InlineScore is shell.InlineResult
+    with pytest.warns(DeprecationWarning, match=r"use \.result"):
+        assert inline.score is result
+
+
+def test_the_flagged_errors_older_score_attribute_still_works_and_warns():
+    result = object()
+    err = shell.GroundlensFlaggedError("flagged", result=result, response="r")
+    with pytest.warns(DeprecationWarning, match=r"use \.result"):
+        assert err.score is result

@@ -8,7 +8,7 @@ with the install line)::
     from groundlens_core.providers.google import GoogleProvider, instrument        # [google] (google-genai)
 
 Each gives a guard call (``complete`` / ``acomplete`` / ``stream`` / ``astream`` returning a
-:class:`ProviderResponse` with ``groundlens_score``) and ``instrument(client)``, which records the
+:class:`ProviderResponse` with ``groundlens_result``) and ``instrument(client)``, which records the
 calls of a client you already have into a trace without changing them. The code lives beside the
 framework adapters, in ``groundlens_core.plugins``; these modules are their public names. How
 they work: ``docs/providers.md``.

@@ -79,23 +79,23 @@ class _TerminationTranslation(_AutoGenShell):
                 )
                 record = dataclasses.replace(record, **inline.record_fields())
             step_id = self.recorder.record(record)
-            score = None if inline is None else inline.score
+            result = None if inline is None else inline.result
             if (
-                score is not None
+                result is not None
                 and stop is None
-                and score.triage in self.stop_on
+                and result.triage in self.stop_on
                 and (self.sources is None or record.node in self.sources)
             ):
                 self.last_trigger = {
                     "step_id": step_id,
                     "node": record.node,
-                    "score": score.to_dict(),
+                    "result": result.to_dict(),
                     "response": record.response,
                 }
                 stop = _agentchat().StopMessage(
                     content=(
-                        f"groundlens {score.triage} the answer of {record.node} "
-                        f"({score.method.upper()}={score.value:.2f}): {score.explanation}"
+                        f"groundlens {result.triage} the answer of {record.node} "
+                        f"({result.method.upper()}={result.value:.2f}): {result.explanation}"
                     ),
                     source="GroundlensFlaggedTermination",
                 )

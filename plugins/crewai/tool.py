@@ -18,7 +18,7 @@ from groundlens_core.plugins.crewai.names import (
     _task_context_pieces,
     task_question,
 )
-from groundlens_core.plugins.kit.shell import AdapterShell, InlineScore, require
+from groundlens_core.plugins.kit.shell import AdapterShell, InlineResult, require
 from groundlens_core.scoring.results import quote_sentence
 from groundlens_core.trace.model import ContextPiece
 from groundlens_core.trace.recorder.inputs import context_from
@@ -115,14 +115,14 @@ def self_check(
         inline = scorer.score_inline(question=q, response=text, context=sources)
     except Exception as exc:
         internal_error(exc, "the CrewAI self-check", None)
-        inline = InlineScore(None, error=describe_exception(exc))
+        inline = InlineResult(None, error=describe_exception(exc))
         log.warning("groundlens: self-check failed: %s", inline.error)
-    if inline.score is None:
+    if inline.result is None:
         return (
             f"groundlens self-check could not score this answer ({inline.error or inline.skipped}). "
             "Check your answer against your sources yourself before answering."
         )
-    return _format(inline.score, sources)
+    return _format(inline.result, sources)
 
 
 class _SelfChecker(AdapterShell):

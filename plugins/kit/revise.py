@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from groundlens_core.plugins.kit.shell import AdapterShell, InlineScore
+from groundlens_core.plugins.kit.shell import AdapterShell, InlineResult
 from groundlens_core.scoring.feedback import Feedback, feedback_for
 from groundlens_core.trace.model import ContextPiece
 
@@ -107,9 +107,9 @@ def revisions_so_far(messages: Sequence[Any]) -> int:
 
 @dataclass(frozen=True)
 class Check:
-    """One answer checked by a loop: the inline score, its feedback, and the decision."""
+    """One answer checked by a loop: the inline result, its feedback, and the decision."""
 
-    inline: InlineScore
+    inline: InlineResult
     feedback: Feedback | None  # None when the answer could not be scored (it is accepted)
     revisions: int  # how often the answer was sent back before this check
     max_revisions: int
@@ -146,9 +146,9 @@ class InlineChecker:
             adapter if adapter is not None else _LoopScorer(embedder=embedder, calibration=calibration)
         )
         self._lock = threading.Lock()
-        self._cache: OrderedDict[tuple[Any, ...], InlineScore] = OrderedDict()
+        self._cache: OrderedDict[tuple[Any, ...], InlineResult] = OrderedDict()
 
-    def score(self, question: str | None, response: str, context: Sequence[ContextPiece]) -> InlineScore:
+    def score(self, question: str | None, response: str, context: Sequence[ContextPiece]) -> InlineResult:
         key = (question, response, tuple(p.text for p in context))
         with self._lock:
             hit = self._cache.get(key)
@@ -166,7 +166,7 @@ class InlineChecker:
         self, question: str | None, response: str, context: Sequence[ContextPiece], revisions: int, max_revisions: int
     ) -> Check:
         inline = self.score(question, response, context)
-        feedback = feedback_for(inline.score) if inline.score is not None else None
+        feedback = feedback_for(inline.result) if inline.result is not None else None
         if feedback is None:
             log.log(
                 logging.WARNING if inline.error else logging.DEBUG,

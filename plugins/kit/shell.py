@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, TypedDict, TypeVar
+from warnings import warn
 
 from groundlens_core import internal_errors
 from groundlens_core._imports import MissingFrameworkError, install_line, require
@@ -31,8 +32,9 @@ __all__ = [
     "DEFAULT_WAIT_SECONDS",
     "GUARD_MODES",
     "AdapterShell",
-    "CarriesScore",
+    "CarriesResult",
     "GroundlensFlaggedError",
+    "InlineResult",
     "InlineScore",
     "MissingFrameworkError",
     "apply_guard",
@@ -140,63 +142,80 @@ def parse_usage(obj: Any, _depth: int = 0) -> Usage | None:
     return Usage(inp, out, total)
 
 
-class CarriesScore:
-    """``flagged`` and ``triage`` of a value that carries a score, or none (not scored): the inline
+class CarriesResult:
+    """``flagged`` and ``triage`` of a value that carries a result, or none (not scored): the inline
     outcome and a provider guard's response read them the same way."""
 
-    def carried_score(self) -> GroundlensResult | None:
+    def carried_result(self) -> GroundlensResult | None:
         raise NotImplementedError
 
     @property
     def flagged(self) -> bool:
-        score = self.carried_score()
-        return score is not None and score.flagged
+        result = self.carried_result()
+        return result is not None and result.flagged
 
     @property
     def triage(self) -> str | None:
-        score = self.carried_score()
-        return None if score is None else score.triage
+        result = self.carried_result()
+        return None if result is None else result.triage
 
 
 @dataclass(frozen=True)
-class InlineScore(CarriesScore):
-    """The outcome of :meth:`AdapterShell.score_inline`: the score, or None with ``error`` (scoring
-    failed) or ``skipped`` (the call is not scorable)."""
+class InlineResult(CarriesResult):
+    """The outcome of :meth:`AdapterShell.score_inline`: the result, or None with ``error`` (scoring
+    failed) or ``skipped`` (the call is not scorable). ``result.score`` is the number."""
 
-    score: GroundlensResult | None
+    result: GroundlensResult | None
     error: str | None = None
     latency_ms: float = 0.0
     skipped: str | None = None
 
-    def carried_score(self) -> GroundlensResult | None:
-        return self.score
+    def carried_result(self) -> GroundlensResult | None:
+        return self.result
+
+    @property
+    def score(self) -> GroundlensResult | None:
+        """Deprecated name of :attr:`result` (the result object, not its number)."""
+        warn("InlineResult.score is deprecated: use .result", DeprecationWarning, stacklevel=2)
+        return self.result
 
     def record_fields(self) -> dict[str, Any]:
         """The ``CallRecord`` fields that hand this outcome to the recorder (so it is not scored twice)."""
-        if self.score is not None:
-            return {"result": self.score, "scoring_latency_ms": self.latency_ms}
+        if self.result is not None:
+            return {"result": self.result, "scoring_latency_ms": self.latency_ms}
         if self.error is not None:
             return {"error": f"groundlens could not score this call: {self.error}"}
         return {}
 
 
+#: the older name of :class:`InlineResult`, kept so code written against it still runs
+InlineScore = InlineResult
+
+
 class GroundlensFlaggedError(Exception):
-    """Raised by ``mode="raise"`` for a flagged answer: ``.score``, ``.response``, ``.node``, ``.step_id``."""
+    """Raised by ``mode="raise"`` for a flagged answer: ``.result`` (its ``.score`` is the number),
+    ``.response``, ``.node``, ``.step_id``."""
 
     def __init__(
         self,
         message: str,
         *,
-        score: GroundlensResult,
+        result: GroundlensResult,
         response: Any,
         node: str | None = None,
         step_id: str | None = None,
     ):
         super().__init__(message)
-        self.score = score
+        self.result = result
         self.response = response
         self.node = node
         self.step_id = step_id
+
+    @property
+    def score(self) -> GroundlensResult:
+        """Deprecated name of :attr:`result` (the result object, not its number)."""
+        warn("GroundlensFlaggedError.score is deprecated: use .result", DeprecationWarning, stacklevel=2)
+        return self.result
 
     @property
     def function_name(self) -> str | None:
@@ -215,14 +234,14 @@ class GroundlensFlaggedError(Exception):
         return None
 
     @classmethod
-    def for_score(
-        cls, score: GroundlensResult, response: Any, node: str | None = None, step_id: str | None = None
+    def for_result(
+        cls, result: GroundlensResult, response: Any, node: str | None = None, step_id: str | None = None
     ) -> GroundlensFlaggedError:
         where = f" of {node}" if node else ""
         message = (
-            f"groundlens flagged the answer{where} ({score.method.upper()}={score.value:.2f}): {score.explanation}"
+            f"groundlens flagged the answer{where} ({result.method.upper()}={result.value:.2f}): {result.explanation}"
         )
-        return cls(message, score=score, response=response, node=node, step_id=step_id)
+        return cls(message, result=result, response=response, node=node, step_id=step_id)
 
 
 def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None, modes: Sequence[str] = GUARD_MODES) -> str:
@@ -235,7 +254,7 @@ def check_mode(mode: str, on_flagged: Callable[..., Any] | None = None, modes: S
 
 
 def apply_guard(
-    inline: InlineScore,
+    inline: InlineResult,
     *,
     mode: str,
     response: Any,
@@ -245,12 +264,12 @@ def apply_guard(
 ) -> GroundlensFlaggedError | None:
     """Apply a guard mode to one scored answer: when flagged, call ``on_flagged(inline, response)``
     and, with ``mode="raise"``, return the error for the adapter to raise once its step is recorded."""
-    if not inline.flagged or inline.score is None:
+    if not inline.flagged or inline.result is None:
         return None
     if on_flagged is not None:
         on_flagged(inline, response)
     if mode == "raise":
-        return GroundlensFlaggedError.for_score(inline.score, response, node, step_id)
+        return GroundlensFlaggedError.for_result(inline.result, response, node, step_id)
     return None
 
 
@@ -507,7 +526,7 @@ class AdapterShell:
     def add_listener(self, listener: TraceListener) -> None:
         self.recorder.add_listener(listener)
 
-    def score_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
+    def score_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineResult:
         """Score one answer now, on this thread, deciding the method as the recorder does. Never raises."""
         t0 = time.perf_counter()
         try:
@@ -515,7 +534,7 @@ class AdapterShell:
             call = CallRecord(trace_key="", node="", question=question, response=response, context=pieces)
             method, reason = Recorder.method_of(call)
             if method != "score":
-                return InlineScore(
+                return InlineResult(
                     None, error=reason if method == "error" else None, skipped=reason if method == "skipped" else None
                 )
             from groundlens_core.scoring import evaluate
@@ -523,14 +542,14 @@ class AdapterShell:
             # one entry per piece (None for one without text), so an evidence sentence's
             # passage_piece indexes the step's context
             texts = [p.text if isinstance(p.text, str) else None for p in pieces]
-            score = evaluate(question, response, texts or None, **self.recorder.scoring_options())
-            return InlineScore(score, latency_ms=(time.perf_counter() - t0) * 1000.0)
+            result = evaluate(question, response, texts or None, **self.recorder.scoring_options())
+            return InlineResult(result, latency_ms=(time.perf_counter() - t0) * 1000.0)
         except Exception as exc:
             internal_error(exc, f"{type(self).__name__}.score_inline", None)
             self.log.warning("groundlens: %s could not score in line: %s", type(self).__name__, describe_exception(exc))
-            return InlineScore(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
+            return InlineResult(None, error=describe_exception(exc), latency_ms=(time.perf_counter() - t0) * 1000.0)
 
-    async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineScore:
+    async def ascore_inline(self, *, question: Any, response: Any, context: Any = ()) -> InlineResult:
         """:meth:`score_inline` in a worker thread, so an event loop keeps running while it embeds."""
         return await asyncio.to_thread(self.score_inline, question=question, response=response, context=context)
 

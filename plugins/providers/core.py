@@ -20,7 +20,7 @@ from groundlens_core.plugins.kit.shell import (
     SHELL_KEYWORDS,
     AdapterShell,
     GroundlensFlaggedError,
-    InlineScore,
+    InlineResult,
     apply_guard,
     check_mode,
     handle_internal_errors,
@@ -299,7 +299,7 @@ class ProviderCore(AdapterShell):
         )
 
     def _record(
-        self, call: Call, completion: Completion, *, error: str | None, inline: InlineScore | None = None
+        self, call: Call, completion: Completion, *, error: str | None, inline: InlineResult | None = None
     ) -> str:
         """Hand one finished call to the recorder (scored there unless ``inline`` scored it already)."""
         meta = dict(call.metadata)
@@ -370,7 +370,7 @@ class ProviderCore(AdapterShell):
             return NOTHING_READ, describe_exception(exc)
 
     def _guard_end(
-        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineResult, read_error: str | None
     ) -> tuple[ProviderResponse, GroundlensFlaggedError | None]:
         """Record the scored step, build the response, apply the guard mode (the error to raise, if any)."""
         error = None if read_error is None else f"groundlens could not read the response: {read_error}"
@@ -378,7 +378,7 @@ class ProviderCore(AdapterShell):
             text=completion.text or "",
             model=completion.model,
             usage=completion.usage,
-            groundlens_score=inline.score,
+            groundlens_result=inline.result,
             finish_reason=completion.finish_reason,
             raw=raw,
             scoring_error=error or inline.error,

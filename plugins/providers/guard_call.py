@@ -1,13 +1,14 @@
 """Guard calls (``complete``, ``acomplete``, ``stream``, ``astream``): the instrumented send, tap
-and end path of :mod:`.core`, plus the inline score and the guard mode."""
+and end path of :mod:`.core`, plus the inline scoring and the guard mode."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 from typing import Any
+from warnings import warn
 
-from groundlens_core.plugins.kit.shell import InlineScore
+from groundlens_core.plugins.kit.shell import InlineResult
 from groundlens_core.plugins.providers.core import Call, ProviderCore, Tap
 from groundlens_core.plugins.providers.values import (
     GUARD_CONTEXT_SOURCE,
@@ -145,7 +146,7 @@ class GuardCalls(ProviderCore):
             return await asyncio.to_thread(self._send, self.client, request, stream)
 
     def _answer(
-        self, call: Call, raw: Any, completion: Completion, inline: InlineScore, read_error: str | None
+        self, call: Call, raw: Any, completion: Completion, inline: InlineResult, read_error: str | None
     ) -> ProviderResponse:
         if not call.claim():  # pragma: no cover - a guard call ends here only
             raise RuntimeError("a guard call ended twice")
@@ -169,8 +170,15 @@ class _GuardStream:
         return self._tap.response
 
     @property
+    def groundlens_result(self) -> GroundlensResult | None:
+        """The result of the whole answer once the stream ended whole (``.score`` is the number); None before."""
+        return None if self._tap.response is None else self._tap.response.groundlens_result
+
+    @property
     def groundlens_score(self) -> GroundlensResult | None:
-        return None if self._tap.response is None else self._tap.response.groundlens_score
+        """Deprecated name of :attr:`groundlens_result` (the result object, not its number)."""
+        warn("the stream's groundlens_score is deprecated: use .groundlens_result", DeprecationWarning, stacklevel=2)
+        return self.groundlens_result
 
     @property
     def text(self) -> str:

@@ -8,8 +8,9 @@ import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
+from warnings import warn
 
-from groundlens_core.plugins.kit.shell import CarriesScore, get_field
+from groundlens_core.plugins.kit.shell import CarriesResult, get_field
 from groundlens_core.scoring.results import GroundlensResult
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
@@ -109,14 +110,15 @@ class StreamReader:
 
 
 @dataclass(frozen=True)
-class ProviderResponse(CarriesScore):
-    """The answer of a guard call with its score (SGI with context, DGI without; None when scoring
-    failed, see ``scoring_error``, or the turn only asked for tools). A triage signal, not a verdict."""
+class ProviderResponse(CarriesResult):
+    """The answer of a guard call with its result (SGI with context, DGI without; None when scoring
+    failed, see ``scoring_error``, or the turn only asked for tools): ``groundlens_result.score`` is
+    the number. A triage signal, not a verdict."""
 
     text: str
     model: str | None
     usage: Usage | None
-    groundlens_score: GroundlensResult | None
+    groundlens_result: GroundlensResult | None
     finish_reason: str | None
     raw: Any  # the SDK's own response object (for a stream: the SDK's stream object)
     scoring_error: str | None = None
@@ -125,8 +127,16 @@ class ProviderResponse(CarriesScore):
     tool_calls: tuple[str, ...] = ()
     step_id: str | None = None
 
-    def carried_score(self) -> GroundlensResult | None:
-        return self.groundlens_score
+    def carried_result(self) -> GroundlensResult | None:
+        return self.groundlens_result
+
+    @property
+    def groundlens_score(self) -> GroundlensResult | None:
+        """Deprecated name of :attr:`groundlens_result` (the result object, not its number)."""
+        warn(
+            "ProviderResponse.groundlens_score is deprecated: use .groundlens_result", DeprecationWarning, stacklevel=2
+        )
+        return self.groundlens_result
 
     def __str__(self) -> str:
         return self.text
