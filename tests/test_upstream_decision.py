@@ -256,3 +256,34 @@ def test_the_spans_job_decides_a_later_span_with_the_earlier_flagged_answer(tmp_
     assert email["band"] == "review" and email["step"]["result"]["decision"]["rule"] == "grounded_in_flagged"
     assert email["explanation"].startswith(f"Score {email['score']:.2f}, review: grounded in the flagged output of #0")
     assert sizes == [2, 1]  # the email scored again once the answer turned out flagged
+
+
+def test_a_call_scored_in_line_is_decided_with_its_upstream_when_recorded():
+    """A guard, a revision loop or a filter scores a call in line, before its trace's earlier steps
+    are decided: what the agent saw stays as it was, and the recorded step is decided again with the
+    flagged output its context carries, in a later batch or in the same one."""
+    inline = evaluate(EMAIL_Q, EMAIL, [ANSWER])
+    assert inline.triage == "trusted"  # in line, nothing says the answer it leans on was flagged
+
+    def answer_call(key: str) -> CallRecord:
+        return CallRecord(key, "answer", question=QUESTION, context=(ContextPiece(CONTRACT, "doc"),), response=ANSWER)
+
+    def email_call(key: str) -> CallRecord:
+        piece = ContextPiece(ANSWER, "state:answer")
+        return CallRecord(key, "email", question=EMAIL_Q, context=(piece,), response=EMAIL, result=inline)
+
+    rec = Recorder("test", quiet_seconds=0.01)
+    rec.record(answer_call("later"))
+    assert rec.flush(300)
+    rec.record(email_call("later"))
+    answer_step, email_step = rec.get_trace("later", timeout=300).steps
+    assert answer_step.band == "flagged" and email_step.cascade_from == (answer_step.id,)
+    assert email_step.band == "review" and email_step.decision.rule == "grounded_in_flagged"
+    assert inline.triage == "trusted"  # the agent's in-line result is untouched
+
+    rec = Recorder("test", quiet_seconds=0.01)
+    with rec._lock:  # both in one batch
+        rec.record(answer_call("same"))
+        rec.record(email_call("same"))
+    answer_step, email_step = rec.get_trace("same", timeout=300).steps
+    assert (answer_step.band, email_step.band) == ("flagged", "review")

@@ -143,10 +143,10 @@ def _index_of(trace: Any) -> LineageIndex:
     if not isinstance(index, LineageIndex):
         index = LineageIndex()
         trace._lineage = index
-    steps = trace.steps
-    for step in steps[index.seen :]:
+    new = trace.steps[index.seen :]  # a step another thread appends meanwhile is indexed next time
+    for step in new:
         index.add(step)
-    index.seen = len(steps)
+    index.seen += len(new)
     return index
 
 

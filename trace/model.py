@@ -141,6 +141,9 @@ class Usage:
         return cls(*(_count(d, k, "usage") for k in ("input_tokens", "output_tokens", "total_tokens")))
 
 
+_ABSENT = object()
+
+
 class _StepScore(float):
     """:attr:`Step.score`: the number. ``step.score`` used to be the result object, and code written
     then (the original groundlens README's ``step.score.value``) reads the result's fields from it:
@@ -155,9 +158,9 @@ class _StepScore(float):
         return out
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "_result" or not hasattr(self._result, name):
+        value = _ABSENT if name.startswith("__") or name == "_result" else getattr(self._result, name, _ABSENT)
+        if value is _ABSENT:
             raise AttributeError(f"'float' object has no attribute {name!r}")
-        value = getattr(self._result, name)
         warn(f"step.score is the number now: read step.result.{name}", DeprecationWarning, stacklevel=2)
         return value
 

@@ -53,7 +53,7 @@ EXIT_FLUSH_SECONDS = 10.0
 
 def ranked_score(step: Step) -> float | None:
     """The step's one ranked score, the value every sink sends (the number reports show and sort by)."""
-    return step.score
+    return None if step.score is None else float(step.score)  # a plain float: any serialiser takes it
 
 
 @dataclass(frozen=True)

@@ -117,7 +117,9 @@ def score_calls(
     each call is then decided with the unverified outputs of its trace that its context carries
     (``lineage.BatchLineage``), the batch's earlier calls' included. Those are known only once
     scored, so a call whose upstream changed by then is scored again, in a second ``evaluate_batch``
-    of those calls only; a batch without one is scored once, as without lineage."""
+    of those calls only; a batch without one is scored once, as without lineage. A call an adapter
+    scored in line, before its upstream could be known, is scored again here when it has one (what
+    the agent saw in line stays as it was; its step is decided with its lineage)."""
     decisions = [method_of(c) for c in calls]
     out: list[Outcome] = [(m, r, None, None) for m, r in decisions]
     todo = []
@@ -133,11 +135,12 @@ def score_calls(
             out[i] = (kept.method, None, kept, calls[i].scoring_latency_ms)  # scored in line already
         elif m == "score":
             todo.append(i)
-    if not todo:
+    inline = [i for i, o in enumerate(out) if o[2] is not None] if placed is not None else []
+    if not todo and not inline:
         return out
     lineage, where = None, {}
     try:
-        pieces = {i: context_pieces(calls[i].context) for i in todo}
+        pieces = {i: context_pieces(calls[i].context) for i in [*todo, *inline]}
         if placed is not None:
             # under the load lock while it is imported, as the scoring (a fork meanwhile waits)
             BatchLineage = first_load.import_module("groundlens_core.trace.lineage").BatchLineage  # noqa: N806
@@ -146,13 +149,16 @@ def score_calls(
                 [(where[i][0], where[i][2]) if i in where else None for i in range(len(calls))], pieces
             )
             # errors and in-line scores are known before any scoring
-            known = [i for i in where if i not in pieces and out[i][0] != "skipped"]
+            known = [i for i in where if i not in todo and out[i][0] != "skipped"]
             lineage.settle({i: make_step(calls[i], where[i][1], where[i][2], *out[i]) for i in known})
+            lineage.given.update(dict.fromkeys(inline, ()))  # decided in line, without an upstream
+        batch = sorted([*todo, *(i for i in inline if lineage is not None and lineage.upstream(i))])
     except Exception as exc:  # every call of the batch becomes an error step
         internal_error(exc, "scoring", log, deferred=True)
         return [("error", f"{type(exc).__name__}: {exc}", None, None) if i in todo else o for i, o in enumerate(out)]
-    batch = todo
-    for _ in todo:  # each round settles at least the earliest call still changing
+    for _ in range(len(todo) + len(inline)):  # each round settles at least the earliest call still changing
+        if not batch:
+            break
         t0 = time.perf_counter()
         try:
             # under the load lock while it is imported (a fork meanwhile waits: see first_load)
@@ -174,6 +180,8 @@ def score_calls(
         ms = (time.perf_counter() - t0) * 1000.0 / len(batch)
         for i, res in zip(batch, results):
             ms_i = ms + (out[i][3] or 0.0)  # a call scored again took both
+            if isinstance(res, (Exception, ScoreError)) and out[i][2] is not None:
+                continue  # a call decided again (or scored in line) keeps its last decision
             if isinstance(res, Exception):
                 out[i] = ("error", f"{type(res).__name__}: {res}", None, ms_i)
             elif isinstance(res, ScoreError):
@@ -182,8 +190,6 @@ def score_calls(
                 out[i] = (res.method, None, res, ms_i)
         steps = {i: make_step(calls[i], where[i][1], where[i][2], *out[i]) for i in batch if i in where}
         batch = lineage.settle(steps) if lineage is not None else []  # the calls to decide again
-        if not batch:
-            break
     return out
 
 
