@@ -406,16 +406,19 @@ class GroundlensCrewListener(AdapterShell):
             metadata["self_check"] = True  # our own verdict is never context for the agent
         elif _is_tool_error(text, raw):
             error = f"tool {name} failed: {text.strip()[:500]}"
-        step_id = self._record(
-            ctx,
-            "tool",
-            node=f"{node_name(agent, task)} / {name}",
-            question=as_json(getattr(ctx, "tool_input", None)),
-            response=text,
-            error=error,
-            parent_id=self.context_store.swap(agent, task).call_step or agent_scope(agent, task),
-            metadata=metadata,
-        )
-        if name != SELF_CHECK_TOOL_NAME and error is None:  # recorded first: the piece names its tool step
-            self.context_store.add(agent, task, text, f"tool:{name}", producer=step_id or None)
+        step_id = ""
+        try:
+            step_id = self._record(
+                ctx,
+                "tool",
+                node=f"{node_name(agent, task)} / {name}",
+                question=as_json(getattr(ctx, "tool_input", None)),
+                response=text,
+                error=error,
+                parent_id=self.context_store.swap(agent, task).call_step or agent_scope(agent, task),
+                metadata=metadata,
+            )
+        finally:  # recorded first, so the piece names its tool step; context for later calls either way
+            if name != SELF_CHECK_TOOL_NAME and error is None:
+                self.context_store.add(agent, task, text, f"tool:{name}", producer=step_id or None)
         return None  # never rewrite the tool result
