@@ -22,6 +22,7 @@ from warnings import warn
 
 from groundlens_core._version import __version__
 from groundlens_core.errors import GroundlensInputError
+from groundlens_core.renamed import renamed
 from groundlens_core.scoring.bands import COUNT_ORDER, SCORED_METHODS, TRIAGE_ORDER, empty_counts, risk_key, step_band
 from groundlens_core.scoring.results import GroundlensResult, as_score
 
@@ -255,11 +256,7 @@ class Step:
             return None
         return _StepScore(self.result.score, self.result)
 
-    @property
-    def rank(self) -> float | None:
-        """Deprecated name of :attr:`score`."""
-        warn("Step.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
-        return self.score
+    rank = renamed("score", "Step.rank")
 
     @property
     def decision(self) -> Any:

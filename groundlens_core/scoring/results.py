@@ -6,8 +6,8 @@ import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any
-from warnings import warn
 
+from groundlens_core.renamed import renamed
 from groundlens_core.scoring.decision import Decision
 
 
@@ -359,11 +359,7 @@ class GroundlensResult:
     #: the trained verifier's reading (with a context and evidence on); None without one
     verdict: Verdict | None = field(default=None, kw_only=True)
 
-    @property
-    def rank(self) -> float:
-        """Deprecated name of :attr:`score`."""
-        warn("GroundlensResult.rank is deprecated: use .score", DeprecationWarning, stacklevel=2)
-        return self.score
+    rank = renamed("score", "GroundlensResult.rank")
 
     @property
     def reason(self) -> str | None:

@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, ClassVar, TypedDict, TypeVar
-from warnings import warn
 
 from groundlens_core import internal_errors
 from groundlens_core._imports import MissingFrameworkError, install_line, require
 from groundlens_core.errors import describe_exception
 from groundlens_core.internal_errors import internal_error
+from groundlens_core.renamed import renamed
 from groundlens_core.scoring.results import GroundlensResult
 from groundlens_core.trace.model import META_INTERNAL_ERROR, ContextPiece, Trace, Usage
 from groundlens_core.trace.recorder import CallRecord, Recorder, TraceListener, app_span
@@ -173,11 +173,7 @@ class InlineResult(CarriesResult):
     def carried_result(self) -> GroundlensResult | None:
         return self.result
 
-    @property
-    def score(self) -> GroundlensResult | None:
-        """Deprecated name of :attr:`result` (the result object, not its number)."""
-        warn("InlineResult.score is deprecated: use .result", DeprecationWarning, stacklevel=2)
-        return self.result
+    score = renamed("result", "InlineResult.score")  # the result object, not its number
 
     def record_fields(self) -> dict[str, Any]:
         """The ``CallRecord`` fields that hand this outcome to the recorder (so it is not scored twice)."""
@@ -211,11 +207,7 @@ class GroundlensFlaggedError(Exception):
         self.node = node
         self.step_id = step_id
 
-    @property
-    def score(self) -> GroundlensResult:
-        """Deprecated name of :attr:`result` (the result object, not its number)."""
-        warn("GroundlensFlaggedError.score is deprecated: use .result", DeprecationWarning, stacklevel=2)
-        return self.result
+    score = renamed("result", "GroundlensFlaggedError.score")  # the result object, not its number
 
     @property
     def function_name(self) -> str | None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from typing import Any
-from warnings import warn
 
 from groundlens_core.plugins.kit.shell import InlineResult
 from groundlens_core.plugins.providers.core import Call, ProviderCore, Tap
@@ -20,6 +19,7 @@ from groundlens_core.plugins.providers.values import (
     prompt_with_context,
     sending,
 )
+from groundlens_core.renamed import renamed
 from groundlens_core.scoring.results import GroundlensResult
 
 
@@ -174,11 +174,7 @@ class _GuardStream:
         """The result of the whole answer once the stream ended whole (``.score`` is the number); None before."""
         return None if self._tap.response is None else self._tap.response.groundlens_result
 
-    @property
-    def groundlens_score(self) -> GroundlensResult | None:
-        """Deprecated name of :attr:`groundlens_result` (the result object, not its number)."""
-        warn("the stream's groundlens_score is deprecated: use .groundlens_result", DeprecationWarning, stacklevel=2)
-        return self.groundlens_result
+    groundlens_score = renamed("groundlens_result", "the stream's groundlens_score")  # the object, not its number
 
     @property
     def text(self) -> str:

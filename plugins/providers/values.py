@@ -8,9 +8,9 @@ import contextvars
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
-from warnings import warn
 
 from groundlens_core.plugins.kit.shell import CarriesResult, get_field
+from groundlens_core.renamed import renamed
 from groundlens_core.scoring.results import GroundlensResult
 from groundlens_core.trace.model import ContextPiece, Usage
 from groundlens_core.trace.recorder import Recorder, context_pieces
@@ -130,13 +130,7 @@ class ProviderResponse(CarriesResult):
     def carried_result(self) -> GroundlensResult | None:
         return self.groundlens_result
 
-    @property
-    def groundlens_score(self) -> GroundlensResult | None:
-        """Deprecated name of :attr:`groundlens_result` (the result object, not its number)."""
-        warn(
-            "ProviderResponse.groundlens_score is deprecated: use .groundlens_result", DeprecationWarning, stacklevel=2
-        )
-        return self.groundlens_result
+    groundlens_score = renamed("groundlens_result", "ProviderResponse.groundlens_score")  # the object, not its number
 
     def __str__(self) -> str:
         return self.text

@@ -120,21 +120,8 @@ def score_calls(
     of those calls only; a batch without one is scored once, as without lineage. A call an adapter
     scored in line, before its upstream could be known, is scored again here when it has one (what
     the agent saw in line stays as it was; its step is decided with its lineage)."""
-    decisions = [method_of(c) for c in calls]
-    out: list[Outcome] = [(m, r, None, None) for m, r in decisions]
-    todo = []
-    for i, (m, _) in enumerate(decisions):
-        pre = calls[i].result
-        if m == "score" and pre is not None:
-            try:
-                kept = as_score(pre)
-            except ValueError as exc:
-                out[i] = ("error", f"the adapter's score is unusable: {exc}", None, None)
-                continue
-            assert kept is not None
-            out[i] = (kept.method, None, kept, calls[i].scoring_latency_ms)  # scored in line already
-        elif m == "score":
-            todo.append(i)
+    out: list[Outcome] = [(*method_of(c), None, None) for c in calls]
+    todo = _keep_inline(calls, out)
     inline = [i for i, o in enumerate(out) if o[2] is not None] if placed is not None else []
     if not todo and not inline:
         return out
@@ -191,6 +178,25 @@ def score_calls(
         steps = {i: make_step(calls[i], where[i][1], where[i][2], *out[i]) for i in batch if i in where}
         batch = lineage.settle(steps) if lineage is not None else []  # the calls to decide again
     return out
+
+
+def _keep_inline(calls: list[CallRecord], out: list[Outcome]) -> list[int]:
+    """Put the results the adapters scored in line into ``out`` (an unusable one is an error); returns
+    the calls still to score."""
+    todo = []
+    for i, (m, _, _, _) in enumerate(out):
+        pre = calls[i].result
+        if m == "score" and pre is not None:
+            try:
+                kept = as_score(pre)
+            except ValueError as exc:
+                out[i] = ("error", f"the adapter's score is unusable: {exc}", None, None)
+                continue
+            assert kept is not None
+            out[i] = (kept.method, None, kept, calls[i].scoring_latency_ms)  # scored in line already
+        elif m == "score":
+            todo.append(i)
+    return todo
 
 
 def make_step(
