@@ -11,7 +11,8 @@ import time
 import pytest
 
 from groundlens_core.trace.recorder import CallRecord, Recorder
-from groundlens_core.trace.recorder.events import Call, FlushMarker, HeldMarker, Raw
+from groundlens_core.trace.recorder.backlog import Backlog
+from groundlens_core.trace.recorder.events import OVERLOAD, Call, FlushMarker, HeldMarker, Raw
 
 
 class Heard:
@@ -161,3 +162,15 @@ def test_the_counts_match_the_queue_through_any_mix_of_raw_events_records_and_re
     check()
     for k in keys:
         assert [e[2] for e in heard.of(k) if e[0] == "step"] == expected[k]
+
+
+def test_a_call_translated_into_a_batch_being_taken_is_never_overload():
+    """At exit the whole queue is taken at once: a raw event behind calls that fill the step bound
+    records its call into that batch, where it waits for nothing (it is pending, not overload)."""
+    backlog = Backlog(max_steps=1, max_bytes=1 << 20, max_events=100)
+    heavy = CallRecord(trace_key="k", node="n", question="q?", response="r.")
+    backlog.put(backlog.call(Call(heavy, 0, "a", True, 10)))  # the step bound is reached
+    backlog.items.append(Raw(lambda: backlog.put(backlog.call(Call(heavy, 1, "b", True, 10))), ()))
+    taken = backlog.take_all()
+    assert [(c.step_id, c.needs_model, c.reason) for c in taken] == [("a", True, None), ("b", True, None)]
+    assert backlog.stats["overload"] == 0 and OVERLOAD not in {c.reason for c in taken}

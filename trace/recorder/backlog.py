@@ -66,7 +66,10 @@ class Backlog:
 
     def call(self, event: Call) -> Call:
         """``event``, recorded unscored (``OVERLOAD``) when it needs the model and the calls waiting
-        for it are at a bound already."""
+        for it are at a bound already; never a call a translation records into a batch being taken
+        (by the worker, or at exit): it waits for nothing."""
+        if self.sink is not None and not self.sink_queued:
+            return event
         if (
             event.needs_model
             and self.queued_steps
