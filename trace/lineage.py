@@ -47,14 +47,8 @@ __all__ = [
     "link_step",
     "annotate",
     "cascade_order",
-    "claims",
     "folded",
 ]
-
-
-def claims(text: str) -> set[str]:
-    """The normalised sentences of ``text`` long enough to count (and the whole text, if it is)."""
-    return set(output_sentences(text))
 
 
 def _unverified(step: Any) -> tuple[int, str, tuple] | None:
@@ -189,7 +183,7 @@ def annotate(trace: Any) -> Any:
 class BatchLineage:
     """The upstream inputs of a batch of calls decided before their steps are on their traces (the
     recorder's worker, the spans job): each call's context is compared with its trace's steps and
-    with the batch's earlier calls on the same trace that are decided (:meth:`decided`).
+    with the batch's earlier calls on the same trace that are decided (:meth:`settle`).
 
     An earlier call of the batch is an origin only once its band is known, so the caller decides the
     batch in rounds: first every call, with what is known (:meth:`inputs`); then again only the calls
