@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-from groundlens_core.embedding import first_load
 from groundlens_core.plugins.kit.revise import without_feedback
 from groundlens_core.plugins.langchain.runs import StateValue, expand_state
 from groundlens_core.trace.model import ContextPiece
@@ -64,7 +63,6 @@ class PromptRead:
         #: tool_call_id -> the tool step that ran it (the root's, filled as tool steps are translated):
         #: a tool message's piece names its producer
         self._tool_steps = tool_steps if tool_steps is not None else {}
-        self._lock = first_load.own_lock(self)  # a forked child gets a fresh one
         self._readings: list[Reading] | None = None
 
     def reading(self, i: int) -> Reading:
@@ -76,11 +74,11 @@ class PromptRead:
 
     def readings(self) -> list[Reading]:
         """Every prompt's (question, context); the first call reads them (and warns once per node
-        about a long prompt left without context), later calls return the same list."""
-        with self._lock:
-            if self._readings is None:
-                self._readings = self._read()
-            return self._readings
+        about a long prompt left without context), later calls return the same list. Called in the
+        run's translations only, which the recorder runs one at a time, under its lock."""
+        if self._readings is None:
+            self._readings = self._read()
+        return self._readings
 
     def _read(self) -> list[Reading]:
         override = context_from(self._override, source="override")
