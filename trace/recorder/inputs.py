@@ -220,11 +220,11 @@ def _tool_name_for(messages: Sequence[Any], index: int) -> str:
     name = msg.get("name") if isinstance(msg, Mapping) else getattr(msg, "name", None)
     if isinstance(name, str) and name:
         return name
-    call_id = msg.get("tool_call_id") if isinstance(msg, Mapping) else getattr(msg, "tool_call_id", None)
+    call_id = tool_call_id(msg)
     if call_id:
         for prev in reversed(messages[:index]):
             for call in getattr(prev, "tool_calls", None) or []:
-                if isinstance(call, Mapping) and call.get("id") == call_id and call.get("name"):
+                if isinstance(call, Mapping) and str(call.get("id")) == call_id and call.get("name"):
                     return str(call["name"])
     return "tool"
 
